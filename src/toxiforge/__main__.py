@@ -1,0 +1,3 @@
+from toxiforge.cli import main
+
+main()

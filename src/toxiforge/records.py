@@ -1,0 +1,198 @@
+"""The row schema every stage shares: ToxiGen's ``train`` columns plus provenance.
+
+ToxiGen's released ``train`` config has ``prompt, generation, generation_method, group, prompt_label,
+roberta_prediction``. toxiforge keeps those names and meanings (``prompt_label`` 1 = toxic prompt, 0 = benign;
+``generation_method`` "top-k" or "ALICE") and adds provenance so every machine-generated row says how it was
+made: ``machine_generated`` (always true for generated rows), ``model``, ``decoding`` (the decoding settings as
+JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, ISO 8601), ``raw_output`` (the
+LM's text before post-processing) and ``parse_error`` (null, or why the output could not be turned into a
+statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
+``classifier_score`` and ``fooled``.
+
+Files: Parquet (default), JSONL and CSV, chosen by suffix. A directory of shards (as written by a generation
+job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from toxiforge.errors import InputError
+
+TOXIC, BENIGN = 1, 0
+METHOD_TOPK, METHOD_ALICE = "top-k", "ALICE"
+GENERATION_METHODS = (METHOD_TOPK, METHOD_ALICE)
+
+_LABEL_WORDS = {
+    "hate": TOXIC, "toxic": TOXIC, "1": TOXIC, "true": TOXIC,
+    "neutral": BENIGN, "benign": BENIGN, "0": BENIGN, "false": BENIGN,
+}
+
+
+def parse_label(value: Any, *, path: str | Path | None = None, line: int | None = None) -> int:
+    """Map a label word to 1 (hate/toxic) or 0 (neutral/benign); ints 0/1 pass through."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    key = str(value).strip().lower()
+    if key in _LABEL_WORDS:
+        return _LABEL_WORDS[key]
+    raise InputError(f"unknown label {value!r}", path=path, line=line,
+                     hint="use hate/toxic/1 for toxic or neutral/benign/0 for benign")
+
+
+def label_word(label: int) -> str:
+    """'toxic' or 'benign' for 1 or 0."""
+    return "toxic" if label == TOXIC else "benign"
+
+
+@dataclass
+class Row:
+    """One generated statement with its provenance (ToxiGen columns first)."""
+
+    prompt: str
+    generation: str
+    generation_method: str
+    group: str
+    prompt_label: int
+    roberta_prediction: float | None = None
+    machine_generated: bool = True
+    model: str = ""
+    decoding: str = "{}"
+    seed: int | None = None
+    run_id: str = ""
+    timestamp: str = ""
+    raw_output: str = ""
+    parse_error: str | None = None
+    row_id: str = ""
+    classifier: str | None = None
+    classifier_score: float | None = None
+    fooled: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
+TOXIGEN_COLUMNS: tuple[str, ...] = ("prompt", "generation", "generation_method", "group", "prompt_label",
+                                    "roberta_prediction")
+
+
+def arrow_schema():
+    """The pyarrow schema of :class:`Row` (explicit, so all-null columns keep their types)."""
+    import pyarrow as pa
+
+    types = {
+        "prompt_label": pa.int8(), "roberta_prediction": pa.float64(), "machine_generated": pa.bool_(),
+        "seed": pa.int64(), "classifier_score": pa.float64(), "fooled": pa.bool_(),
+    }
+    return pa.schema([pa.field(name, types.get(name, pa.string())) for name in COLUMNS])
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix in (".jsonl", ".json"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    raise InputError(f"cannot tell the file format from suffix {suffix!r}", path=path,
+                     hint="use .parquet, .jsonl or .csv")
+
+
+def write_rows(rows: Sequence[Row | dict], path: str | Path) -> Path:
+    """Write rows atomically (temporary file, then rename) as Parquet, JSONL or CSV by suffix."""
+    import pyarrow as pa
+
+    path = Path(path)
+    fmt = _format_of(path)
+    dicts = [r.to_dict() if isinstance(r, Row) else {c: r.get(c) for c in COLUMNS} for r in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.Table.from_pylist(dicts, schema=arrow_schema()), tmp)
+        elif fmt == "jsonl":
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for d in dicts:
+                    fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+        else:
+            import pyarrow.csv as pcsv
+
+            pcsv.write_csv(pa.Table.from_pylist(dicts, schema=arrow_schema()), tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def shard_files(directory: str | Path) -> list[Path]:
+    """The data shards of a generation-job directory, in order."""
+    directory = Path(directory)
+    data = directory / "data"
+    base = data if data.is_dir() else directory
+    return sorted(p for p in base.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in (".parquet", ".jsonl", ".csv"))
+
+
+def read_table(path: str | Path):
+    """Read a dataset file or a job directory into a pyarrow Table (no schema coercion)."""
+    import pyarrow as pa
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file or directory", path=path, hint="check the path")
+    if path.is_dir():
+        files = shard_files(path)
+        if not files:
+            raise InputError("directory holds no .parquet/.jsonl/.csv files", path=path,
+                             hint="point at a generation output directory or a dataset file")
+        return pa.concat_tables([read_table(f) for f in files], promote_options="default")
+    fmt = _format_of(path)
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path)
+        if fmt == "jsonl":
+            import pyarrow.json as pjson
+
+            return pjson.read_json(path)
+        import pyarrow.csv as pcsv
+
+        return pcsv.read_csv(path)
+    except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid subclasses ValueError
+        raise InputError(f"cannot read {fmt} file ({exc})", path=path,
+                         hint="check that the file is complete and in the format its suffix says") from exc
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """Read rows written by :func:`write_rows` (or a ToxiGen ``train`` file: missing provenance stays empty)."""
+    table = read_table(path)
+    missing = [c for c in ("prompt", "generation", "group", "prompt_label") if c not in table.column_names]
+    if missing:
+        raise InputError(f"missing columns {missing}; found {table.column_names}", path=path,
+                         hint="give a toxiforge or ToxiGen train file")
+    known = set(COLUMNS)
+    rows = []
+    for d in table.to_pylist():
+        kept = {k: v for k, v in d.items() if k in known}
+        kept.setdefault("generation_method", "")
+        rows.append(Row(**kept))
+    return rows
+
+
+def iter_dicts(rows: Iterable[Row]) -> Iterable[dict[str, Any]]:
+    for r in rows:
+        yield r.to_dict()

@@ -5,7 +5,8 @@ roberta_prediction``. toxiforge keeps those names and meanings (``prompt_label``
 ``generation_method`` "top-k" or "ALICE") and adds provenance so every machine-generated row says how it was
 made: ``machine_generated`` (always true for generated rows), ``model``, ``decoding`` (the decoding settings as
 JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, ISO 8601), ``raw_output`` (the
-LM's text before post-processing) and ``parse_error`` (null, or why the output could not be turned into a
+LM's text before post-processing), ``finish_reason`` ("newline", "eos" or "length" when the token budget ran
+out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be turned into a
 statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
 ``classifier_score`` and ``fooled``.
 
@@ -68,6 +69,7 @@ class Row:
     run_id: str = ""
     timestamp: str = ""
     raw_output: str = ""
+    finish_reason: str | None = None
     parse_error: str | None = None
     row_id: str = ""
     classifier: str | None = None

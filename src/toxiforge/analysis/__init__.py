@@ -1,0 +1,1 @@
+"""Dataset analyses: summaries now; statistics, implicitness, similarity split, perplexity, mentions later."""

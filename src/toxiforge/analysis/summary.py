@@ -1,0 +1,52 @@
+"""A quick per-group summary of a dataset: rows, mean statement length, parse errors, two examples.
+
+``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
+rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import mean
+from typing import Iterable
+
+from toxiforge.records import Row, label_word
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    label: str
+    method: str
+    count: int
+    mean_chars: float
+    parse_errors: int
+    examples: tuple[str, ...]
+
+
+def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:
+    """Per (group, label, method): count, mean characters of parsed statements, parse errors, first examples."""
+    cells: dict[tuple[str, int, str], list[Row]] = {}
+    for r in rows:
+        cells.setdefault((r.group, r.prompt_label, r.generation_method), []).append(r)
+    out = []
+    for (group, label, method), members in sorted(cells.items()):
+        parsed = [r.generation for r in members if r.parse_error is None and r.generation]
+        out.append(GroupSummary(group=group, label=label_word(label), method=method, count=len(members),
+                                mean_chars=round(mean(len(t) for t in parsed), 1) if parsed else 0.0,
+                                parse_errors=len(members) - len(parsed), examples=tuple(parsed[:examples])))
+    return out
+
+
+def render_summary(summaries: list[GroupSummary], console=None, title: str = "Generated statements") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=True)
+    for name, justify in [("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"),
+                          ("mean chars", "right"), ("parse errors", "right"), ("examples", "left")]:
+        table.add_column(name, justify=justify, overflow="fold")
+    for s in summaries:
+        table.add_row(s.group, s.label, s.method, str(s.count), f"{s.mean_chars:.1f}", str(s.parse_errors),
+                      "\n".join(f"• {e}" for e in s.examples))
+    (console or Console()).print(table)

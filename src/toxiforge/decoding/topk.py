@@ -1,0 +1,147 @@
+"""Top-k sampling as ToxiGen did it (paper §3.3 and Appendix A): k = 40, temperature 0.9, at most 30 new
+tokens, stop at the first newline, one statement per prompt.
+
+Batched across prompts: one :class:`~toxiforge.models.base.LMSession` per batch, one forward step per token for
+all unfinished rows; finished rows are dropped from the session (and its KV cache) as they end.
+
+Every row samples from its own ``torch.Generator`` seeded with the row's seed, so a row's statement does not
+depend on which other rows share its batch (up to float rounding of padded batches), and a resumed job
+reproduces an uninterrupted one exactly.
+
+Departures from upstream code (microsoft/TOXIGEN ``generate.py``, which calls the GPT-3 API): the API's
+``stop="\\n"`` is implemented as "stop at the first token whose text contains a newline"; the text before the
+newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whitespace and a leading "- ".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from toxiforge.errors import InputError
+from toxiforge.models.base import LanguageModel
+
+
+@dataclass(frozen=True)
+class TopKConfig:
+    """Decoding settings (defaults = the paper's)."""
+
+    top_k: int = 40
+    temperature: float = 0.9
+    max_new_tokens: int = 30
+    stop_at_newline: bool = True
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise InputError(f"top_k={self.top_k} must be at least 1", hint="use --top-k 40 (the paper's)")
+        if not self.temperature > 0:
+            raise InputError(f"temperature={self.temperature} must be > 0", hint="use --temperature 0.9")
+        if self.max_new_tokens < 1:
+            raise InputError(f"max_new_tokens={self.max_new_tokens} must be at least 1", hint="use 30")
+
+    def to_dict(self) -> dict:
+        return {"method": "top-k", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length').
+
+    ``extra`` holds decoder-specific row columns (ALICE: classifier, classifier_score, fooled).
+    """
+
+    raw_output: str
+    token_ids: tuple[int, ...]
+    finish_reason: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A post-processed statement; ``error`` is set (and ``text`` empty) when none could be extracted."""
+
+    text: str
+    error: str | None
+
+
+def postprocess(raw_output: str) -> Statement:
+    """Turn a raw continuation into a statement: text before the first newline, stripped, leading '- ' dropped."""
+    text = raw_output.split("\n", 1)[0].strip()
+    if text.startswith("-"):
+        text = text[1:].strip()
+    if not text:
+        return Statement("", "empty: no text before the first newline" if raw_output.strip() else "empty output")
+    return Statement(text, None)
+
+
+def top_k_filter(logprobs: torch.Tensor, top_k: int, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, the ``top_k`` token ids and their renormalized probabilities at ``temperature``.
+
+    Pure: returns new tensors ``(probs [B, k], ids [B, k])``.
+    """
+    k = min(top_k, logprobs.shape[-1])
+    values, ids = torch.topk(logprobs, k, dim=-1)
+    return torch.softmax(values / temperature, dim=-1), ids
+
+
+def sample_rows(probs: torch.Tensor, generators: Sequence[torch.Generator]) -> torch.Tensor:
+    """One draw per row, each from its own generator (CPU), returned as column indices ``LongTensor[B]``."""
+    probs = probs.detach().to("cpu", torch.float32)
+    return torch.stack([torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(generators)])
+
+
+def sample_top_k(lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
+                 config: TopKConfig = TopKConfig()) -> list[Sample]:
+    """Sample one continuation per prompt, batched. ``seeds[i]`` seeds row ``i``'s generator."""
+    if len(prompts) != len(seeds):
+        raise InputError(f"{len(prompts)} prompts but {len(seeds)} seeds", hint="pass one seed per prompt")
+    if not prompts:
+        return []
+    generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    newline = lm.newline_mask() if config.stop_at_newline else None
+    eos = torch.tensor(sorted(lm.eos_token_ids), dtype=torch.long, device=lm.device)
+    session = lm.start(prompts)
+    active = list(range(len(prompts)))  # original row index of each session row
+    tokens: list[list[int]] = [[] for _ in prompts]
+    reasons = ["length"] * len(prompts)
+    for _step in range(config.max_new_tokens):
+        probs, ids = top_k_filter(session.logprobs(), config.top_k, config.temperature)
+        choice = sample_rows(probs, [generators[r] for r in active]).to(ids.device)
+        chosen = ids.gather(1, choice.view(-1, 1)).view(-1)
+        ended_eos = torch.isin(chosen, eos)
+        ended_newline = newline[chosen] if newline is not None else torch.zeros_like(ended_eos)
+        for pos, (row, token) in enumerate(zip(active, chosen.tolist())):
+            if bool(ended_eos[pos]):
+                reasons[row] = "eos"
+            else:
+                tokens[row].append(token)
+                if bool(ended_newline[pos]):
+                    reasons[row] = "newline"
+        keep = ~(ended_eos | ended_newline)
+        if not bool(keep.any()):
+            break
+        if not bool(keep.all()):
+            kept = keep.nonzero().view(-1)
+            session.select(kept)
+            active = [active[i] for i in kept.tolist()]
+            chosen = chosen.index_select(0, kept)
+        if _step + 1 < config.max_new_tokens:
+            session.advance(chosen)
+    return [Sample(lm.decode(t), tuple(t), reason) for t, reason in zip(tokens, reasons)]
+
+
+@dataclass(frozen=True)
+class TopKDecoder:
+    """The top-k method as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`)."""
+
+    config: TopKConfig = TopKConfig()
+    method: str = "top-k"
+
+    def settings(self) -> dict[str, Any]:
+        return self.config.to_dict()
+
+    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
+               labels: Sequence[int]) -> list[Sample]:
+        return sample_top_k(lm, prompts, seeds, self.config)

@@ -1,0 +1,271 @@
+"""transformers backend of the :class:`~toxiforge.models.base.LanguageModel` protocol.
+
+Loads a causal LM from a hub id, a local directory, or a ``.gguf`` file (dequantized by transformers; needs the
+``gguf`` package). GGUF dequantization takes ~15 s for SmolLM2-135M, so the converted weights are saved once as
+safetensors under the user cache dir (``toxiforge.models.cache_dir()``) and later loads read those (< 1 s).
+
+Sessions batch prompts with left padding, explicit position ids and an attention mask, and keep a transformers
+``DynamicCache``; ``select`` re-indexes the cache on the device (``index_select`` per layer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from toxiforge.errors import InputError, ToxiforgeError
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """'auto'/None -> cuda when available, else cpu; 'cuda' without a GPU is an error."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("device 'cuda' was asked for but no CUDA GPU is visible", hint="use --device cpu or auto")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """'auto'/None -> float32 on CPU, bfloat16 on a GPU that supports it."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    try:
+        return DTYPES[str(dtype).lower()]
+    except KeyError:
+        raise InputError(f"unknown dtype {dtype!r}", hint="use auto, float32/fp32, bfloat16/bf16 or float16") from None
+
+
+def cache_dir() -> Path:
+    """Where converted weights are kept: $TOXIFORGE_CACHE, else the platform's user cache dir."""
+    env = os.environ.get("TOXIFORGE_CACHE")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("toxiforge"))
+
+
+def _gguf_cache_path(gguf: Path) -> Path:
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{int(stat.st_mtime)}".encode()).hexdigest()[:16]
+    return cache_dir() / "gguf-fp32" / f"{gguf.stem}-{key}"
+
+
+def _quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
+    """Dequantize ``gguf`` once into fp32 safetensors + tokenizer under the cache dir; return that directory."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = _gguf_cache_path(gguf)
+    if (target / "config.json").exists() and not refresh:
+        return target
+    _quiet_transformers()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a GGUF-quantized model; the weights are already dequantized fp32 tensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "toxiforge-source.json").write_text(json.dumps({"gguf": str(gguf.resolve())}))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(tmp, target)
+    except OSError:  # another process converted it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+class TransformersLM:
+    """A transformers causal LM behind the toxiforge protocol.
+
+    ``TransformersLM.load("HuggingFaceTB/SmolLM2-135M-Instruct")``, ``.load("/models/llama")`` or
+    ``.load("model.Q4_1.gguf")``; or wrap objects you already have: ``TransformersLM(model, tokenizer)``.
+    """
+
+    def __init__(self, model, tokenizer, *, name: str | None = None, source: str | None = None):
+        if not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
+            raise InputError(f"model {type(model).__name__} has no LM head, so it cannot return next-token logits",
+                             hint="load a causal LM (AutoModelForCausalLM)")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.source = source or self.name
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        if tokenizer.pad_token_id is None:
+            raise InputError(f"tokenizer of {self.name} has neither a pad nor an eos token",
+                             hint="set tokenizer.pad_token before wrapping the model")
+        self._vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self._newline_mask: torch.Tensor | None = None
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(tokenizer.eos_token_id)
+        self._eos = frozenset(int(i) for i in eos_ids)
+
+    @classmethod
+    def load(cls, source: str | Path, *, dtype: str | torch.dtype | None = "auto",
+             device: str | torch.device | None = "auto", gguf_file: str | None = None,
+             name: str | None = None) -> "TransformersLM":
+        """Load from a hub id, a local model directory, or a ``.gguf`` file (``gguf_file`` for a GGUF in a dir)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        _quiet_transformers()
+        dev = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, dev)
+        path = Path(str(source)).expanduser()
+        if gguf_file is not None:
+            path = path / gguf_file
+        started = time.perf_counter()
+        try:
+            if path.suffix == ".gguf":
+                if not path.is_file():
+                    raise InputError("GGUF file not found", path=path, hint="check the path")
+                load_from: str | Path = convert_gguf(path)
+            elif path.exists():
+                if not (path / "config.json").exists():
+                    raise InputError("directory has no config.json, so it is not a transformers model", path=path,
+                                     hint="point at a directory written by save_pretrained, or a .gguf file")
+                load_from = path
+            else:
+                load_from = str(source)  # a hub id
+            tokenizer = AutoTokenizer.from_pretrained(load_from)
+            model = AutoModelForCausalLM.from_pretrained(load_from, dtype=torch_dtype)
+        except ToxiforgeError:
+            raise
+        except OSError as exc:
+            raise ToxiforgeError(
+                f"could not load language model {source!r}: {exc}. Fix: check the name; without internet use the "
+                "embedded 'smollm2-135m', a local model directory, or a .gguf file") from exc
+        model.to(dev)
+        lm = cls(model, tokenizer, name=name or str(source), source=str(source))
+        lm.load_seconds = time.perf_counter() - started
+        return lm
+
+    # --- protocol ------------------------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return self._eos
+
+    def newline_mask(self) -> torch.Tensor:
+        if self._newline_mask is None:
+            mask = torch.zeros(self._vocab_size, dtype=torch.bool)
+            for token_id in range(min(len(self.tokenizer), self._vocab_size)):
+                if "\n" in self.tokenizer.decode([token_id]):
+                    mask[token_id] = True
+            self._newline_mask = mask.to(self.device)
+        return self._newline_mask
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def start(self, prompts: Sequence[str]) -> "TransformersSession":
+        if len(prompts) == 0:
+            raise InputError("no prompts to start a session with", hint="pass at least one prompt")
+        encoded = [self.encode(p) for p in prompts]
+        return TransformersSession(self, encoded)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "backend": "transformers",
+            "architecture": type(self.model).__name__,
+            "dtype": str(self.model.dtype).replace("torch.", ""),
+            "device": str(self.device),
+            "parameters": int(sum(p.numel() for p in self.model.parameters())),
+            "vocab_size": self.vocab_size,
+        }
+
+
+class TransformersSession:
+    """Left-padded batch with a KV cache. See :class:`~toxiforge.models.base.LMSession`."""
+
+    def __init__(self, lm: TransformersLM, encoded: list[list[int]]):
+        from transformers import DynamicCache
+
+        self._lm = lm
+        device = lm.device
+        width = max(len(ids) for ids in encoded)
+        if width == 0:
+            raise InputError("every prompt is empty after tokenization", hint="pass non-empty prompts")
+        pad = lm.tokenizer.pad_token_id
+        input_ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            if ids:
+                input_ids[row, width - len(ids):] = torch.tensor(ids)
+                attention[row, width - len(ids):] = 1
+        self._attention = attention.to(device)
+        positions = (self._attention.cumsum(-1) - 1).clamp(min=0)
+        self._next_position = positions[:, -1] + 1
+        self._cache = DynamicCache(config=lm.model.config)
+        self._logprobs = self._forward(input_ids.to(device), positions)
+
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        out = self._lm.model(input_ids=input_ids, attention_mask=self._attention, position_ids=positions,
+                             past_key_values=self._cache, use_cache=True, logits_to_keep=1)
+        self._cache = out.past_key_values
+        return torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
+
+    @property
+    def batch_size(self) -> int:
+        return int(self._attention.shape[0])
+
+    def logprobs(self) -> torch.Tensor:
+        return self._logprobs
+
+    def advance(self, tokens: torch.Tensor) -> None:
+        tokens = tokens.to(self._attention.device, dtype=torch.long).view(-1, 1)
+        if tokens.shape[0] != self.batch_size:
+            raise InputError(f"advance() got {tokens.shape[0]} tokens for {self.batch_size} rows",
+                             hint="pass exactly one token per row")
+        ones = torch.ones((self.batch_size, 1), dtype=self._attention.dtype, device=self._attention.device)
+        self._attention = torch.cat([self._attention, ones], dim=1)
+        positions = self._next_position.view(-1, 1)
+        self._next_position = self._next_position + 1
+        self._logprobs = self._forward(tokens, positions)
+
+    def select(self, index: torch.Tensor) -> None:
+        index = index.to(self._attention.device, dtype=torch.long)
+        self._attention = self._attention.index_select(0, index)
+        self._next_position = self._next_position.index_select(0, index)
+        self._logprobs = self._logprobs.index_select(0, index)
+        self._cache.reorder_cache(index)

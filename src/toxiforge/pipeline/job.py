@@ -1,0 +1,228 @@
+"""Generation jobs: sharded, atomic, resumable, with a run manifest and a progress bar.
+
+Layout of an output directory::
+
+    OUT/manifest.json            config, model, versions, counts, status ("running" / "complete")
+    OUT/data/shard-00000.parquet rows 0 .. shard_size-1 of the plan, and so on
+
+The plan's work items are cut into fixed shards of ``shard_size`` rows; a shard file appears (atomic rename)
+only when all its rows are written, so after a crash every shard on disk is whole. ``resume=True`` checks that
+the manifest's fingerprint (plan, decoding, model, shard size, format) matches and generates only the missing
+shards. Every row samples with its own seed, so a resumed run writes the same rows as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+from toxiforge.decoding import Decoder, TopKDecoder, postprocess
+from toxiforge.errors import InputError
+from toxiforge.models.base import LanguageModel
+from toxiforge.pipeline.plan import GenerationPlan, WorkItem
+from toxiforge.records import Row, label_word, write_rows
+
+MANIFEST = "manifest.json"
+FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How the job runs (not what it generates)."""
+
+    batch_size: int = 16
+    shard_size: int = 128
+    format: str = "parquet"
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise InputError(f"batch_size={self.batch_size} must be at least 1", hint="use --batch-size 16")
+        if self.shard_size < 1:
+            raise InputError(f"shard_size={self.shard_size} must be at least 1", hint="use --shard-size 128")
+        if self.format not in FORMATS:
+            raise InputError(f"unknown output format {self.format!r}", hint="use parquet, jsonl or csv")
+
+
+@dataclass
+class JobResult:
+    out_dir: Path
+    manifest: dict
+    rows_written: int          # by this call (0 when everything was already done)
+    seconds: float
+    shards: list[Path] = field(default_factory=list)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _versions() -> dict:
+    import torch
+    import transformers
+
+    from toxiforge import __version__
+
+    return {"toxiforge": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def shard_path(out_dir: Path, index: int, fmt: str) -> Path:
+    return out_dir / "data" / f"shard-{index:05d}{FORMATS[fmt]}"
+
+
+def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, config: JobConfig) -> dict:
+    return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
+            "shard_size": config.shard_size, "format": config.format}
+
+
+def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
+    """Check the output directory; return the old manifest when resuming."""
+    manifest_path = out_dir / MANIFEST
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("output path exists and is a file", path=out_dir, hint="choose a directory path with -o")
+    if not resume:
+        if out_dir.exists() and any(out_dir.iterdir()):
+            raise InputError("output directory already exists", path=out_dir,
+                             hint="pass --resume to continue that run, or choose another -o")
+        return None
+    if not manifest_path.exists():
+        if out_dir.exists() and any(out_dir.iterdir()):
+            raise InputError("--resume: directory has no manifest.json, so it is not a toxiforge run", path=out_dir,
+                             hint="choose the directory of the run to resume")
+        return None
+    old = json.loads(manifest_path.read_text(encoding="utf-8"))
+    differences = [k for k in fingerprint if old.get("fingerprint", {}).get(k) != fingerprint[k]]
+    if differences:
+        raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in the directory",
+                         path=manifest_path,
+                         hint="resume with the same options as the original run, or write to a new -o")
+    return old
+
+
+def _make_rows(items: Sequence[WorkItem], samples, decoder: Decoder, lm: LanguageModel, run_id: str) -> list[Row]:
+    settings = json.dumps(decoder.settings(), sort_keys=True)
+    rows = []
+    for item, sample in zip(items, samples):
+        statement = postprocess(sample.raw_output)
+        rows.append(Row(prompt=item.prompt, generation=statement.text, generation_method=decoder.method,
+                        group=item.group, prompt_label=item.label, model=lm.name, decoding=settings,
+                        seed=item.seed, run_id=run_id, timestamp=_now(), raw_output=sample.raw_output,
+                        finish_reason=sample.finish_reason, parse_error=statement.error, row_id=item.row_id,
+                        **sample.extra))
+    return rows
+
+
+def _count(rows: Sequence[Row], counts: dict) -> None:
+    for r in rows:
+        key = f"{r.group}/{label_word(r.prompt_label)}"
+        counts["cells"][key] = counts["cells"].get(key, 0) + 1
+        counts["finish_reasons"][r.finish_reason] = counts["finish_reasons"].get(r.finish_reason, 0) + 1
+        counts["rows"] += 1
+        counts["parse_errors"] += r.parse_error is not None
+
+
+def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path, *,
+                   decoder: Decoder | None = None, config: JobConfig = JobConfig(), resume: bool = False,
+                   progress: bool = True, on_shard: Callable[[int, Path], None] | None = None) -> JobResult:
+    """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
+
+    ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
+    """
+    decoder = decoder or TopKDecoder()
+    out_dir = Path(out_dir)
+    items = plan.expand()  # reads every prompt source first: bad input fails before anything is written
+    fingerprint = _fingerprint(plan, decoder, lm, config)
+    old = _prepare_dir(out_dir, fingerprint, resume)
+    shards = [items[i:i + config.shard_size] for i in range(0, len(items), config.shard_size)]
+    todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
+    manifest = old or {
+        "run_id": uuid.uuid4().hex[:12],
+        "machine_generated": True,
+        "started_at": _now(),
+        "fingerprint": fingerprint,
+        "config": {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(),
+                   "batch_size": config.batch_size, "shard_size": config.shard_size, "format": config.format},
+        "model": lm.describe(),
+        "versions": _versions(),
+        "shards": len(shards),
+        "total_rows": len(items),
+    }
+    manifest["status"] = "running"
+    manifest.setdefault("resumed_at", [])
+    if old is not None:
+        manifest["resumed_at"].append(_now())
+    (out_dir / "data").mkdir(parents=True, exist_ok=True)
+    _write_json(out_dir / MANIFEST, manifest)
+
+    started = time.perf_counter()
+    written = 0
+    with _progress(progress, total=len(items), done=len(items) - sum(len(shards[i]) for i in todo)) as advance:
+        for shard_index in todo:
+            rows: list[Row] = []
+            for b in range(0, len(shards[shard_index]), config.batch_size):
+                batch = shards[shard_index][b:b + config.batch_size]
+                samples = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
+                                         [it.label for it in batch])
+                rows.extend(_make_rows(batch, samples, decoder, lm, manifest["run_id"]))
+                advance(len(batch))
+            path = write_rows(rows, shard_path(out_dir, shard_index, config.format))
+            written += len(rows)
+            if on_shard is not None:
+                on_shard(shard_index, path)
+    seconds = time.perf_counter() - started
+
+    from toxiforge.records import read_rows
+
+    counts = {"rows": 0, "parse_errors": 0, "cells": {}, "finish_reasons": {}}
+    files = [shard_path(out_dir, i, config.format) for i in range(len(shards))]
+    for f in files:
+        _count(read_rows(f), counts)
+    manifest.update(status="complete", finished_at=_now(), counts=counts,
+                    last_call={"rows_written": written, "seconds": round(seconds, 3),
+                               "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
+    _write_json(out_dir / MANIFEST, manifest)
+    return JobResult(out_dir=out_dir, manifest=manifest, rows_written=written, seconds=seconds, shards=files)
+
+
+class _progress:
+    """A rich progress bar with statements/s and ETA (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, done: int):
+        self.enabled, self.total, self.done = enabled, total, done
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda n: None
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self._bar = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),
+                             TextColumn("ETA"), TimeRemainingColumn())
+        self._bar.start()
+        task = self._bar.add_task("generate", total=self.total, completed=self.done, rate="-")
+        started, base = time.perf_counter(), self.done
+
+        def advance(n: int) -> None:
+            self.done += n
+            rate = (self.done - base) / max(time.perf_counter() - started, 1e-9)
+            self._bar.update(task, advance=n, rate=f"{rate:.2f}")
+
+        return advance
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self._bar.stop()

@@ -1,0 +1,145 @@
+"""A generation plan: groups × labels × statements per cell, and the prompts it expands to.
+
+Prompts come either from demonstration sets (k demonstrations sampled per prompt, seeded; the shipped benign
+sets by default) or from prompt files in upstream's ``{hate,neutral}_<group>_1k.txt`` format (used line by line,
+in order, cycling when a cell asks for more statements than the file has lines).
+
+Expansion is deterministic: work item ``i`` of cell (group, label) always gets the same prompt and the same
+sampling seed for a given plan seed, whatever the batch size, shard size or number of resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal
+
+from toxiforge.errors import InputError
+from toxiforge.groups import resolve_group
+from toxiforge.records import label_word, parse_label
+
+PromptSource = Literal["demonstrations", "prompts"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """``n`` statements for one (group, label)."""
+
+    group: str
+    label: int
+    n: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group", resolve_group(self.group).name)
+        object.__setattr__(self, "label", parse_label(self.label))
+        if self.n < 1:
+            raise InputError(f"cell {self.group}/{label_word(self.label)} asks for n={self.n} statements",
+                             hint="ask for at least 1 statement per cell")
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One statement to generate."""
+
+    index: int          # position in the whole plan
+    row_id: str         # "<group>/<label word>/<i within cell>"
+    group: str
+    label: int
+    prompt: str         # the LM input (real newlines), e.g. "- s1\n- s2\n-"
+    seed: int           # this row's sampling seed
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """What to generate and from which prompts.
+
+    ``source`` is a demonstrations path (any layout :func:`toxiforge.demonstrations.load_demonstrations` reads)
+    or, with ``prompt_source="prompts"``, a prompt file or folder of upstream prompt files. ``source=None`` uses
+    toxiforge's shipped benign demonstration sets.
+    """
+
+    cells: tuple[Cell, ...]
+    source: str | None = None
+    prompt_source: PromptSource = "demonstrations"
+    k: int = 5
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.cells:
+            raise InputError("the plan has no cells", hint="give at least one group and one label")
+        keys = [(c.group, c.label) for c in self.cells]
+        if len(set(keys)) != len(keys):
+            raise InputError("the plan lists a (group, label) cell twice", hint="list each group and label once")
+        if self.prompt_source not in ("demonstrations", "prompts"):
+            raise InputError(f"unknown prompt source {self.prompt_source!r}", hint="use demonstrations or prompts")
+        if self.k < 1:
+            raise InputError(f"k={self.k} demonstrations per prompt must be at least 1", hint="use -k 5 (the paper's)")
+
+    @classmethod
+    def grid(cls, groups: Iterable[str], labels: Iterable[str | int], per_cell: int, **kwargs) -> "GenerationPlan":
+        """Every group × every label, ``per_cell`` statements each."""
+        cells = tuple(Cell(g, parse_label(lab), per_cell) for g in groups for lab in labels)
+        return cls(cells=cells, **kwargs)
+
+    @property
+    def total(self) -> int:
+        return sum(c.n for c in self.cells)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["cells"] = [{"group": c.group, "label": label_word(c.label), "n": c.n} for c in self.cells]
+        return d
+
+    def expand(self) -> list[WorkItem]:
+        """All work items, cell by cell. Reads the prompt source; raises before anything is written."""
+        items: list[WorkItem] = []
+        sets = self._demonstration_sets() if self.prompt_source == "demonstrations" else None
+        for cell in self.cells:
+            prompts = self._cell_prompts(cell, sets)
+            for i, prompt in enumerate(prompts):
+                items.append(WorkItem(index=len(items), row_id=f"{cell.group}/{label_word(cell.label)}/{i:06d}",
+                                      group=cell.group, label=cell.label, prompt=prompt,
+                                      seed=row_seed(self.seed, cell.group, cell.label, i)))
+        return items
+
+    def _demonstration_sets(self) -> dict:
+        from toxiforge.demonstrations import load_demonstrations, load_shipped_benign
+
+        return load_shipped_benign() if self.source is None else load_demonstrations(self.source)
+
+    def _cell_prompts(self, cell: Cell, sets: dict | None) -> list[str]:
+        if sets is None:
+            lines = _prompt_file_lines(self.source, cell)
+            return [lines[i % len(lines)] for i in range(cell.n)]
+        from toxiforge.demonstrations import build_prompts, get_set
+
+        demo_set = get_set(sets, cell.group, cell.label)
+        return [p.text for p in build_prompts(demo_set, cell.n, k=self.k, seed=self.seed)]
+
+
+def row_seed(seed: int, group: str, label: int, i: int) -> int:
+    """A 63-bit sampling seed for row ``i`` of a cell, stable across platforms and Python versions."""
+    digest = hashlib.sha256(f"toxiforge:{seed}:{group}:{label}:{i}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
+    from toxiforge.demonstrations import infer_prompt_file_meta, read_prompt_file
+
+    if source is None:
+        raise InputError("prompt_source='prompts' needs a prompt file or folder",
+                         hint="pass --prompts DIR (upstream's prompts/ folder) or a *_1k.txt file")
+    path = Path(source)
+    if not path.exists():
+        raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
+    files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+    matching = [f for f in files if infer_prompt_file_meta(f) == (cell.group, cell.label)]
+    if not matching:
+        raise InputError(f"no prompt file for group {cell.group!r}, label {label_word(cell.label)}", path=path,
+                         hint=f"add {'hate' if cell.label else 'neutral'}_{cell.group}_1k.txt or drop that cell")
+    prompts = [p for f in matching for p in read_prompt_file(f, group=cell.group, label=cell.label)]
+    if not prompts:
+        raise InputError("prompt file has no prompts", path=matching[0], hint="give a non-empty prompt file")
+    return [p.text for p in prompts]

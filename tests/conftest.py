@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny random Llama with a byte-level BPE tokenizer trained on placeholder text.
+
+Nothing is downloaded; the model is built from a config in-process and takes well under a second.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+PLACEHOLDER_CORPUS = [
+    "- placeholder statement number one about group alpha",
+    "- another neutral sentence mentioning group beta and its history",
+    "- a plain line of text for testing the tokenizer",
+    "- people in group gamma enjoy music, food and sports",
+    "- the quick brown fox jumps over the lazy dog",
+    "- numbers like 1 2 3 4 5 6 7 8 9 0 appear here",
+] * 20
+
+
+def build_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=["<pad>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(PLACEHOLDER_CORPUS + ["\n".join(PLACEHOLDER_CORPUS[:6])], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>")
+
+
+def build_tiny_llama(tokenizer, *, seed: int = 0, newline_bias: float | None = None):
+    """A 2-layer Llama. ``newline_bias`` adds that bias to the newline token's logit (to make lines end)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=None, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    if newline_bias is not None:
+        head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=True)
+        with torch.no_grad():
+            head.weight.copy_(model.lm_head.weight)
+            head.bias.zero_()
+            for token_id in range(len(tokenizer)):
+                if "\n" in tokenizer.decode([token_id]):
+                    head.bias[token_id] = newline_bias
+        model.lm_head = head
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_lm(tiny_tokenizer):
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    return TransformersLM(build_tiny_llama(tiny_tokenizer), tiny_tokenizer, name="tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_newlines(tiny_tokenizer):
+    """A tiny Llama whose lines end after a few tokens (newline logit boosted)."""
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    return TransformersLM(build_tiny_llama(tiny_tokenizer, newline_bias=3.0), tiny_tokenizer, name="tiny-llama-nl")

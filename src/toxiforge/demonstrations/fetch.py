@@ -1,0 +1,175 @@
+"""Fetch upstream ToxiGen's demonstrations and prompts (microsoft/TOXIGEN, MIT licence) at a pinned commit.
+
+toxiforge ships only benign demonstrations. :func:`fetch_upstream` downloads the source archive of
+``microsoft/TOXIGEN`` from GitHub's codeload service, keeps only ``demonstrations/**`` and ``prompts/*.txt``
+(not ``prompts/new/`` or anything else), and writes them with a ``SOURCE.json`` that records where they came
+from. The result is a folder :func:`~toxiforge.demonstrations.sets.load_demonstrations` (and ``--demonstrations``)
+accepts.
+
+Without network access the fetch fails fast (one try, short timeout) and says how to use a local copy instead.
+Everything is written to a temporary folder beside ``dest`` and moved into place at the end, so a failed
+fetch leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from http.client import HTTPException
+from pathlib import Path, PurePosixPath
+from typing import IO, Callable
+
+from toxiforge.errors import InputError
+
+UPSTREAM_REPO = "microsoft/TOXIGEN"
+PINNED_COMMIT = "01517e814639e0334c920a3c502036c8158aac87"
+ARCHIVE_URL = "https://codeload.github.com/{repo}/tar.gz/{commit}"
+
+Opener = Callable[..., IO[bytes]]
+"""``opener(url, timeout=seconds)`` returning a readable binary file object (default: urllib's urlopen)."""
+
+
+class FetchError(InputError):
+    """The upstream files could not be downloaded or unpacked."""
+
+
+def archive_url(commit: str = PINNED_COMMIT, repo: str = UPSTREAM_REPO) -> str:
+    return ARCHIVE_URL.format(repo=repo, commit=commit)
+
+
+def local_copy_hint(commit: str) -> str:
+    return (f"clone or copy {UPSTREAM_REPO} at commit {commit} elsewhere (git clone "
+            f"https://github.com/{UPSTREAM_REPO} && git -C TOXIGEN checkout {commit}), then pass "
+            f"--demonstrations /path/to/TOXIGEN (or its demonstrations/ or prompts/ folder)")
+
+
+def _wanted(rel: PurePosixPath) -> bool:
+    parts = rel.parts
+    if len(parts) >= 2 and parts[0] == "demonstrations":
+        return True
+    return len(parts) == 2 and parts[0] == "prompts" and parts[1].endswith(".txt")
+
+
+def _member_path(name: str) -> PurePosixPath | None:
+    """The member's path below the archive's top folder; raises for absolute paths or '..'."""
+    posix = PurePosixPath(name)
+    if posix.is_absolute() or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name) \
+            or ".." in posix.parts or "\\" in name:
+        raise FetchError(f"archive member {name!r} has an unsafe path (absolute or '..')",
+                         hint="the download is not a plain GitHub source archive; fetch again or use a local copy")
+    parts = [p for p in posix.parts if p not in ("", ".")]
+    return PurePosixPath(*parts[1:]) if len(parts) > 1 else None
+
+
+def _extract(archive: IO[bytes], staging: Path) -> int:
+    """Extract the wanted regular files of a .tar.gz into ``staging``; returns how many were written."""
+    count = 0
+    try:
+        with tarfile.open(fileobj=archive, mode="r:gz") as tar:
+            for member in tar:
+                rel = _member_path(member.name)
+                if rel is None or not member.isfile() or not _wanted(rel):
+                    continue
+                target = staging.joinpath(*rel.parts)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                if source is None:
+                    continue
+                with source, open(target, "wb") as out:
+                    shutil.copyfileobj(source, out)
+                count += 1
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise FetchError(f"the download is not a readable .tar.gz archive ({exc})",
+                         hint="fetch again, or use a local copy") from exc
+    return count
+
+
+def _check_dest(dest: Path, overwrite: bool) -> None:
+    if dest.exists() and not dest.is_dir():
+        raise FetchError("destination exists and is not a folder", path=dest, hint="choose a folder path for --dest")
+    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
+        raise FetchError("destination folder is not empty", path=dest,
+                         hint="choose an empty or new folder, or pass overwrite=True (--overwrite)")
+
+
+def _download(url: str, opener: Opener, timeout: float, commit: str, into: IO[bytes]) -> None:
+    try:
+        with opener(url, timeout=timeout) as response:
+            shutil.copyfileobj(response, into)
+    except urllib.error.HTTPError as exc:
+        hint = (f"check that {commit!r} is a commit of {UPSTREAM_REPO}, or " + local_copy_hint(commit)
+                if exc.code == 404 else local_copy_hint(commit))
+        raise FetchError(f"GitHub answered HTTP {exc.code} for {url}", hint=hint) from exc
+    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, HTTPException, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise FetchError(f"could not reach GitHub to download {url} ({reason})",
+                         hint=local_copy_hint(commit)) from exc
+
+
+def fetch_upstream(dest: str | Path, commit: str = PINNED_COMMIT, timeout: float = 20, *,
+                   overwrite: bool = False, opener: Opener | None = None) -> Path:
+    """Download upstream's ``demonstrations/`` and ``prompts/*.txt`` at ``commit`` into ``dest``.
+
+    ``dest`` must be new or empty unless ``overwrite`` (then its old content is replaced, only after the new
+    content is complete). ``opener(url, timeout=...)`` replaces :func:`urllib.request.urlopen` (tests pass one
+    that serves an in-memory archive). Makes one attempt; without network it raises :class:`FetchError` at once
+    (or after ``timeout`` seconds) with a hint on using a local copy. Returns ``dest``.
+    """
+    dest = Path(dest)
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", commit or ""):
+        raise FetchError(f"{commit!r} is not a commit id", hint=f"pass a commit SHA such as {PINNED_COMMIT}")
+    _check_dest(dest, overwrite)
+    url = archive_url(commit)
+    opener = opener or urllib.request.urlopen
+    with tempfile.TemporaryFile() as archive:
+        _download(url, opener, timeout, commit, archive)  # nothing written under dest's folder before this
+        archive.seek(0)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
+        try:
+            count = _extract(archive, staging)
+            if count == 0:
+                raise FetchError(f"the archive of {commit} has no demonstrations/ or prompts/ files",
+                                 hint=f"use commit {PINNED_COMMIT}, or " + local_copy_hint(commit))
+            source = {"repo": UPSTREAM_REPO, "commit": commit, "url": url,
+                      "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "license": "MIT", "files": count}
+            (staging / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
+            _move_into_place(staging, dest)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def _move_into_place(staging: Path, dest: Path) -> None:
+    if not dest.exists():
+        os.replace(staging, dest)
+        return
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    os.replace(dest, old)
+    try:
+        os.replace(staging, dest)
+    except OSError:
+        os.replace(old, dest)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_source_info(folder: str | Path) -> dict | None:
+    """The ``SOURCE.json`` that :func:`fetch_upstream` wrote in ``folder``, or None."""
+    path = Path(folder) / "SOURCE.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

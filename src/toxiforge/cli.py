@@ -103,6 +103,109 @@ def prompts_build(
 # --- generation ------------------------------------------------------------------------------------------------
 
 
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@app.command("groups")
+def groups_list() -> None:
+    """List the target groups (ToxiGen's 13, upstream's community groups) with their aliases."""
+    from rich.table import Table
+
+    from toxiforge.groups import all_groups
+
+    table = Table(title="Target groups")
+    for column in ("name", "kind", "category", "display", "aliases"):
+        table.add_column(column, overflow="fold")
+    for g in all_groups():
+        table.add_row(g.name, g.kind, g.category, g.display, ", ".join(g.aliases))
+    console.print(table)
+
+
+@app.command("generate")
+def generate(
+    out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
+    groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
+    labels: Optional[str] = typer.Option(
+        None, "--labels", help="Comma-separated: toxic,benign. Default: both with --demonstrations/--prompts, "
+                               "benign with the shipped sets."),
+    per_cell: int = typer.Option(10, "-n", "--per-cell", help="Statements per group × label."),
+    demonstrations: Optional[str] = typer.Option(
+        None, "--demonstrations", "-d", help="Demonstrations (upstream checkout, folder, file or table). "
+                                             "Default: toxiforge's shipped benign sets."),
+    prompts: Optional[str] = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
+    k: int = typer.Option(5, "-k", help="Demonstrations per prompt (paper: 5)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts and sampling."),
+    method: str = typer.Option("top-k", "--method", help="Decoding method: top-k."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
+    temperature: float = typer.Option(0.9, "--temperature", help="Sampling temperature (paper: 0.9)."),
+    max_new_tokens: int = typer.Option(30, "--max-new-tokens", help="Token budget per statement (paper: 30)."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
+    shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
+    summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
+    from toxiforge.decoding import TopKConfig, TopKDecoder
+    from toxiforge.errors import InputError
+    from toxiforge.groups import TOXIGEN_GROUP_NAMES
+    from toxiforge.pipeline import GenerationPlan, JobConfig, check_output_dir, run_generation
+
+    if demonstrations and prompts:
+        raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
+    if method != "top-k":
+        raise InputError(f"unknown --method {method!r}", hint="use top-k")
+    group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else _split(groups)
+    source = prompts or demonstrations
+    label_names = _split(labels) if labels else (["toxic", "benign"] if source else ["benign"])
+    plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
+                               prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
+    decoder = TopKDecoder(TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens))
+    job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
+    plan.expand()  # validate the prompt source before loading the model
+    check_output_dir(out, resume)
+    lm = _load_lm(model, dtype, device)
+    result = run_generation(plan, lm, out, decoder=decoder, config=job, resume=resume, progress=progress)
+    counts = result.manifest["counts"]
+    console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
+                  f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
+    if summary:
+        _print_summary(out)
+
+
+def _load_lm(model: str, dtype: str, device: str):
+    import time
+
+    from toxiforge.models import load_language_model
+
+    started = time.perf_counter()
+    with console.status(f"loading {model}"):
+        lm = load_language_model(model, dtype=dtype, device=device)
+    console.print(f"loaded {model} ({lm.describe()['dtype']}, {lm.device}) in {time.perf_counter() - started:.1f} s")
+    return lm
+
+
+def _print_summary(data: Path, examples: int = 2) -> None:
+    from toxiforge.analysis.summary import render_summary, summarize
+    from toxiforge.records import read_rows
+
+    render_summary(summarize(read_rows(data), examples=examples), console=console)
+
+
+@app.command("summary")
+def summary_command(
+    data: Path = typer.Argument(..., help="A dataset file or generation output directory."),
+    examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
+) -> None:
+    """Per-group summary of a dataset: count, mean length, parse errors, examples."""
+    _print_summary(data, examples)
+
+
 def main() -> None:
     try:
         app()

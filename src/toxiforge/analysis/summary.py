@@ -44,8 +44,9 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
 
     table = Table(title=title, show_lines=True)
     for name, justify in [("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"),
-                          ("mean chars", "right"), ("parse errors", "right"), ("examples", "left")]:
-        table.add_column(name, justify=justify, overflow="fold")
+                          ("mean chars", "right"), ("flagged", "right")]:
+        table.add_column(name, justify=justify, no_wrap=True)
+    table.add_column("examples", ratio=1, min_width=30, overflow="fold")
     for s in summaries:
         table.add_row(s.group, s.label, s.method, str(s.count), f"{s.mean_chars:.1f}", str(s.parse_errors),
                       "\n".join(f"• {e}" for e in s.examples))

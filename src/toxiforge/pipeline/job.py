@@ -84,27 +84,33 @@ def shard_path(out_dir: Path, index: int, fmt: str) -> Path:
 
 
 def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, config: JobConfig) -> dict:
+    """The settings a resumed run must share with the original (batch size may differ)."""
     return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
             "shard_size": config.shard_size, "format": config.format}
 
 
-def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
-    """Check the output directory; return the old manifest when resuming."""
-    manifest_path = out_dir / MANIFEST
+def check_output_dir(out_dir: str | Path, resume: bool) -> None:
+    """Fail early when ``out_dir`` cannot be written (exists without ``resume``, is a file, is not a run)."""
+    out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("output path exists and is a file", path=out_dir, hint="choose a directory path with -o")
-    if not resume:
-        if out_dir.exists() and any(out_dir.iterdir()):
-            raise InputError("output directory already exists", path=out_dir,
-                             hint="pass --resume to continue that run, or choose another -o")
-        return None
+    used = out_dir.exists() and any(out_dir.iterdir())
+    if used and not resume:
+        raise InputError("output directory already exists", path=out_dir,
+                         hint="pass --resume to continue that run, or choose another -o")
+    if used and not (out_dir / MANIFEST).exists():
+        raise InputError("--resume: directory has no manifest.json, so it is not a toxiforge run", path=out_dir,
+                         hint="choose the directory of the run to resume")
+
+
+def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
+    """Check the output directory; return the old manifest when resuming."""
+    check_output_dir(out_dir, resume)
+    manifest_path = out_dir / MANIFEST
     if not manifest_path.exists():
-        if out_dir.exists() and any(out_dir.iterdir()):
-            raise InputError("--resume: directory has no manifest.json, so it is not a toxiforge run", path=out_dir,
-                             hint="choose the directory of the run to resume")
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
-    differences = [k for k in fingerprint if old.get("fingerprint", {}).get(k) != fingerprint[k]]
+    differences = [k for k in fingerprint if old.get("config", {}).get(k) != fingerprint[k]]
     if differences:
         raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in the directory",
                          path=manifest_path,
@@ -152,9 +158,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
         "run_id": uuid.uuid4().hex[:12],
         "machine_generated": True,
         "started_at": _now(),
-        "fingerprint": fingerprint,
-        "config": {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(),
-                   "batch_size": config.batch_size, "shard_size": config.shard_size, "format": config.format},
+        "config": {**fingerprint, "batch_size": config.batch_size},
         "model": lm.describe(),
         "versions": _versions(),
         "shards": len(shards),

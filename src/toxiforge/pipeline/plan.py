@@ -11,7 +11,7 @@ sampling seed for a given plan seed, whatever the batch size, shard size or numb
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Literal
 
@@ -64,7 +64,6 @@ class GenerationPlan:
     prompt_source: PromptSource = "demonstrations"
     k: int = 5
     seed: int = 0
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.cells:
@@ -126,7 +125,7 @@ def row_seed(seed: int, group: str, label: int, i: int) -> int:
 
 
 def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
-    from toxiforge.demonstrations import infer_prompt_file_meta, read_prompt_file
+    from toxiforge.demonstrations.prompts import infer_prompt_file_meta, read_prompt_file
 
     if source is None:
         raise InputError("prompt_source='prompts' needs a prompt file or folder",
@@ -139,7 +138,4 @@ def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
     if not matching:
         raise InputError(f"no prompt file for group {cell.group!r}, label {label_word(cell.label)}", path=path,
                          hint=f"add {'hate' if cell.label else 'neutral'}_{cell.group}_1k.txt or drop that cell")
-    prompts = [p for f in matching for p in read_prompt_file(f, group=cell.group, label=cell.label)]
-    if not prompts:
-        raise InputError("prompt file has no prompts", path=matching[0], hint="give a non-empty prompt file")
-    return [p.text for p in prompts]
+    return [p.text for f in matching for p in read_prompt_file(f, group=cell.group, label=cell.label)]

@@ -115,8 +115,10 @@ def groups_list() -> None:
     from toxiforge.groups import all_groups
 
     table = Table(title="Target groups")
-    for column in ("name", "kind", "category", "display", "aliases"):
-        table.add_column(column, overflow="fold")
+    for column in ("name", "kind", "category"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("display")
+    table.add_column("aliases", ratio=1)
     for g in all_groups():
         table.add_row(g.name, g.kind, g.category, g.display, ", ".join(g.aliases))
     console.print(table)

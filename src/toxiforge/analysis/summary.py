@@ -50,4 +50,8 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
     for s in summaries:
         table.add_row(s.group, s.label, s.method, str(s.count), f"{s.mean_chars:.1f}", str(s.parse_errors),
                       "\n".join(f"• {e}" for e in s.examples))
-    (console or Console()).print(table)
+    console = console or Console()
+    # Off a terminal (a log, a pipe) rich assumes 80 columns, which truncates the examples; print wider there.
+    if not console.is_terminal:
+        console = Console(file=console.file, width=max(console.width, 140))
+    console.print(table)

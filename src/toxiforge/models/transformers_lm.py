@@ -81,8 +81,16 @@ def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
     if (target / "config.json").exists() and not refresh:
         return target
     _quiet_transformers()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    previous = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # transformers' GGUF loader uses a plain tqdm bar
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        if previous is None:
+            del os.environ["TQDM_DISABLE"]
+        else:
+            os.environ["TQDM_DISABLE"] = previous
     # save_pretrained refuses a GGUF-quantized model; the weights are already dequantized fp32 tensors.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -1,0 +1,68 @@
+"""`toxiforge generate` / `summary` / `groups` end to end on a tiny Llama saved as a local model directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+from toxiforge.errors import InputError
+from toxiforge.records import read_rows
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tiny_tokenizer):
+    from conftest import build_tiny_llama
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_generate_from_a_model_directory(model_dir, tmp_path):
+    out = tmp_path / "run"
+    args = ["generate", "-o", str(out), "--groups", "asian,Middle Eastern", "-n", "3", "--model", str(model_dir),
+            "--max-new-tokens", "5", "--batch-size", "2", "--no-progress"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert len(rows) == 6 and {r.group for r in rows} == {"asian", "middle_east"}
+    assert all(r.prompt_label == 0 and r.model == str(model_dir) for r in rows)
+    assert "Generated statements" in result.output and "middle_east" in result.output
+
+    again = runner.invoke(app, args)
+    assert again.exit_code != 0 and isinstance(again.exception, InputError)
+    assert "--resume" in str(again.exception)
+
+    resumed = runner.invoke(app, args + ["--resume"])
+    assert resumed.exit_code == 0 and "wrote 0 rows" in resumed.output
+
+    summary = runner.invoke(app, ["summary", str(out)])
+    assert summary.exit_code == 0 and "asian" in summary.output
+
+
+def test_toxic_label_without_demonstrations_says_to_fetch(tmp_path):
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "x"), "--groups", "asian", "--labels", "toxic"])
+    assert isinstance(result.exception, InputError)
+    assert "fetch" in str(result.exception)
+    assert not (tmp_path / "x").exists()
+
+
+def test_groups_command_lists_all_groups():
+    result = runner.invoke(app, ["groups"])
+    assert result.exit_code == 0
+    for name in ("native_american", "physical_disability", "immigrant", "trans"):
+        assert name in result.output
+
+
+def test_python_dash_m_reports_errors_as_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "toxiforge", "generate", "-o", str(tmp_path / "o"), "--groups",
+                           "martians"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown group 'martians'" in proc.stderr and "Traceback" not in proc.stderr

@@ -17,11 +17,11 @@ job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parqu
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from toxiforge._io import atomic_write
 from toxiforge.errors import InputError
 
 TOXIC, BENIGN = 1, 0
@@ -115,9 +115,7 @@ def write_rows(rows: Sequence[Row | dict], path: str | Path) -> Path:
     path = Path(path)
     fmt = _format_of(path)
     dicts = [r.to_dict() if isinstance(r, Row) else {c: r.get(c) for c in COLUMNS} for r in rows]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    def write(tmp: Path) -> None:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
@@ -130,13 +128,8 @@ def write_rows(rows: Sequence[Row | dict], path: str | Path) -> Path:
             import pyarrow.csv as pcsv
 
             pcsv.write_csv(pa.Table.from_pylist(dicts, schema=arrow_schema()), tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+
+    return atomic_write(path, write)
 
 
 def shard_files(directory: str | Path) -> list[Path]:

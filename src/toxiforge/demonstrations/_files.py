@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from toxiforge._io import atomic_write_text as _atomic_write_text
 from toxiforge.errors import InputError
 from toxiforge.groups import resolve_group
 from toxiforge.records import parse_label
@@ -110,15 +111,4 @@ def atomic_write_text(path: str | Path, text: str, *, overwrite: bool = False) -
     if path.exists() and not overwrite:
         raise InputError("output file already exists", path=path,
                          hint="choose another path or pass overwrite=True (--overwrite)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path
+    return _atomic_write_text(path, text)

@@ -14,7 +14,6 @@ shards. Every row samples with its own seed, so a resumed run writes the same ro
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 import uuid
@@ -23,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
 
+from toxiforge._io import atomic_write_text
 from toxiforge.decoding import Decoder, TopKDecoder, postprocess
 from toxiforge.errors import InputError
 from toxiforge.models.base import LanguageModel
@@ -74,9 +74,7 @@ def _versions() -> dict:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def shard_path(out_dir: Path, index: int, fmt: str) -> Path:

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from toxiforge._io import atomic_write_text as _atomic_write_text

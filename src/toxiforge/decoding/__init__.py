@@ -1,4 +1,4 @@
-"""Decoders: top-k sampling (ToxiGen's baseline) and, later, ALICE.
+"""Decoders: top-k sampling (ToxiGen's baseline) and ALICE (classifier-in-the-loop beam search).
 
 A decoder turns a batch of prompts into continuations on any :class:`~toxiforge.models.LanguageModel`.
 The generation pipeline talks to decoders only through :class:`Decoder`.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search
 from toxiforge.decoding.topk import Sample, Statement, TopKConfig, TopKDecoder, postprocess, sample_top_k
 from toxiforge.models.base import LanguageModel
 
@@ -26,4 +27,4 @@ class Decoder(Protocol):
         """One continuation per prompt; ``labels`` are the prompt labels (1 toxic, 0 benign)."""
 
 
-__all__ = ["Decoder", "Sample", "Statement", "TopKConfig", "TopKDecoder", "postprocess", "sample_top_k"]
+__all__ = ["AliceConfig", "AliceDecoder", "alice_search", "Decoder", "Sample", "Statement", "TopKConfig", "TopKDecoder", "postprocess", "sample_top_k"]

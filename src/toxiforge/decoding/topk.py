@@ -15,7 +15,7 @@ newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import torch
@@ -47,15 +47,11 @@ class TopKConfig:
 
 @dataclass(frozen=True)
 class Sample:
-    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length').
-
-    ``extra`` holds decoder-specific row columns (ALICE: classifier, classifier_score, fooled).
-    """
+    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length')."""
 
     raw_output: str
     token_ids: tuple[int, ...]
     finish_reason: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,12 @@ class LanguageModel(Protocol):
     def newline_mask(self) -> torch.Tensor:
         """``BoolTensor[vocab_size]`` on :attr:`device`: tokens whose text contains a newline."""
 
+    def token_texts(self) -> list[str]:
+        """The text of every token id (``len == vocab_size``; ids without a token map to "")."""
+
+    def batch_decode(self, sequences: list[list[int]]) -> list[str]:
+        """:meth:`decode` of many sequences at once."""
+
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens."""
 

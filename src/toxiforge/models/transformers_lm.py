@@ -130,6 +130,7 @@ class TransformersLM:
                              hint="set tokenizer.pad_token before wrapping the model")
         self._vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self._newline_mask: torch.Tensor | None = None
+        self._token_texts: list[str] | None = None
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
         if tokenizer.eos_token_id is not None:
@@ -188,14 +189,21 @@ class TransformersLM:
     def eos_token_ids(self) -> frozenset[int]:
         return self._eos
 
+    def token_texts(self) -> list[str]:
+        if self._token_texts is None:
+            known = min(len(self.tokenizer), self._vocab_size)
+            texts = self.tokenizer.batch_decode([[i] for i in range(known)])
+            self._token_texts = texts + [""] * (self._vocab_size - known)  # padded embedding rows
+        return self._token_texts
+
     def newline_mask(self) -> torch.Tensor:
         if self._newline_mask is None:
-            mask = torch.zeros(self._vocab_size, dtype=torch.bool)
-            for token_id in range(min(len(self.tokenizer), self._vocab_size)):
-                if "\n" in self.tokenizer.decode([token_id]):
-                    mask[token_id] = True
+            mask = torch.tensor(["\n" in t for t in self.token_texts()], dtype=torch.bool)
             self._newline_mask = mask.to(self.device)
         return self._newline_mask
+
+    def batch_decode(self, sequences: list[list[int]]) -> list[str]:
+        return self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -81,10 +81,12 @@ def shard_path(out_dir: Path, index: int, fmt: str) -> Path:
     return out_dir / "data" / f"shard-{index:05d}{FORMATS[fmt]}"
 
 
-def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, config: JobConfig) -> dict:
+def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, config: JobConfig,
+                 classifier) -> dict:
     """The settings a resumed run must share with the original (batch size may differ)."""
     return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
-            "shard_size": config.shard_size, "format": config.format}
+            "classifier": getattr(classifier, "name", None), "shard_size": config.shard_size,
+            "format": config.format}
 
 
 def check_output_dir(out_dir: str | Path, resume: bool) -> None:
@@ -124,9 +126,25 @@ def _make_rows(items: Sequence[WorkItem], samples, decoder: Decoder, lm: Languag
         rows.append(Row(prompt=item.prompt, generation=statement.text, generation_method=decoder.method,
                         group=item.group, prompt_label=item.label, model=lm.name, decoding=settings,
                         seed=item.seed, run_id=run_id, timestamp=_now(), raw_output=sample.raw_output,
-                        finish_reason=sample.finish_reason, parse_error=statement.error, row_id=item.row_id,
-                        **sample.extra))
+                        finish_reason=sample.finish_reason, parse_error=statement.error, row_id=item.row_id))
     return rows
+
+
+def score_rows(rows: Sequence[Row], classifier, threshold: float = 0.5) -> None:
+    """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place.
+
+    Fooled: a toxic prompt's statement scored benign (P < threshold), or a benign prompt's scored toxic
+    (P >= threshold). ``roberta_prediction`` is filled too when the classifier is upstream's toxigen-roberta.
+    """
+    scored = [r for r in rows if r.parse_error is None and r.generation]
+    if not scored:
+        return
+    probabilities = classifier.predict_proba([r.generation for r in scored])
+    for r, p in zip(scored, probabilities):
+        r.classifier, r.classifier_score = classifier.name, float(p)
+        r.fooled = bool(p < threshold) if r.prompt_label == 1 else bool(p >= threshold)
+        if classifier.name == "toxigen-roberta":
+            r.roberta_prediction = float(p)
 
 
 def _count(rows: Sequence[Row], counts: dict) -> None:
@@ -136,19 +154,26 @@ def _count(rows: Sequence[Row], counts: dict) -> None:
         counts["finish_reasons"][r.finish_reason] = counts["finish_reasons"].get(r.finish_reason, 0) + 1
         counts["rows"] += 1
         counts["parse_errors"] += r.parse_error is not None
+        if r.fooled is not None:
+            counts["scored"] += 1
+            counts["fooled"] += r.fooled
 
 
 def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path, *,
                    decoder: Decoder | None = None, config: JobConfig = JobConfig(), resume: bool = False,
-                   progress: bool = True, on_shard: Callable[[int, Path], None] | None = None) -> JobResult:
+                   progress: bool = True, on_shard: Callable[[int, Path], None] | None = None,
+                   classifier=None) -> JobResult:
     """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
+
+    With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement is
+    scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it attacked.
 
     ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
     """
     decoder = decoder or TopKDecoder()
     out_dir = Path(out_dir)
     items = plan.expand()  # reads every prompt source first: bad input fails before anything is written
-    fingerprint = _fingerprint(plan, decoder, lm, config)
+    fingerprint = _fingerprint(plan, decoder, lm, config, classifier)
     old = _prepare_dir(out_dir, fingerprint, resume)
     shards = [items[i:i + config.shard_size] for i in range(0, len(items), config.shard_size)]
     todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
@@ -178,7 +203,10 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
                 batch = shards[shard_index][b:b + config.batch_size]
                 samples = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
                                          [it.label for it in batch])
-                rows.extend(_make_rows(batch, samples, decoder, lm, manifest["run_id"]))
+                batch_rows = _make_rows(batch, samples, decoder, lm, manifest["run_id"])
+                if classifier is not None:
+                    score_rows(batch_rows, classifier)
+                rows.extend(batch_rows)
                 advance(len(batch))
             path = write_rows(rows, shard_path(out_dir, shard_index, config.format))
             written += len(rows)
@@ -188,7 +216,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
 
     from toxiforge.records import read_rows
 
-    counts = {"rows": 0, "parse_errors": 0, "cells": {}, "finish_reasons": {}}
+    counts = {"rows": 0, "parse_errors": 0, "scored": 0, "fooled": 0, "cells": {}, "finish_reasons": {}}
     files = [shard_path(out_dir, i, config.format) for i in range(len(shards))]
     for f in files:
         _count(read_rows(f), counts)

@@ -140,6 +140,14 @@ def test_classifier_term_steers_in_the_expected_direction(tiny_tokenizer):
     assert toward_benign < toward_toxic
 
 
+def test_classifier_top_n_limits_classifier_calls(tiny_tokenizer):
+    lm = _lm(tiny_tokenizer, 0.2)
+    clf = LetterClassifier()
+    alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=9, max_new_tokens=3,
+                                                   classifier_top_n=4), classifier=clf)
+    assert [len(c) for c in clf.calls] == [4] + [8] * (len(clf.calls) - 1)
+
+
 def test_classifier_never_sees_the_prompt(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
     clf = LetterClassifier()
@@ -148,9 +156,10 @@ def test_classifier_never_sees_the_prompt(tiny_tokenizer):
     assert len(clf.calls[0]) == 5  # step 1 scores only beam 0 (the other beams are masked copies)
 
 
-def test_batched_equals_one_prompt_at_a_time(tiny_tokenizer):
+@pytest.mark.parametrize("top_n", [None, 4])
+def test_batched_equals_one_prompt_at_a_time(tiny_tokenizer, top_n):
     lm = _lm(tiny_tokenizer, 0.2)
-    config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=10, num_return=2)
+    config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=10, num_return=2, classifier_top_n=top_n)
     batched = alice_search(lm, PROMPTS, [1, 0, 1], config, classifier=LetterClassifier())
     for i, prompt in enumerate(PROMPTS):
         alone = alice_search(lm, [prompt], [[1, 0, 1][i]], config, classifier=LetterClassifier())[0]

@@ -194,7 +194,7 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
         k = min(keep, W * n_cand)
         top_scores, top_flat = torch.topk(total, k, dim=-1)                           # [B, K]
         top_beam = top_flat // n_cand
-        top_token = cand_ids.view(n_active, W * n_cand).gather(1, top_flat)
+        top_token = cand_ids.reshape(n_active, W * n_cand).gather(1, top_flat)
         last_step = step + 1 == config.max_new_tokens
         hits = stop[top_token] | last_step
 

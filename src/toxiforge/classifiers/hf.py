@@ -1,0 +1,255 @@
+"""transformers backend of the :class:`~toxiforge.classifiers.base.ToxicityClassifier` protocol.
+
+:class:`HFClassifier` wraps any ``AutoModelForSequenceClassification`` model: the paper's ``tomh/toxigen_roberta``
+and ``tomh/toxigen_hatebert``, ToxDect-RoBERTa, or a local directory written by ``save_pretrained``.
+
+Batching: texts are sorted by length, cut into batches of ``batch_size``, tokenized with the tokenizer's pad
+token (right padding) and an attention mask, truncated to ``max_length`` tokens, and scored under
+``torch.inference_mode`` in eval mode; results come back in the input order. (Upstream ToxiGen padded with id 0
+and no attention mask, which for RoBERTa is ``<s>``; padding here does not change a text's score.)
+
+Which column is toxic (``toxic_index``), in this order:
+
+1. the ``toxic_index`` argument;
+2. ``config.id2label``: the first label, in this priority, whose normalized name (lowercase, spaces and dashes as
+   ``_``) is exactly one of :data:`TOXIC_LABELS` ("toxic", "toxicity", "hate", "hateful", "hate_speech",
+   "offensive", "abusive", ...). Exact names, so "non_toxic" or "not_hate" never count as toxic;
+3. ``1`` for a 2-class model (``LABEL_0``/``LABEL_1`` configs, as in the ToxiGen and ToxDect checkpoints,
+   where LABEL_1 is toxic);
+4. otherwise an :class:`~toxiforge.errors.InputError` asking for ``toxic_index``.
+
+The benign column (``benign_index``): the argument; for 2 classes the other column; for more, the label whose
+normalized name is in :data:`BENIGN_LABELS` ("neutral", "benign", "non_toxic", "normal", "not", "neither", ...);
+else an InputError asking for ``benign_index``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from toxiforge.classifiers._common import as_texts
+from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.models.transformers_lm import _quiet_transformers, resolve_device, resolve_dtype
+
+TOXIC_LABELS: tuple[str, ...] = ("toxic", "toxicity", "hate", "hateful", "hate_speech", "hatespeech", "offensive",
+                                 "offensive_language", "abusive", "label_1")
+BENIGN_LABELS: tuple[str, ...] = ("neutral", "benign", "non_toxic", "nontoxic", "not_toxic", "normal", "not",
+                                  "neither", "none", "clean", "non_hate", "not_hate", "nothate", "no_hate",
+                                  "not_offensive", "non_offensive")
+
+OFFLINE_HINT = ("check the name; without internet pass a local model directory (written by save_pretrained) or "
+                "use --classifier profanity-check; set HF_HUB_OFFLINE=1 to fail fast instead of retrying")
+
+
+def _norm(label: Any) -> str:
+    return str(label).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _labels(id2label: Mapping[Any, Any] | None, num_classes: int) -> dict[int, str]:
+    labels = {int(k): str(v) for k, v in (id2label or {}).items()}
+    return {i: labels.get(i, f"LABEL_{i}") for i in range(num_classes)}
+
+
+def infer_toxic_index(id2label: Mapping[Any, Any] | None, num_classes: int) -> int:
+    """The toxic column by the rule in the module docstring; InputError when it cannot be told."""
+    labels = _labels(id2label, num_classes)
+    by_name = {_norm(v): i for i, v in sorted(labels.items(), reverse=True)}  # the lowest index wins a tie
+    for name in TOXIC_LABELS:
+        if name == "label_1" and num_classes != 2:
+            continue
+        if name in by_name:
+            return by_name[name]
+    if num_classes == 2:
+        return 1
+    raise InputError(f"cannot tell which of the {num_classes} classes is toxic from id2label {labels}",
+                     hint="pass toxic_index=<column of the toxic class>")
+
+
+def infer_benign_index(id2label: Mapping[Any, Any] | None, num_classes: int, toxic_index: int) -> int:
+    """The benign column: the other one of two, else a benign-named label; InputError when it cannot be told."""
+    if num_classes == 2:
+        return 1 - toxic_index
+    labels = _labels(id2label, num_classes)
+    for name in BENIGN_LABELS:
+        for i, v in labels.items():
+            if _norm(v) == name and i != toxic_index:
+                return i
+    raise InputError(f"cannot tell which of the {num_classes} classes is benign from id2label {labels}",
+                     hint="pass benign_index=<column of the non-toxic class>")
+
+
+def _check_config(config: Any, source: str) -> None:
+    """Refuse configs that are not single-label sequence classifiers, before any weights are read."""
+    archs = list(getattr(config, "architectures", None) or [])
+    if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
+        raise InputError(
+            f"{source!r} is a {', '.join(archs)} checkpoint without a sequence-classification head, so it cannot "
+            "score toxicity (a new head would be random)",
+            hint="fine-tune it into a classifier first, or use a fine-tuned one such as toxigen-roberta, "
+                 "toxigen-hatebert or toxdect-roberta")
+    if getattr(config, "problem_type", None) == "multi_label_classification":
+        raise InputError(f"{source!r} is a multi-label classifier (independent sigmoids), not a softmax over classes",
+                         hint="wrap it with CallableClassifier and a function returning sigmoid(logit of toxic)")
+
+
+class HFClassifier:
+    """A transformers sequence classifier as a :class:`~toxiforge.classifiers.base.ToxicityClassifier`.
+
+    ``HFClassifier.load("tomh/toxigen_roberta")``, ``HFClassifier.load("/models/my-clf")``, or wrap objects you
+    already have: ``HFClassifier(model, tokenizer)``. ``device=None`` in the constructor keeps the model where
+    it is. See the module docstring for how ``toxic_index``/``benign_index`` are chosen.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, toxic_index: int | None = None,
+                 benign_index: int | None = None, max_length: int = 512, batch_size: int = 32,
+                 name: str | None = None, device: str | torch.device | None = None, source: str | None = None):
+        cls_name = type(model).__name__
+        if not cls_name.endswith("ForSequenceClassification"):
+            raise InputError(f"model {cls_name} is not a sequence classifier",
+                             hint="load it with AutoModelForSequenceClassification, or wrap a function with "
+                                  "CallableClassifier")
+        config = model.config
+        _check_config(config, name or cls_name)
+        if max_length < 1 or batch_size < 1:
+            raise InputError(f"max_length={max_length} and batch_size={batch_size} must both be at least 1",
+                             hint="use e.g. max_length=512, batch_size=32")
+        self._num_classes = int(config.num_labels)
+        self.id2label = _labels(getattr(config, "id2label", None), self._num_classes)
+        if toxic_index is None:
+            toxic_index = infer_toxic_index(self.id2label, self._num_classes)
+        self._check_index("toxic_index", toxic_index)
+        if benign_index is None:
+            benign_index = infer_benign_index(self.id2label, self._num_classes, toxic_index)
+        self._check_index("benign_index", benign_index)
+        if benign_index == toxic_index:
+            raise InputError(f"toxic_index and benign_index are both {toxic_index} (id2label {self.id2label})",
+                             hint="pass two different columns")
+        self._toxic_index, self._benign_index = int(toxic_index), int(benign_index)
+
+        if tokenizer.pad_token_id is None:  # decoder-style classifiers (GPT-2) ship without a pad token
+            if tokenizer.eos_token_id is None:
+                raise InputError(f"tokenizer of {name or cls_name} has neither a pad nor an eos token",
+                                 hint="set tokenizer.pad_token before wrapping the model")
+            tokenizer.pad_token = tokenizer.eos_token
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = tokenizer.pad_token_id  # sequence-classification heads need it to find the end
+        tokenizer.padding_side = "right"
+        model_max = getattr(tokenizer, "model_max_length", None)
+        if isinstance(model_max, int) and 0 < model_max < 100_000:
+            max_length = min(max_length, model_max)
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        if device is not None:
+            model.to(resolve_device(device))
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or getattr(config, "_name_or_path", "") or cls_name
+        self.source = source or self.name
+        self.load_seconds: float | None = None
+
+    def _check_index(self, what: str, index: int) -> None:
+        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < self._num_classes:
+            raise InputError(f"{what}={index!r} is out of range for a model with num_classes={self._num_classes} "
+                             f"(id2label {self.id2label})",
+                             hint=f"pass {what} between 0 and {self._num_classes - 1}")
+
+    @classmethod
+    def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
+             benign_index: int | None = None, device: str | torch.device | None = "auto",
+             dtype: str | torch.dtype | None = "auto", max_length: int = 512, batch_size: int = 32,
+             name: str | None = None) -> "HFClassifier":
+        """Load from a hub id or a local directory.
+
+        ``tokenizer``: a hub id, a directory or a tokenizer object when the checkpoint's own is missing or wrong
+        (``tomh/toxigen_hatebert`` needs ``bert-base-uncased``). ``dtype="auto"`` means float32 everywhere, so
+        scores match the checkpoint's reference numbers; pass ``"bfloat16"`` for speed on a GPU.
+        """
+        from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+        _quiet_transformers()
+        dev = resolve_device(device)
+        torch_dtype = torch.float32 if dtype in (None, "auto") else resolve_dtype(dtype, dev)
+        path = Path(str(source)).expanduser()
+        local = path.exists()
+        if local and not (path / "config.json").is_file():
+            raise InputError("directory has no config.json, so it is not a transformers model", path=path,
+                             hint="point at a directory written by save_pretrained")
+        load_from: str | Path = path if local else str(source)
+        started = time.perf_counter()
+        try:
+            config = AutoConfig.from_pretrained(load_from)
+            _check_config(config, str(source))
+            if tokenizer is None or isinstance(tokenizer, (str, Path)):
+                tokenizer = AutoTokenizer.from_pretrained(tokenizer if tokenizer is not None else load_from)
+            model, info = AutoModelForSequenceClassification.from_pretrained(load_from, dtype=torch_dtype,
+                                                                             output_loading_info=True)
+        except ToxiforgeError:
+            raise
+        except OSError as exc:
+            where = "" if local else " (not a local directory either)"
+            reason = " ".join(str(exc).split()).rstrip(".")
+            raise ToxiforgeError(f"could not load classifier {str(source)!r}{where}: {reason}. Fix: {OFFLINE_HINT}") \
+                from exc
+        missing = sorted(info.get("missing_keys") or [])
+        if missing:
+            raise InputError(f"{str(source)!r} has no trained classification head: {len(missing)} weights would be "
+                             f"newly initialized ({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''})",
+                             hint="fine-tune it into a classifier first, or use toxigen-roberta")
+        model.to(dev)
+        clf = cls(model, tokenizer, toxic_index=toxic_index, benign_index=benign_index, max_length=max_length,
+                  batch_size=batch_size, name=name or str(source), source=str(source))
+        clf.load_seconds = time.perf_counter() - started
+        return clf
+
+    # --- protocol ------------------------------------------------------------------------------------------
+    @property
+    def num_classes(self) -> int:
+        return self._num_classes
+
+    @property
+    def toxic_index(self) -> int:
+        return self._toxic_index
+
+    @property
+    def benign_index(self) -> int:
+        return self._benign_index
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def class_log_probs(self, texts: Sequence[str]) -> torch.Tensor:
+        """float32 CPU ``[len(texts), num_classes]`` log-softmax of the logits, in the input order."""
+        texts = as_texts(texts)
+        out = torch.empty((len(texts), self._num_classes), dtype=torch.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            index = order[start:start + self.batch_size]
+            out[torch.tensor(index)] = self._score([texts[i] for i in index])
+        return out
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """P(toxic) per text, float64 ``[len(texts)]``."""
+        return self.class_log_probs(texts)[:, self._toxic_index].double().exp().numpy()
+
+    @torch.inference_mode()
+    def _score(self, batch: list[str]) -> torch.Tensor:
+        enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
+                             return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        logits = self.model(**enc).logits
+        return torch.log_softmax(logits.float(), dim=-1).cpu()
+
+    def describe(self) -> dict[str, Any]:
+        """Name, source, architecture, dtype, device, labels and the chosen columns (for manifests)."""
+        return {
+            "name": self.name, "source": self.source, "backend": "transformers",
+            "architecture": type(self.model).__name__, "dtype": str(self.model.dtype).replace("torch.", ""),
+            "device": str(self.device), "num_classes": self._num_classes, "id2label": self.id2label,
+            "toxic_index": self._toxic_index, "benign_index": self._benign_index, "max_length": self.max_length,
+        }

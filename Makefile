@@ -20,10 +20,16 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install -q --no-deps $(EMBEDDED)
 	touch $(STAMP)
 
+# The main job on embedded defaults: top-k and ALICE on the same benign prompts (4 groups x 8), both scored by the
+# embedded profanity-check classifier; ALICE steers toward its toxic class (false positives).
+DEMO_PLAN := --groups asian,women,middle_east,physical_disability --labels benign -n 8 --seed 0
+
 demo: $(STAMP)
 	rm -rf demo-output
-	HF_HUB_OFFLINE=1 $(VENV)/bin/toxiforge generate --groups asian,women,middle_east,physical_disability \
-		--labels benign -n 12 --seed 0 -o demo-output/top-k
+	HF_HUB_OFFLINE=1 $(VENV)/bin/toxiforge generate $(DEMO_PLAN) -c profanity-check --no-summary -o demo-output/top-k
+	HF_HUB_OFFLINE=1 $(VENV)/bin/toxiforge generate $(DEMO_PLAN) -c profanity-check --no-summary -o demo-output/alice \
+		--method alice
+	$(VENV)/bin/toxiforge summary demo-output/top-k demo-output/alice
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

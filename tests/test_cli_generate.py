@@ -66,3 +66,28 @@ def test_python_dash_m_reports_errors_as_one_line(tmp_path):
                            "martians"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "unknown group 'martians'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_generate_alice_against_profanity_check(model_dir, tmp_path):
+    out = tmp_path / "alice"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
+                                 "--method", "alice", "-c", "profanity-check", "--beams", "2", "--candidates", "8",
+                                 "--max-new-tokens", "4", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert [r.generation_method for r in rows] == ["ALICE", "ALICE"]
+    assert all(r.classifier == "profanity-check" for r in rows if r.parse_error is None)
+    assert "fool rate by method: ALICE" in result.output
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "alice"], "--classifier"),
+    (["--method", "beam"], "unknown --method"),
+    (["--method", "alice", "-c", "no-such-classifier"], "no-such-classifier"),
+    (["--method", "alice", "-c", "profanity-check", "--beams", "0"], "num_beams"),
+])
+def test_generate_alice_bad_input(tmp_path, extra, message):
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "--groups", "women", "-n", "1"] + extra)
+    assert isinstance(result.exception, InputError), result.output
+    assert message in str(result.exception)
+    assert not (tmp_path / "o").exists()

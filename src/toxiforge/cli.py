@@ -138,7 +138,10 @@ def generate(
     prompts: Optional[str] = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (paper: 5)."),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts and sampling."),
-    method: str = typer.Option("top-k", "--method", help="Decoding method: top-k."),
+    method: str = typer.Option("top-k", "--method", help="Decoding method: top-k or alice."),
+    classifier: Optional[str] = typer.Option(
+        None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
+                                         "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
     model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -148,36 +151,64 @@ def generate(
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
     fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    beams: int = typer.Option(10, "--beams", help="ALICE: beams (paper: 10)."),
+    candidates: int = typer.Option(100, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
+    lambda_lm: float = typer.Option(0.5, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
+    lambda_clf: float = typer.Option(0.5, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5)."),
+    classifier_top_n: Optional[int] = typer.Option(
+        None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
+    no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
+    alice_mode: str = typer.Option("auto", "--alice-mode",
+                                   help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
-    from toxiforge.decoding import TopKConfig, TopKDecoder
+    from toxiforge.decoding import AliceConfig, AliceDecoder, TopKConfig, TopKDecoder
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.pipeline import GenerationPlan, JobConfig, check_output_dir, run_generation
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
-    if method != "top-k":
-        raise InputError(f"unknown --method {method!r}", hint="use top-k")
+    method = method.strip().lower()
+    if method not in ("top-k", "alice"):
+        raise InputError(f"unknown --method {method!r}", hint="use top-k or alice")
+    if method == "alice" and classifier is None:
+        raise InputError("--method alice needs --classifier",
+                         hint="name the classifier to attack, e.g. --classifier profanity-check (works offline)")
     group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else _split(groups)
     source = prompts or demonstrations
     label_names = _split(labels) if labels else (["toxic", "benign"] if source else ["benign"])
     plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
                                prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
-    decoder = TopKDecoder(TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens))
+    if method == "alice":
+        alice = AliceConfig(lambda_lm=lambda_lm, lambda_clf=lambda_clf, num_beams=beams, candidates=candidates,
+                            temperature=temperature, max_new_tokens=max_new_tokens, classifier_top_n=classifier_top_n,
+                            no_repeat_ngram_size=no_repeat_ngram, mode=alice_mode)  # type: ignore[arg-type]
+    else:
+        topk = TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens)
     job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
-    plan.expand()  # validate the prompt source before loading the model
+    plan.expand()  # validate the prompt source before loading the models
     check_output_dir(out, resume)
+    clf = None
+    if classifier is not None:
+        from toxiforge.classifiers import load_classifier
+
+        clf = load_classifier(classifier, device=device)
+    decoder = AliceDecoder(clf, alice) if method == "alice" else TopKDecoder(topk)
     lm = _load_lm(model, dtype, device)
-    result = run_generation(plan, lm, out, decoder=decoder, config=job, resume=resume, progress=progress)
+    result = run_generation(plan, lm, out, decoder=decoder, config=job, resume=resume, progress=progress,
+                            classifier=clf)
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
                   f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
+    if counts["scored"]:
+        console.print(f"{clf.name} fooled on {counts['fooled']}/{counts['scored']} statements "
+                      f"({counts['fooled'] / counts['scored']:.1%})")
     if summary:
-        _print_summary(out)
+        _print_summary([out])
 
 
 def _load_lm(model: str, dtype: str, device: str):
@@ -192,19 +223,20 @@ def _load_lm(model: str, dtype: str, device: str):
     return lm
 
 
-def _print_summary(data: Path, examples: int = 2) -> None:
+def _print_summary(data: list[Path], examples: int = 2) -> None:
     from toxiforge.analysis.summary import render_summary, summarize
     from toxiforge.records import read_rows
 
-    render_summary(summarize(read_rows(data), examples=examples), console=console)
+    rows = [row for path in data for row in read_rows(path)]
+    render_summary(summarize(rows, examples=examples), console=console)
 
 
 @app.command("summary")
 def summary_command(
-    data: Path = typer.Argument(..., help="A dataset file or generation output directory."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (combined)."),
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
 ) -> None:
-    """Per-group summary of a dataset: count, mean length, parse errors, examples."""
+    """Per group × label × method: count, mean length, flagged rows, classifier fool rate, examples."""
     _print_summary(data, examples)
 
 

@@ -1,4 +1,4 @@
-"""A quick per-group summary of a dataset: rows, mean statement length, parse errors, two examples.
+"""A quick per-group summary of a dataset: rows, mean statement length, parse errors, fool rate, two examples.
 
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
@@ -21,11 +21,18 @@ class GroupSummary:
     count: int
     mean_chars: float
     parse_errors: int
+    scored: int           # rows with a classifier score
+    fooled: int           # of those, rows that fooled the classifier
     examples: tuple[str, ...]
+
+    @property
+    def fool_rate(self) -> float | None:
+        return self.fooled / self.scored if self.scored else None
 
 
 def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:
-    """Per (group, label, method): count, mean characters of parsed statements, parse errors, first examples."""
+    """Per (group, label, method): count, mean characters of parsed statements, parse errors, classifier fool
+    counts (rows scored by a classifier), first examples."""
     cells: dict[tuple[str, int, str], list[Row]] = {}
     for r in rows:
         cells.setdefault((r.group, r.prompt_label, r.generation_method), []).append(r)
@@ -34,7 +41,9 @@ def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:
         parsed = [r.generation for r in members if r.parse_error is None and r.generation]
         out.append(GroupSummary(group=group, label=label_word(label), method=method, count=len(members),
                                 mean_chars=round(mean(len(t) for t in parsed), 1) if parsed else 0.0,
-                                parse_errors=len(members) - len(parsed), examples=tuple(parsed[:examples])))
+                                parse_errors=len(members) - len(parsed),
+                                scored=sum(r.fooled is not None for r in members),
+                                fooled=sum(bool(r.fooled) for r in members), examples=tuple(parsed[:examples])))
     return out
 
 
@@ -44,14 +53,23 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
 
     table = Table(title=title, show_lines=True)
     for name, justify in [("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"),
-                          ("mean chars", "right"), ("flagged", "right")]:
+                          ("mean chars", "right"), ("flagged", "right"), ("fooled", "right")]:
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("examples", ratio=1, min_width=30, overflow="fold")
     for s in summaries:
-        table.add_row(s.group, s.label, s.method, str(s.count), f"{s.mean_chars:.1f}", str(s.parse_errors),
+        fooled = f"{s.fooled}/{s.scored} ({s.fool_rate:.0%})" if s.scored else "-"
+        table.add_row(s.group, s.label, s.method, str(s.count), f"{s.mean_chars:.1f}", str(s.parse_errors), fooled,
                       "\n".join(f"• {e}" for e in s.examples))
     console = console or Console()
     # Off a terminal (a log, a pipe) rich assumes 80 columns, which truncates the examples; print wider there.
     if not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, 140))
     console.print(table)
+    totals: dict[str, list[int]] = {}
+    for s in summaries:
+        if s.scored:
+            t = totals.setdefault(s.method, [0, 0])
+            t[0], t[1] = t[0] + s.fooled, t[1] + s.scored
+    if totals:
+        console.print("fool rate by method: " + ", ".join(
+            f"{method} {fooled}/{scored} ({fooled / scored:.1%})" for method, (fooled, scored) in sorted(totals.items())))

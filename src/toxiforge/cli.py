@@ -303,6 +303,12 @@ def classify(
                   soft_wrap=True)
 
 
+# --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
+
+
+# --- training and evaluation -----------------------------------------------------------------------------------
+
+
 def main() -> None:
     try:
         app()

@@ -40,6 +40,7 @@ Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py``), all deli
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
@@ -150,8 +151,8 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     token_scorers: list = []
     ban = None
     if config.ban_prompt_tokens:
-        ban = PromptTokenBan.from_prompts(prompt_ids, exempt_from_prompt_ban(lm.token_texts())).select(
-            torch.arange(B).repeat_interleave(W))
+        ban = PromptTokenBan.from_prompts(prompt_ids, _exempt_tokens(lm))
+        ban = PromptTokenBan(ban.banned.to(device)).select(torch.arange(B, device=device).repeat_interleave(W))
     if config.no_repeat_ngram_size:
         token_scorers.append(NoRepeatNGram(config.no_repeat_ngram_size))
     clf = ClassifierScorer(classifier.class_log_probs, lm.batch_decode) if config.lambda_clf > 0 else None
@@ -228,6 +229,16 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
         session.advance(next_tokens)
 
     return [sorted(h, key=lambda x: -x.score)[:config.num_return] for h in finished]
+
+
+_EXEMPT_CACHE: "weakref.WeakKeyDictionary[Any, torch.Tensor]" = weakref.WeakKeyDictionary()
+
+
+def _exempt_tokens(lm: LanguageModel) -> torch.Tensor:
+    """Tokens exempt from the prompt ban, computed once per LM object (it looks at the whole vocabulary)."""
+    if lm not in _EXEMPT_CACHE:
+        _EXEMPT_CACHE[lm] = exempt_from_prompt_ban(lm.token_texts())
+    return _EXEMPT_CACHE[lm]
 
 
 def _record_finished(finished, active, generated, top_scores, top_beam, top_token, hits, eos, stop, W,

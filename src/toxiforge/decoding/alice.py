@@ -278,7 +278,9 @@ def _search_done(finished, active, running, W, length_norm) -> list[bool]:
 
 class AliceDecoder:
     """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`): one statement per prompt, the best
-    finished hypothesis, steering toward the class chosen by ``config.mode`` and the prompt label."""
+    finished hypothesis, steering toward the class chosen by ``config.mode`` and the prompt label.
+
+    Beam search is deterministic, so the per-row sampling seeds the pipeline passes are not used."""
 
     method = "ALICE"
 

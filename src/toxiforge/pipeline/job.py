@@ -139,11 +139,14 @@ def score_rows(rows: Sequence[Row], classifier, threshold: float = 0.5) -> None:
     scored = [r for r in rows if r.parse_error is None and r.generation]
     if not scored:
         return
+    from toxiforge.classifiers import default_score_column
+
+    upstream_column = default_score_column(classifier.name) == "roberta_prediction"
     probabilities = classifier.predict_proba([r.generation for r in scored])
     for r, p in zip(scored, probabilities):
         r.classifier, r.classifier_score = classifier.name, float(p)
         r.fooled = bool(p < threshold) if r.prompt_label == 1 else bool(p >= threshold)
-        if classifier.name == "toxigen-roberta":
+        if upstream_column:
             r.roberta_prediction = float(p)
 
 

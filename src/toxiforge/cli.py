@@ -306,7 +306,355 @@ def classify(
 # --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
 
 
+def _analysis_progress(enabled: bool):
+    """A transient rich progress bar (disabled off a terminal or with --no-progress)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not (enabled and console.is_terminal))
+
+
+def _lexicon_options(profanity_list: Optional[Path], exclude_list: Optional[Path], keep_ambiguous: bool):
+    from toxiforge.analysis.implicit import load_lexicon
+
+    return load_lexicon(profanity_list, ambiguous=not keep_ambiguous, exclude=exclude_list or ())
+
+
+_PROFANITY_HELP = "Profanity list file, one entry per line (default: better-profanity's word list)."
+_EXCLUDE_HELP = "File of lexicon entries to ignore (one per line), on top of the ambiguous terms."
+_AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped by default, as the paper did."
+
+
+@app.command("stats")
+def stats_command(
+    data: Path = typer.Argument(..., help="Dataset file or generation output directory (toxiforge or ToxiGen)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
+    markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
+    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
+) -> None:
+    """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
+    from toxiforge.analysis.stats import compute_stats, write_stats
+
+    stats = compute_stats(data, lexicon=_lexicon_options(profanity_list, exclude_list, keep_ambiguous))
+    console.print(stats.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    for path in write_stats(stats, markdown=markdown_out, json_path=json_out):
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command("split")
+def split_command(
+    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
+    threshold: float = typer.Option(0.7, "--threshold", help="No train row may have cosine > this with a test row."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the test-set draw."),
+    model: str = typer.Option("all-minilm-l6-v2", "--model", help="Sentence encoder: the embedded "
+                                                                  "all-minilm-l6-v2, a hub id or a local dir."),
+    out: Path = typer.Option(..., "-o", "--out", help="New or empty directory for train/test/removed + split.json."),
+    allocation: str = typer.Option("proportional", "--allocation", help="Test rows per group × label × method "
+                                                                        "stratum: proportional or equal."),
+    on_conflict: str = typer.Option("drop", "--on-conflict", help="Train rows above the threshold: drop, or move "
+                                                                  "them to the test set."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o directory."),
+    device: str = typer.Option("cpu", "--device", help="Encoder device: cpu, cuda or auto."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Encoder batch size."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.split import check_output_dir, check_threshold, similarity_split, write_split
+    from toxiforge.errors import InputError
+
+    check_threshold(threshold)
+    check_output_dir(out, overwrite)
+    if fmt not in ("parquet", "jsonl", "csv"):
+        raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
+    d = load_data(data, need=())
+    with _analysis_progress(progress) as bar:
+        embed_task = bar.add_task(f"embedding with {model}", total=len(d))
+        split_task = bar.add_task("comparing with the test set", total=None)
+        result, d = similarity_split(d, test_size, threshold=threshold, seed=seed, model=model, device=device,
+                                     batch_size=batch_size, allocation=allocation,  # type: ignore[arg-type]
+                                     on_conflict=on_conflict,  # type: ignore[arg-type]
+                                     on_embed_progress=lambda n: bar.advance(embed_task, n),
+                                     on_split_progress=lambda n: bar.advance(split_task, n))
+    written = write_split(result, d, out, fmt=fmt, overwrite=overwrite)
+    console.print(result.line(), highlight=False, soft_wrap=True)
+    console.print(f"embeddings: {len(d):,} statements in {result.embed_seconds:.1f} s ({result.encoder}, loaded in "
+                  f"{result.load_seconds:.1f} s); split "
+                  f"{result.split_seconds:.1f} s; wrote " + ", ".join(p.name for p in written.values())
+                  + f" to {out}", highlight=False, soft_wrap=True)
+
+
+@app.command("perplexity")
+def perplexity_command(
+    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
+                                                         "model dir or .gguf file."),
+    max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity from the table."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the table as JSON to this file."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Per-statement perplexity under a reference LM; mean per group × method (ToxiGen Appendix C)."""
+    from toxiforge._io import atomic_write_text
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.perplexity import dataset_perplexity, write_scores
+    from toxiforge.errors import InputError
+
+    if not max_ppl > 0:
+        raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    d = load_data(data, need=())
+    model = _load_lm(lm, dtype, device)
+    with _analysis_progress(progress) as bar:
+        task = bar.add_task(f"perplexity under {lm}", total=len(d))
+        result = dataset_perplexity(d, model, max_ppl=max_ppl, batch_size=batch_size,
+                                    on_progress=lambda n: bar.advance(task, n))
+    console.print(result.table().markdown(), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{len(d):,} statements in {result.seconds:.1f} s", highlight=False)
+    if output is not None:
+        console.print(f"wrote {write_scores(result, d, output)}", highlight=False)
+    if json_out is not None:
+        console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
+
+
+@app.command("mentions")
+def mentions_command(
+    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
+) -> None:
+    """Share of statements naming their target group per group × method (Table 6), and other groups named."""
+    from toxiforge._io import atomic_write_text
+    from toxiforge.analysis.mentions import mention_stats
+
+    result = mention_stats(data)
+    console.print(result.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    if json_out is not None:
+        console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
+
+
+@app.command("report")
+def report_command(
+    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
+    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM for perplexity."),
+    perplexity: bool = typer.Option(True, "--perplexity/--no-perplexity", help="Compute perplexity (slowest step)."),
+    max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Statements per LM forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """One offline HTML page: statistics, mentions and perplexity tables with plots."""
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.report import build_report
+    from toxiforge.errors import InputError
+
+    if perplexity and not max_ppl > 0:
+        raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
+    d = load_data(data)  # bad input fails before the LM loads
+    model = _load_lm(lm, dtype, device) if perplexity else None
+    report = build_report(d, out, lm=model, max_ppl=max_ppl, batch_size=batch_size, lexicon=lexicon,
+                          progress=progress and console.is_terminal, console=console)
+    console.print(report.stats.table1().markdown(), markup=False, highlight=False, soft_wrap=True)
+    if report.perplexity is not None:
+        console.print(report.perplexity.line(), highlight=False)
+    console.print(f"wrote {report.html_path} and {report.json_path}", highlight=False)
+
+
 # --- training and evaluation -----------------------------------------------------------------------------------
+
+
+experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+
+def _specs(values: list[str]) -> list[str]:
+    """Dataset specs from repeated options, each possibly comma-separated."""
+    return [v for value in values for v in _split(value)]
+
+
+def _train_config(base_model: str, tokenizer: Optional[str], epochs: float, max_steps: int, batch_size: int,
+                  learning_rate: float, max_length: int, seed: int, eval_fraction: float,
+                  early_stopping: Optional[int], device: str, bf16: bool):
+    from toxiforge.training.trainer import TrainConfig
+
+    return TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, max_steps=max_steps,
+                       batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
+                       eval_fraction=eval_fraction, early_stopping=early_stopping, device=device, bf16=bf16)
+
+
+_BASE_MODEL_HELP = ("Encoder to fine-tune: all-minilm-l6-v2 (embedded, offline), hatebert, toxdect-roberta, a model "
+                    "directory or a hub id.")
+_DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-annotated (humanval), toxigen-train, "
+              "toxiforge, sbf, ihc, dynahate or table; without KIND the layout is told from the columns. Repeat "
+              "the option or separate with commas.")
+
+
+@app.command("train")
+def train_command(
+    data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    subset: str = typer.Option("all", "--subset", help="all, alice, top-k (downsampled to the ALICE size) or "
+                                                       "both (ALICE + that top-k sample)."),
+    label_column: Optional[str] = typer.Option(None, "--label-column",
+                                               help="Label column (default: prompt_label, the proxy label)."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    eval_data: Optional[list[str]] = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
+                                                                       "--eval-fraction of the training data)."),
+    eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share held out for evaluation when no --eval."),
+    epochs: float = typer.Option(3.0, "--epochs"),
+    max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run all epochs)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Per-device batch size."),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length", help="Truncate texts to this many tokens."),
+    seed: int = typer.Option(0, "--seed"),
+    early_stopping: Optional[int] = typer.Option(None, "--early-stopping",
+                                                 help="Stop after N epochs without a better eval AUC."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (multi-GPU: run under torchrun)."),
+    bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
+    from rich.table import Table
+
+    from toxiforge.data import load_specs
+    from toxiforge.training.subsets import normalize_subset, select_subset
+    from toxiforge.training.trainer import _check_output_dir, train_classifier
+
+    subset = normalize_subset(subset)
+    _check_output_dir(out, overwrite)
+    datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
+    rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
+    held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
+        if eval_data else None
+    config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
+                           eval_fraction, early_stopping, device, bf16)
+    toxic = sum(e.label for e in rows)
+    console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
+                  f"subset {subset})", highlight=False, soft_wrap=True)
+    result = train_classifier(rows, out, config, eval_examples=held, progress=progress, overwrite=overwrite,
+                              console=err_console, data_sources=[d.source for d in datasets])
+    if not result.log:  # not the main process of a multi-GPU run
+        return
+    table = Table(title=f"Training log ({out / 'training_log.json'})")
+    for col in ("epoch", "train loss", "eval loss", "eval AUC"):
+        table.add_column(col, justify="right")
+
+    def fmt(v):
+        return "-" if v is None else f"{v:.4f}"
+
+    for e in result.log["epochs"]:
+        table.add_row(f"{e['epoch']:g}", fmt(e["train_loss"]), fmt(e["eval_loss"]),
+                      fmt(e["eval_auc"]) if e["eval_auc"] is not None else "undefined" if e["eval_loss"] else "-")
+    console.print(table)
+    for note in {e.get("eval_auc_note") for e in result.log["epochs"]} - {None}:
+        console.print(f"note: eval AUC {note}", highlight=False, soft_wrap=True)
+    console.print(f"saved to {out} in {result.log['train_seconds']:.1f} s "
+                  f"({result.log['train_examples_per_second']:.1f} examples/s)", highlight=False, soft_wrap=True)
+
+
+def _print_evaluation(report, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col, justify in (("dataset", "left"), ("slice", "left"), ("n", "right"), ("toxic", "right"),
+                         ("ROC AUC", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in report.results:
+        table.add_row(r.data.name, "all", str(r.auc.n), str(r.auc.toxic), r.auc.cell(3))
+        for kind, slices in (("method", r.by_method), ("group", r.by_group)):
+            for key, auc in slices.items():
+                table.add_row("", f"{kind}: {key}", str(auc.n), str(auc.toxic), auc.cell(3))
+    console.print(table)
+    for label, reason in report.undefined():
+        console.print(f"[yellow]note:[/] {label}: AUC {reason}", highlight=False, soft_wrap=True)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
+                                   "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
+    on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
+    out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
+                                                                     "evaluation.md, roc.png; replaced)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum "
+                                   "(toxicity_ai + toxicity_human > 5.5, upstream) or max (max > 3, the paper)."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Label column of plain tables."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split for hub sources and DynaHate (default test)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """ROC AUC of a classifier per dataset, per group and per generation method (Table 7); JSON, Markdown, PNG."""
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.data import load_specs
+    from toxiforge.training.evaluate import evaluate, write_report
+
+    datasets = load_specs(_specs(on), label_rule=label_rule, text_column=text_column, label_column=label_column,
+                          split=split)
+    with console.status(f"loading {classifier}"):
+        clf = load_classifier(classifier, device=device, batch_size=batch_size)
+    with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
+        report = evaluate(clf, datasets)
+    paths = write_report(report, out)
+    _print_evaluation(report, f"ROC AUC of {clf.name}")
+    console.print(f"wrote {paths['json']}, {paths['markdown']} and {paths['png']}", highlight=False, soft_wrap=True)
+
+
+@experiment_app.command("table4")
+def experiment_table4(
+    train: list[str] = typer.Option(..., "--train", help="Training data with ALICE and top-k rows: " + _DATA_HELP),
+    eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation sets: " + _DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder (models, reports, table4.md/json)."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    zero_shot: Optional[str] = typer.Option(None, "--zero-shot", help="Classifier for the 'None' column (default: "
+                                            "the base model if it already is a classifier)."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Training label (default prompt_label)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum or max."),
+    eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share of each variant held out per epoch."),
+    epochs: float = typer.Option(3.0, "--epochs"),
+    max_steps: int = typer.Option(-1, "--max-steps"),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length"),
+    seed: int = typer.Option(0, "--seed"),
+    early_stopping: Optional[int] = typer.Option(None, "--early-stopping"),
+    device: str = typer.Option("auto", "--device"),
+    bf16: bool = typer.Option(False, "--bf16"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Zero-shot plus fine-tuned on ALICE, top-k and ALICE + top-k, each on every eval set (paper Tables 4, 7)."""
+    import time
+
+    from toxiforge.data import load_specs
+    from toxiforge.training.experiment import run_table4
+
+    started = time.perf_counter()
+    train_sets = load_specs(_specs(train), label_column=label_column)
+    eval_sets = load_specs(_specs(eval_data), label_rule=label_rule)
+    config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
+                           eval_fraction, early_stopping, device, bf16)
+    table = run_table4(train_sets, eval_sets, out, config, zero_shot=zero_shot, progress=progress,
+                       overwrite=overwrite, console=err_console, device=device,
+                       on_stage=lambda msg: console.print(f"[bold]>[/] {msg}", highlight=False))
+    console.print(table.markdown(), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {out / 'table4.md'} and {out / 'table4.json'} in {time.perf_counter() - started:.1f} s",
+                  highlight=False, soft_wrap=True)
 
 
 def main() -> None:

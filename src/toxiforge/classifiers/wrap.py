@@ -52,28 +52,16 @@ class CallableClassifier:
             raise InputError(f"batch_size={batch_size} must be at least 1", hint="use None for one call")
         self.fn = fn
         self.name = name
-        self._num_classes = n
-        self._toxic_index = int(toxic_index)
-        self._benign_index = int(benign_index)
+        self.num_classes = n
+        self.toxic_index = int(toxic_index)
+        self.benign_index = int(benign_index)
         self.batch_size = batch_size
-
-    @property
-    def num_classes(self) -> int:
-        return self._num_classes
-
-    @property
-    def toxic_index(self) -> int:
-        return self._toxic_index
-
-    @property
-    def benign_index(self) -> int:
-        return self._benign_index
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
         """Validated float64 class probabilities ``[len(texts), num_classes]``."""
         texts = as_texts(texts)
         if not texts:
-            return np.zeros((0, self._num_classes))
+            return np.zeros((0, self.num_classes))
         step = self.batch_size or len(texts)
         return np.concatenate([self._call(texts[i:i + step]) for i in range(0, len(texts), step)])
 
@@ -93,11 +81,11 @@ class CallableClassifier:
         if out.shape[0] != len(texts):
             raise InputError(f"{where} {out.shape[0]} scores for {len(texts)} texts",
                              hint="return exactly one score (or row) per text, in order")
-        if out.ndim == 1 and self._num_classes != 2:
-            raise InputError(f"{where} one score per text, but num_classes={self._num_classes}",
-                             hint=f"return an [N, {self._num_classes}] array, or use num_classes=2")
-        if out.ndim == 2 and out.shape[1] != self._num_classes:
-            raise InputError(f"{where} {out.shape[1]} columns, expected num_classes={self._num_classes}",
+        if out.ndim == 1 and self.num_classes != 2:
+            raise InputError(f"{where} one score per text, but num_classes={self.num_classes}",
+                             hint=f"return an [N, {self.num_classes}] array, or use num_classes=2")
+        if out.ndim == 2 and out.shape[1] != self.num_classes:
+            raise InputError(f"{where} {out.shape[1]} columns, expected num_classes={self.num_classes}",
                              hint="pass num_classes=<columns> when wrapping it")
         if np.isnan(out).any():
             raise InputError(f"{where} NaN for text {int(np.argwhere(np.isnan(out))[0][0])}",
@@ -108,8 +96,8 @@ class CallableClassifier:
                              hint="apply a sigmoid/softmax to logits before returning them")
         if out.ndim == 1:
             probs = np.empty((len(texts), 2))
-            probs[:, self._toxic_index] = out
-            probs[:, self._benign_index] = 1.0 - out
+            probs[:, self.toxic_index] = out
+            probs[:, self.benign_index] = 1.0 - out
             return probs
         sums = out.sum(axis=1)
         if not np.allclose(sums, 1.0, atol=ROW_SUM_ATOL):
@@ -124,4 +112,4 @@ class CallableClassifier:
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(toxic) per text, float64 ``[len(texts)]``."""
-        return self.probabilities(texts)[:, self._toxic_index]
+        return self.probabilities(texts)[:, self.toxic_index]

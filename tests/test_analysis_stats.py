@@ -131,6 +131,17 @@ def test_reads_files_and_generation_directories(tmp_path):
     assert alt.text_column == "text" and alt.labels == [1] and alt.methods is None
 
 
+def test_several_paths_read_as_one_dataset(tmp_path):
+    rows = [Row(**r) for r in tiny_rows()]
+    write_rows(rows[:3], tmp_path / "topk.parquet")
+    write_rows(rows[3:], tmp_path / "alice.jsonl")
+    stats = compute_stats([tmp_path / "topk.parquet", tmp_path / "alice.jsonl"], lexicon=load_lexicon(LEXICON))
+    assert stats.rows == 6 and "topk.parquet + " in stats.source
+    result = CliRunner().invoke(app, ["stats", str(tmp_path / "topk.parquet"), str(tmp_path / "alice.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "Total" in result.output
+
+
 def test_bad_input_errors(tmp_path):
     with pytest.raises(InputError, match=r"no text column .*columns are \['prompt', 'group'\]"):
         compute_stats([{"prompt": "p", "group": "asian"}])

@@ -327,7 +327,8 @@ _AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped b
 
 @app.command("stats")
 def stats_command(
-    data: Path = typer.Argument(..., help="Dataset file or generation output directory (toxiforge or ToxiGen)."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (toxiforge or "
+                                                "ToxiGen; read as one)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
     markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
     profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
@@ -345,7 +346,7 @@ def stats_command(
 
 @app.command("split")
 def split_command(
-    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
     threshold: float = typer.Option(0.7, "--threshold", help="No train row may have cosine > this with a test row."),
     seed: int = typer.Option(0, "--seed", help="Seed of the test-set draw."),
@@ -390,7 +391,7 @@ def split_command(
 
 @app.command("perplexity")
 def perplexity_command(
-    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
                                                          "model dir or .gguf file."),
     max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity from the table."),
@@ -425,7 +426,7 @@ def perplexity_command(
 
 @app.command("mentions")
 def mentions_command(
-    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
 ) -> None:
     """Share of statements naming their target group per group × method (Table 6), and other groups named."""
@@ -440,7 +441,7 @@ def mentions_command(
 
 @app.command("report")
 def report_command(
-    data: Path = typer.Argument(..., help="Dataset file or generation output directory."),
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
     lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM for perplexity."),
     perplexity: bool = typer.Option(True, "--perplexity/--no-perplexity", help="Compute perplexity (slowest step)."),

@@ -141,6 +141,21 @@ def shard_files(directory: str | Path) -> list[Path]:
                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in (".parquet", ".jsonl", ".csv"))
 
 
+def _conform(table):
+    """Cast columns that :class:`Row` defines to the row schema's types where that cast is lossless, so files of
+    different formats (JSONL reads int64 and null columns, Parquet keeps int8) concatenate."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    for i, name in enumerate(table.column_names):
+        if name in schema.names and table.schema.field(i).type != schema.field(name).type:
+            try:
+                table = table.set_column(i, name, table.column(i).cast(schema.field(name).type, safe=True))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass  # e.g. label words in prompt_label: left for the caller to parse
+    return table
+
+
 def read_table(path: str | Path):
     """Read a dataset file or a job directory into a pyarrow Table (no schema coercion)."""
     import pyarrow as pa
@@ -159,14 +174,14 @@ def read_table(path: str | Path):
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            return pq.read_table(path)
+            return _conform(pq.read_table(path))
         if fmt == "jsonl":
             import pyarrow.json as pjson
 
-            return pjson.read_json(path)
+            return _conform(pjson.read_json(path))
         import pyarrow.csv as pcsv
 
-        return pcsv.read_csv(path)
+        return _conform(pcsv.read_csv(path))
     except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid subclasses ValueError
         raise InputError(f"cannot read {fmt} file ({exc})", path=path,
                          hint="check that the file is complete and in the format its suffix says") from exc

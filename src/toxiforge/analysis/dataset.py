@@ -61,7 +61,8 @@ def _pick(names: Sequence[str], choices: Sequence[str]) -> str | None:
 
 def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_column: str | None = None,
               source: str | None = None) -> AnalysisData:
-    """Read ``data`` (path, pyarrow table, list of dicts or ``Row``s, or an :class:`AnalysisData`).
+    """Read ``data`` (a path, several paths read as one dataset, a pyarrow table, a list of dicts or ``Row``s,
+    or an :class:`AnalysisData`).
 
     ``need`` lists the fields the caller requires ("groups", "labels"); a missing column raises
     :class:`InputError` naming the columns found. An empty dataset, or one with no statement at all, raises too.
@@ -71,11 +72,18 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
         return data
     import pyarrow as pa
 
+    if isinstance(data, (list, tuple)) and len(data) == 1 and isinstance(data[0], (str, Path)):
+        data = data[0]
     if isinstance(data, (str, Path)):
         from toxiforge.records import read_table
 
         source = source or str(data)
         table = read_table(data)
+    elif isinstance(data, (list, tuple)) and data and all(isinstance(d, (str, Path)) for d in data):
+        from toxiforge.records import read_table
+
+        source = source or " + ".join(str(d) for d in data)
+        table = pa.concat_tables([read_table(d) for d in data], promote_options="default")
     elif isinstance(data, pa.Table):
         table = data
     else:

@@ -369,3 +369,19 @@ def test_classify_cli_on_a_generation_directory_with_a_model_dir(tmp_path, tiny_
     expected = tiny_clf.predict_proba([r.generation for r in rows])
     assert np.allclose(table.column("roberta_prediction").to_pylist(), expected, atol=1e-6)
     assert read_table(run).num_rows == 3  # the scored file is not read back as a shard
+
+
+def test_empty_text_with_a_tokenizer_that_adds_no_special_tokens(tiny_tokenizer):
+    """ALICE can ask about an empty continuation; a zero-length batch must not crash the model."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from toxiforge.classifiers.hf import HFClassifier
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, num_labels=2, pad_token_id=tiny_tokenizer.pad_token_id)
+    clf = HFClassifier(BertForSequenceClassification(config).eval(), tiny_tokenizer, name="no-specials")
+    out = clf.class_log_probs(["", "", "placeholder sentence"])
+    assert out.shape == (3, 2) and torch.isfinite(out).all()
+    assert torch.allclose(out[0], out[1])

@@ -229,6 +229,12 @@ class HFClassifier:
     def _score(self, batch: list[str]) -> torch.Tensor:
         enc = self.tokenizer(batch, padding=True, truncation=True, max_length=self.max_length,
                              return_tensors="pt")
+        if enc["input_ids"].shape[1] == 0:
+            # Only empty texts and a tokenizer that adds no special tokens: give each a single attended pad token
+            # (a model cannot run on zero-length inputs; ALICE can ask about an empty continuation).
+            pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+            enc = {"input_ids": torch.full((len(batch), 1), pad, dtype=torch.long),
+                   "attention_mask": torch.ones((len(batch), 1), dtype=torch.long)}
         enc = {k: v.to(self.device) for k, v in enc.items()}
         logits = self.model(**enc).logits
         return torch.log_softmax(logits.float(), dim=-1).cpu()

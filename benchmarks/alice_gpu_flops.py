@@ -1,0 +1,115 @@
+"""ALICE at paper settings on a GPU: statements/s and the fraction of the bf16 FLOP bound reached.
+
+Models are random-initialized from realistic configs (real weights cannot travel to the GPU machine): a 1B Llama
+(Llama-3.2-1B shape: 16 layers, hidden 2048, 32 heads / 8 KV heads, MLP 8192, vocab 128,256) and a
+roberta-large sequence classifier (24 layers, hidden 1024). Tokenizer: a small byte-level BPE trained in-process
+(ids it does not know decode to ""), so classifier inputs are short; the FLOP count uses the real token counts.
+
+Paper settings: 10 beams, top-100 candidates per beam, all candidates scored by the classifier, 30 new tokens,
+λL = λC = 0.5, temperature 0.9. FLOPs counted as 2 × parameters × tokens processed, for the LM (prompt prefill +
+one token per row per step; the tied LM head counts, as it is a matmul) and for the classifier (every candidate
+text's unpadded tokens; its word embeddings are excluded, being a lookup).
+
+    python benchmarks/alice_gpu_flops.py --device cuda --prompts 32 --peak-tflops 989
+    python benchmarks/alice_gpu_flops.py --device cpu --small --prompts 2        # smoke run of the code path
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from toxiforge.classifiers.hf import HFClassifier
+from toxiforge.decoding.alice import AliceConfig, alice_search
+from toxiforge.models.transformers_lm import TransformersLM, resolve_device
+
+
+class CountingClassifier:
+    """Wraps a classifier and counts the tokens it processes (without padding: useful work only)."""
+
+    def __init__(self, inner: HFClassifier):
+        self.inner, self.name = inner, inner.name
+        self.num_classes, self.toxic_index, self.benign_index = inner.num_classes, inner.toxic_index, inner.benign_index
+        self.tokens = 0
+
+    def class_log_probs(self, texts):
+        enc = self.inner.tokenizer(list(texts), truncation=True, max_length=self.inner.max_length)
+        self.tokens += sum(max(1, len(ids)) for ids in enc["input_ids"])  # useful (unpadded) tokens
+        return self.inner.class_log_probs(texts)
+
+    def predict_proba(self, texts):
+        return self.inner.predict_proba(texts)
+
+
+def build(device: torch.device, small: bool):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import build_tokenizer
+    from transformers import LlamaConfig, LlamaForCausalLM, RobertaConfig, RobertaForSequenceClassification
+
+    tok = build_tokenizer()
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(0)
+    llama = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096,
+                        tie_word_embeddings=True, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    roberta = RobertaConfig(vocab_size=50265, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                            intermediate_size=4096, max_position_embeddings=514, num_labels=2,
+                            pad_token_id=tok.pad_token_id)
+    if small:  # same code path, toy sizes
+        llama.update(dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, vocab_size=4096))
+        roberta.update(dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128))
+    lm_model = LlamaForCausalLM(llama).to(device, dtype).eval()
+    clf_model = RobertaForSequenceClassification(roberta).to(device, dtype).eval()
+    lm = TransformersLM(lm_model, tok, name="random-llama-1b")
+    clf = CountingClassifier(HFClassifier(clf_model, tok, name="random-roberta-large", batch_size=1024,
+                                          max_length=64))
+    return lm, clf
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--prompts", type=int, default=32, help="prompts in the one timed batch")
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
+    parser.add_argument("--small", action="store_true", help="toy model sizes, to check the code path")
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    lm, clf = build(device, args.small)
+    lm_params = sum(p.numel() for p in lm.model.parameters())
+    embeddings = clf.inner.model.get_input_embeddings().weight.numel()  # a lookup, not a matmul
+    clf_params = sum(p.numel() for p in clf.inner.model.parameters()) - embeddings
+    prompts = [f"- placeholder statement {i} about group alpha\n- another neutral line {i}\n-" for i in range(args.prompts)]
+    config = AliceConfig(num_beams=10, candidates=100, classifier_top_n=None)
+    alice_search(lm, prompts[:2], [1, 1], config, classifier=clf)  # warm-up
+    clf.tokens = 0
+    lm_tokens = {"n": 0}
+    original_forward = lm.model.forward
+
+    def counting_forward(*a, **kw):
+        ids = kw.get("input_ids")
+        lm_tokens["n"] += ids.numel()
+        return original_forward(*a, **kw)
+
+    lm.model.forward = counting_forward
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    alice_search(lm, prompts, [1] * len(prompts), config, classifier=clf)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    flops = 2 * lm_params * lm_tokens["n"] + 2 * clf_params * clf.tokens
+    achieved = flops / seconds / 1e12
+    print(f"device {device}; LM {lm_params / 1e9:.2f}B params, classifier {clf_params / 1e6:.0f}M params")
+    print(f"{len(prompts)} prompts in {seconds:.2f} s = {len(prompts) / seconds:.2f} statements/s")
+    print(f"LM tokens {lm_tokens['n']:,}; classifier tokens {clf.tokens:,}; {flops / 1e12:.1f} TFLOP")
+    print(f"achieved {achieved:.1f} TFLOP/s = {achieved / args.peak_tflops:.1%} of {args.peak_tflops:.0f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    main()

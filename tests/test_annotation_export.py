@@ -1,0 +1,74 @@
+"""Exports in ToxiGen's annotated/annotations layouts load back through toxiforge.data."""
+
+from __future__ import annotations
+
+import pytest
+
+from toxiforge.annotation.export import ANNOTATED_COLUMNS, export_study
+from toxiforge.annotation.store import Store
+from toxiforge.data import load_toxigen_annotated, read_any_table
+from toxiforge.errors import InputError
+
+
+def _answers(ai, human, author="human", ref="direct"):
+    return {"author": author, "harmful_ai": ai, "harmful_human": human, "stereotyping": "no", "intent": ai,
+            "lewd": "no", "group_reference": ref, "other_groups": "veterans" if ref == "other" else "",
+            "framing": "moral", "framing_other": "", "factual": "opinion", "trouble": False}
+
+
+@pytest.fixture()
+def filled(tmp_path):
+    store = Store(str(tmp_path / "s.db"))
+    items = [{"text": "placeholder statement, with a comma", "target_group": "asian", "label": 0, "method": "top-k",
+              "source_row_id": "a/0/0"},
+             {"text": "another placeholder statement", "target_group": "women", "label": 1, "method": "ALICE",
+              "source_row_id": "w/1/0"}]
+    study, _ = store.create_study("s", items, per_item=3)
+    scores = {0: [(1, 1), (2, 1), (1, 2)], 1: [(5, 4), (4, 4), (1, 1)]}
+    for n, token in enumerate(store.invite(study.id, 3)):
+        annotator = store.annotator_for(token)
+        while (got := store.next_assignment(annotator)) is not None:
+            assignment, item = got
+            ai, human = scores[item.position][n]
+            store.submit(annotator.id, assignment.id,
+                         _answers(ai, human, "ai" if n == 2 else "human", "other" if n == 2 else "direct"))
+    return store, study
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_annotated_export_loads_back(filled, tmp_path, suffix):
+    store, study = filled
+    path, n = export_study(store, study.id, tmp_path / f"annotated{suffix}", "annotated")
+    assert n == 2
+    table = read_any_table(path)
+    assert list(table.column_names[:13]) == list(ANNOTATED_COLUMNS)
+    rows = {r["text"]: r for r in table.to_pylist()}
+    first = rows["placeholder statement, with a comma"]
+    assert first["toxicity_ai"] == pytest.approx(4 / 3) and first["toxicity_human"] == pytest.approx(4 / 3)
+    assert first["predicted_group"] == "the text directly references asian"
+    assert first["predicted_author"] == "human" and first["actual_method"] == "topk"
+    assert first["factual?"] == "opinion" and first["lewd"] == "doesn't contain lewd content"
+    data = load_toxigen_annotated(path, rule="max")
+    by_text = {e.text: e for e in data.examples}
+    assert by_text["another placeholder statement"].label == 1 and by_text["another placeholder statement"].method == "ALICE"
+    assert by_text["placeholder statement, with a comma"].label == 0
+    assert by_text["placeholder statement, with a comma"].group == "asian"
+
+
+def test_annotations_export_one_row_per_response(filled, tmp_path):
+    store, study = filled
+    path, n = export_study(store, study.id, tmp_path / "raw.csv", "annotations")
+    assert n == 6
+    rows = read_any_table(path).to_pylist()
+    assert len({r["annotator"] for r in rows}) == 3
+    assert all(len(r["annotator"]) == 16 for r in rows)
+    assert {r["other_groups"] for r in rows} == {None, "veterans"} or {r["other_groups"] for r in rows} == {"", "veterans"}
+    assert len(load_toxigen_annotated(path).examples) == 6
+
+
+def test_export_errors(filled, tmp_path):
+    store, study = filled
+    with pytest.raises(InputError):
+        export_study(store, study.id, tmp_path / "x.txt", "annotated")
+    with pytest.raises(InputError):
+        export_study(store, study.id, tmp_path / "x.csv", "other")

@@ -1,0 +1,179 @@
+"""Commands: stats, split, perplexity, mentions, report (paper §3.4, §4.2, Appendices C–D)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import app, console, load_lm
+
+
+# --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
+
+
+def _analysis_progress(enabled: bool):
+    """A transient rich progress bar (disabled off a terminal or with --no-progress)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not (enabled and console.is_terminal))
+
+
+def _lexicon_options(profanity_list: Optional[Path], exclude_list: Optional[Path], keep_ambiguous: bool):
+    from toxiforge.analysis.implicit import load_lexicon
+
+    return load_lexicon(profanity_list, ambiguous=not keep_ambiguous, exclude=exclude_list or ())
+
+
+_PROFANITY_HELP = "Profanity list file, one entry per line (default: better-profanity's word list)."
+_EXCLUDE_HELP = "File of lexicon entries to ignore (one per line), on top of the ambiguous terms."
+_AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped by default, as the paper did."
+
+
+@app.command("stats")
+def stats_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (toxiforge or "
+                                                "ToxiGen; read as one)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
+    markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
+    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
+) -> None:
+    """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
+    from toxiforge.analysis.stats import compute_stats, write_stats
+
+    stats = compute_stats(data, lexicon=_lexicon_options(profanity_list, exclude_list, keep_ambiguous))
+    console.print(stats.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    for path in write_stats(stats, markdown=markdown_out, json_path=json_out):
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command("split")
+def split_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
+    test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
+    threshold: float = typer.Option(0.7, "--threshold", help="No train row may have cosine > this with a test row."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the test-set draw."),
+    model: str = typer.Option("all-minilm-l6-v2", "--model", help="Sentence encoder: the embedded "
+                                                                  "all-minilm-l6-v2, a hub id or a local dir."),
+    out: Path = typer.Option(..., "-o", "--out", help="New or empty directory for train/test/removed + split.json."),
+    allocation: str = typer.Option("proportional", "--allocation", help="Test rows per group × label × method "
+                                                                        "stratum: proportional or equal."),
+    on_conflict: str = typer.Option("drop", "--on-conflict", help="Train rows above the threshold: drop, or move "
+                                                                  "them to the test set."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o directory."),
+    device: str = typer.Option("cpu", "--device", help="Encoder device: cpu, cuda or auto."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Encoder batch size."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.split import check_output_dir, check_threshold, similarity_split, write_split
+    from toxiforge.errors import InputError
+
+    check_threshold(threshold)
+    check_output_dir(out, overwrite)
+    if fmt not in ("parquet", "jsonl", "csv"):
+        raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
+    d = load_data(data, need=())
+    with _analysis_progress(progress) as bar:
+        embed_task = bar.add_task(f"embedding with {model}", total=len(d))
+        split_task = bar.add_task("comparing with the test set", total=None)
+        result, d = similarity_split(d, test_size, threshold=threshold, seed=seed, model=model, device=device,
+                                     batch_size=batch_size, allocation=allocation,  # type: ignore[arg-type]
+                                     on_conflict=on_conflict,  # type: ignore[arg-type]
+                                     on_embed_progress=lambda n: bar.advance(embed_task, n),
+                                     on_split_progress=lambda n: bar.advance(split_task, n))
+    written = write_split(result, d, out, fmt=fmt, overwrite=overwrite)
+    console.print(result.line(), highlight=False, soft_wrap=True)
+    console.print(f"embeddings: {len(d):,} statements in {result.embed_seconds:.1f} s ({result.encoder}, loaded in "
+                  f"{result.load_seconds:.1f} s); split "
+                  f"{result.split_seconds:.1f} s; wrote " + ", ".join(p.name for p in written.values())
+                  + f" to {out}", highlight=False, soft_wrap=True)
+
+
+@app.command("perplexity")
+def perplexity_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
+    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
+                                                         "model dir or .gguf file."),
+    max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity from the table."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the table as JSON to this file."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Per-statement perplexity under a reference LM; mean per group × method (ToxiGen Appendix C)."""
+    from toxiforge._io import atomic_write_text
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.perplexity import dataset_perplexity, write_scores
+    from toxiforge.errors import InputError
+
+    if not max_ppl > 0:
+        raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    d = load_data(data, need=())
+    model = load_lm(lm, dtype, device)
+    with _analysis_progress(progress) as bar:
+        task = bar.add_task(f"perplexity under {lm}", total=len(d))
+        result = dataset_perplexity(d, model, max_ppl=max_ppl, batch_size=batch_size,
+                                    on_progress=lambda n: bar.advance(task, n))
+    console.print(result.table().markdown(), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{len(d):,} statements in {result.seconds:.1f} s", highlight=False)
+    if output is not None:
+        console.print(f"wrote {write_scores(result, d, output)}", highlight=False)
+    if json_out is not None:
+        console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
+
+
+@app.command("mentions")
+def mentions_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
+) -> None:
+    """Share of statements naming their target group per group × method (Table 6), and other groups named."""
+    from toxiforge._io import atomic_write_text
+    from toxiforge.analysis.mentions import mention_stats
+
+    result = mention_stats(data)
+    console.print(result.to_markdown(), markup=False, highlight=False, soft_wrap=True)
+    if json_out is not None:
+        console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
+
+
+@app.command("report")
+def report_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
+    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM for perplexity."),
+    perplexity: bool = typer.Option(True, "--perplexity/--no-perplexity", help="Compute perplexity (slowest step)."),
+    max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Statements per LM forward pass."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+) -> None:
+    """One offline HTML page: statistics, mentions and perplexity tables with plots."""
+    from toxiforge.analysis.dataset import load_data
+    from toxiforge.analysis.report import build_report
+    from toxiforge.errors import InputError
+
+    if perplexity and not max_ppl > 0:
+        raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
+    d = load_data(data)  # bad input fails before the LM loads
+    model = load_lm(lm, dtype, device) if perplexity else None
+    report = build_report(d, out, lm=model, max_ppl=max_ppl, batch_size=batch_size, lexicon=lexicon,
+                          progress=progress and console.is_terminal, console=console)
+    console.print(report.stats.table1().markdown(), markup=False, highlight=False, soft_wrap=True)
+    if report.perplexity is not None:
+        console.print(report.perplexity.line(), highlight=False)
+    console.print(f"wrote {report.html_path} and {report.json_path}", highlight=False)

@@ -1,0 +1,91 @@
+"""Commands: annotate serve / study create / invite / agreement / export (paper §4.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import app, console
+
+
+# --- annotation ------------------------------------------------------------------------------------------------
+
+annotate_app = typer.Typer(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
+annotate_study_app = typer.Typer(help="Create annotation studies.", no_args_is_help=True)
+annotate_app.add_typer(annotate_study_app, name="study")
+app.add_typer(annotate_app, name="annotate")
+DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or database URL (postgresql://...)")
+
+
+@annotate_app.command("serve")
+def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "--host"),
+                   port: int = typer.Option(8000, "--port")) -> None:
+    """Run the annotation web app (annotator links /a/TOKEN, admin link /admin/login/TOKEN)."""
+    from toxiforge.annotation.app import serve
+
+    serve(db, host=host, port=port)
+
+
+@annotate_study_app.command("create")
+def annotate_study_create(
+    data: Path = typer.Argument(..., help="toxiforge dataset (file or generation directory) or ToxiGen file"),
+    db: str = DB_OPTION,
+    name: Optional[str] = typer.Option(None, "--name", help="study name (default: the dataset's name)"),
+    per_item: int = typer.Option(3, "--per-item", help="annotators per statement"),
+    sample: Optional[int] = typer.Option(None, "--sample", help="number of statements (default: all)"),
+    stratify: str = typer.Option("", "--stratify", help="comma-separated subset of group,label,method"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Create a study from a dataset; prints the study id and its admin token (shown once)."""
+    from toxiforge.annotation.sampling import items_from_table, stratified_sample
+    from toxiforge.annotation.store import Store
+
+    strata = tuple(s.strip() for s in stratify.split(",") if s.strip())
+    items = stratified_sample(items_from_table(data), sample, stratify=strata, seed=seed)
+    store = Store(db)
+    study, admin_token = store.create_study(name or data.stem, items, per_item=per_item, source=str(data))
+    console.print(f"study {study.id} ({study.name}): {len(items)} statements x {per_item} annotators", highlight=False)
+    console.print(f"admin link (keep it private, shown once): /admin/login/{admin_token}", highlight=False,
+                  soft_wrap=True)
+
+
+@annotate_app.command("invite")
+def annotate_invite(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
+                    n: int = typer.Option(1, "-n", help="number of annotators"),
+                    base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url")) -> None:
+    """Create annotators and print one private link per annotator."""
+    from toxiforge.annotation.store import Store
+
+    store = Store(db)
+    for token in store.invite(store.study(study).id, n):
+        console.print(f"{base_url.rstrip('/')}/a/{token}", highlight=False, soft_wrap=True)
+
+
+@annotate_app.command("agreement")
+def annotate_agreement(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
+                       as_json: bool = typer.Option(False, "--json")) -> None:
+    """Fleiss' kappa, Krippendorff's alpha and the paper's agreement percentages."""
+    import json
+
+    from toxiforge.annotation.agreement import study_agreement
+    from toxiforge.annotation.store import Store
+
+    store = Store(db)
+    stats = study_agreement(store, store.study(study).id)
+    text = json.dumps(stats.to_dict(), indent=2) if as_json else "\n".join(stats.lines())
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+@annotate_app.command("export")
+def annotate_export(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
+                    fmt: str = typer.Option("annotated", "--format", help="annotated or annotations"),
+                    out: Path = typer.Option(..., "-o", "--output", help=".csv, .jsonl or .parquet")) -> None:
+    """Write the study in ToxiGen's annotated (per item) or annotations (per response) layout."""
+    from toxiforge.annotation.export import export_study
+    from toxiforge.annotation.store import Store
+
+    store = Store(db)
+    path, n = export_study(store, store.study(study).id, out, fmt)
+    console.print(f"wrote {n} rows to {path}", highlight=False, soft_wrap=True)

@@ -1,0 +1,73 @@
+"""Command: classify (add a classifier's P(toxic) column to a dataset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import app, console
+
+
+# --- classifiers -----------------------------------------------------------------------------------------------
+
+
+@app.command("classify")
+def classify(
+    data: Path = typer.Argument(..., help="A dataset file (.parquet/.jsonl/.csv) or a generation output directory."),
+    classifier: str = typer.Option(
+        ..., "--classifier", "-c", help="toxigen-roberta, toxigen-hatebert, toxdect-roberta, profanity-check "
+                                        "(offline), a model directory or a hub id (owner/name)."),
+    column: Optional[str] = typer.Option(
+        None, "--column", help="Score column to add (default: roberta_prediction for toxigen-roberta, else "
+                               "<classifier>_score). An existing column of that name is replaced."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text to score (default: generation, "
+                                                                          "else text)."),
+    output: Optional[Path] = typer.Option(
+        None, "-o", "--output", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
+                                     "DIR/scored.parquet for a generation directory)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per classifier batch "
+                                                                        "(default: the backend's)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
+    toxic_index: Optional[int] = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
+                                                                          "from the model's labels)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
+    import time
+
+    from toxiforge.classifiers import default_score_column, load_classifier
+    from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table, write_table
+    from toxiforge.errors import InputError
+    from toxiforge.records import read_table
+
+    out = output if output is not None else default_output_path(data)
+    if out.exists() and not overwrite:
+        raise InputError("output file exists", path=out, hint="pass --overwrite, or choose another -o")
+    table = read_table(data)
+    text = pick_text_column(table.column_names, text_column, path=data)  # fail before loading a model
+    score_column = column or default_score_column(classifier)
+    started = time.perf_counter()
+    with console.status(f"loading {classifier}"):
+        clf = load_classifier(classifier, device=device, dtype=dtype, batch_size=batch_size,
+                              toxic_index=toxic_index)
+    console.print(f"loaded {clf.name} in {time.perf_counter() - started:.1f} s", highlight=False)
+    started = time.perf_counter()
+    if progress and table.num_rows >= 1000 and console.is_terminal:
+        from rich.progress import Progress
+
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task(f"scoring with {clf.name}", total=table.num_rows)
+            scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data,
+                                          on_progress=lambda n: bar.advance(task, n))
+    else:
+        scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data)
+    write_table(scored, out)
+    if summary.replaced:
+        console.print(f"note: replaced {summary.replaced} existing values of column {score_column!r}",
+                      highlight=False)
+    console.print(f"{summary.line()}; {time.perf_counter() - started:.1f} s; wrote {out}", highlight=False,
+                  soft_wrap=True)

@@ -1,0 +1,216 @@
+"""Commands: demonstrations, prompts, groups, generate, summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import app, console, load_lm, split_list
+
+demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
+prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
+app.add_typer(demonstrations_app, name="demonstrations")
+app.add_typer(prompts_app, name="prompts")
+
+
+# --- demonstrations and prompts -------------------------------------------------------------------------------
+# (section owned by the demonstrations work)
+
+
+@demonstrations_app.command("fetch")
+def demonstrations_fetch(
+    dest: Path = typer.Option(..., "--dest", help="New or empty folder to write demonstrations/ and prompts/ to."),
+    commit: Optional[str] = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the content of a non-empty --dest."),
+    timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for GitHub."),
+) -> None:
+    """Download upstream ToxiGen's demonstrations and prompts (microsoft/TOXIGEN, MIT) into --dest."""
+    from toxiforge.demonstrations.fetch import PINNED_COMMIT, fetch_upstream
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    sha = commit or PINNED_COMMIT
+    console.print(f"Fetching microsoft/TOXIGEN at {sha} ...", highlight=False)
+    out = fetch_upstream(dest, commit=sha, timeout=timeout, overwrite=overwrite)
+    sets = load_demonstrations(out)
+    console.print(f"[green]Wrote[/] {len(sets)} demonstration sets to {out}. Use them with "
+                  f"--demonstrations {out}", highlight=False)
+
+
+@demonstrations_app.command("list")
+def demonstrations_list(
+    source: Optional[Path] = typer.Argument(None, help="Checkout, demonstrations/ or prompts/ folder, file or "
+                                                       "table (default: the shipped benign sets)."),
+) -> None:
+    """Show the demonstration sets in SOURCE: group, label, number of sentences, files."""
+    from rich.table import Table
+
+    from toxiforge.demonstrations.sets import load_demonstrations, load_shipped_benign
+
+    sets = load_shipped_benign() if source is None else load_demonstrations(source)
+    table = Table(title=f"Demonstration sets in {source if source is not None else 'the shipped benign sets'}")
+    for column in ("group", "label", "count", "source"):
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for s in sets.values():
+        names = [Path(p).name for p in s.sources]
+        table.add_row(s.group, s.label_word, str(len(s)), ", ".join(names))
+    console.print(table)
+    if not sets:
+        console.print("No demonstration sets found.")
+
+
+@prompts_app.command("build")
+def prompts_build(
+    demonstrations: Optional[Path] = typer.Option(
+        None, "--demonstrations", "-d",
+        help="Checkout, demonstrations/ or prompts/ folder, file or table (default: the shipped benign sets)."),
+    group: str = typer.Option(..., "--group", "-g", help="Target group (name or alias, e.g. 'middle eastern')."),
+    label: str = typer.Option(..., "--label", "-l", help="toxic (hate) or benign (neutral)."),
+    n: int = typer.Option(1000, "-n", "--num", help="Number of prompts."),
+    k: int = typer.Option(5, "-k", help="Demonstrations per prompt (distinct within a prompt)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same prompts."),
+    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
+) -> None:
+    """Build N prompts of K demonstrations for one group and label, written one per line like upstream's."""
+    from toxiforge.demonstrations.prompts import build_prompts, label_name, write_prompt_file
+    from toxiforge.demonstrations.sets import get_set, load_demonstrations, load_shipped_benign
+    from toxiforge.errors import InputError
+
+    if n < 1:
+        raise InputError(f"-n {n} builds no prompts", hint="use -n 1 or more")
+    sets = load_shipped_benign() if demonstrations is None else load_demonstrations(demonstrations)
+    demo_set = get_set(sets, group, label)
+    prompts = build_prompts(demo_set, n, k=k, seed=seed)
+    write_prompt_file(prompts, output, overwrite=overwrite)
+    console.print(f"[green]Wrote[/] {len(prompts)} {label_name(demo_set.label)} prompts for {demo_set.group} "
+                  f"(k={k}, seed={seed}, from {len(demo_set)} demonstrations) to {output}", highlight=False)
+
+
+# --- generation ------------------------------------------------------------------------------------------------
+
+
+
+
+@app.command("groups")
+def groups_list() -> None:
+    """List the target groups (ToxiGen's 13, upstream's community groups) with their aliases."""
+    from rich.table import Table
+
+    from toxiforge.groups import all_groups
+
+    table = Table(title="Target groups")
+    for column in ("name", "kind", "category"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("display")
+    table.add_column("aliases", ratio=1)
+    for g in all_groups():
+        table.add_row(g.name, g.kind, g.category, g.display, ", ".join(g.aliases))
+    console.print(table)
+
+
+@app.command("generate")
+def generate(
+    out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
+    groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
+    labels: Optional[str] = typer.Option(
+        None, "--labels", help="Comma-separated: toxic,benign. Default: both with --demonstrations/--prompts, "
+                               "benign with the shipped sets."),
+    per_cell: int = typer.Option(10, "-n", "--per-cell", help="Statements per group × label."),
+    demonstrations: Optional[str] = typer.Option(
+        None, "--demonstrations", "-d", help="Demonstrations (upstream checkout, folder, file or table). "
+                                             "Default: toxiforge's shipped benign sets."),
+    prompts: Optional[str] = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
+    k: int = typer.Option(5, "-k", help="Demonstrations per prompt (paper: 5)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts and sampling."),
+    method: str = typer.Option("top-k", "--method", help="Decoding method: top-k or alice."),
+    classifier: Optional[str] = typer.Option(
+        None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
+                                         "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
+    temperature: float = typer.Option(0.9, "--temperature", help="Sampling temperature (paper: 0.9)."),
+    max_new_tokens: int = typer.Option(30, "--max-new-tokens", help="Token budget per statement (paper: 30)."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
+    shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    beams: int = typer.Option(10, "--beams", help="ALICE: beams (paper: 10)."),
+    candidates: int = typer.Option(100, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
+    lambda_lm: float = typer.Option(0.5, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
+    lambda_clf: float = typer.Option(0.5, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5)."),
+    classifier_top_n: Optional[int] = typer.Option(
+        None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
+    no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
+    alice_mode: str = typer.Option("auto", "--alice-mode",
+                                   help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
+    summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
+    from toxiforge.decoding import AliceConfig, AliceDecoder, TopKConfig, TopKDecoder
+    from toxiforge.errors import InputError
+    from toxiforge.groups import TOXIGEN_GROUP_NAMES
+    from toxiforge.pipeline import GenerationPlan, JobConfig, check_output_dir, run_generation
+
+    if demonstrations and prompts:
+        raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
+    method = method.strip().lower()
+    if method not in ("top-k", "alice"):
+        raise InputError(f"unknown --method {method!r}", hint="use top-k or alice")
+    if method == "alice" and classifier is None:
+        raise InputError("--method alice needs --classifier",
+                         hint="name the classifier to attack, e.g. --classifier profanity-check (works offline)")
+    group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else split_list(groups)
+    source = prompts or demonstrations
+    label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
+    plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
+                               prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
+    if method == "alice":
+        alice = AliceConfig(lambda_lm=lambda_lm, lambda_clf=lambda_clf, num_beams=beams, candidates=candidates,
+                            temperature=temperature, max_new_tokens=max_new_tokens, classifier_top_n=classifier_top_n,
+                            no_repeat_ngram_size=no_repeat_ngram, mode=alice_mode)  # type: ignore[arg-type]
+    else:
+        topk = TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens)
+    job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
+    plan.expand()  # validate the prompt source before loading the models
+    check_output_dir(out, resume)
+    clf = None
+    if classifier is not None:
+        from toxiforge.classifiers import load_classifier
+
+        clf = load_classifier(classifier, device=device)
+    decoder = AliceDecoder(clf, alice) if method == "alice" else TopKDecoder(topk)
+    lm = load_lm(model, dtype, device)
+    result = run_generation(plan, lm, out, decoder=decoder, config=job, resume=resume, progress=progress,
+                            classifier=clf)
+    counts = result.manifest["counts"]
+    console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
+                  f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
+    if counts["scored"]:
+        console.print(f"{clf.name} fooled on {counts['fooled']}/{counts['scored']} statements "
+                      f"({counts['fooled'] / counts['scored']:.1%})")
+    if summary:
+        _print_summary([out])
+
+
+
+
+def _print_summary(data: list[Path], examples: int = 2) -> None:
+    from toxiforge.analysis.summary import render_summary, summarize
+    from toxiforge.records import read_rows
+
+    rows = [row for path in data for row in read_rows(path)]
+    render_summary(summarize(rows, examples=examples), console=console)
+
+
+@app.command("summary")
+def summary_command(
+    data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (combined)."),
+    examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
+) -> None:
+    """Per group × label × method: count, mean length, flagged rows, classifier fool rate, examples."""
+    _print_summary(data, examples)

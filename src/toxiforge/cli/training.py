@@ -1,0 +1,196 @@
+"""Commands: train, evaluate, experiment table4 (paper §5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import app, console, err_console, split_list
+
+
+# --- training and evaluation -----------------------------------------------------------------------------------
+
+
+experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+
+def _specs(values: list[str]) -> list[str]:
+    """Dataset specs from repeated options, each possibly comma-separated."""
+    return [v for value in values for v in split_list(value)]
+
+
+def _train_config(base_model: str, tokenizer: Optional[str], epochs: float, max_steps: int, batch_size: int,
+                  learning_rate: float, max_length: int, seed: int, eval_fraction: float,
+                  early_stopping: Optional[int], device: str, bf16: bool):
+    from toxiforge.training.trainer import TrainConfig
+
+    return TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, max_steps=max_steps,
+                       batch_size=batch_size, learning_rate=learning_rate, max_length=max_length, seed=seed,
+                       eval_fraction=eval_fraction, early_stopping=early_stopping, device=device, bf16=bf16)
+
+
+_BASE_MODEL_HELP = ("Encoder to fine-tune: all-minilm-l6-v2 (embedded, offline), hatebert, toxdect-roberta, a model "
+                    "directory or a hub id.")
+_DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-annotated (humanval), toxigen-train, "
+              "toxiforge, sbf, ihc, dynahate or table; without KIND the layout is told from the columns. Repeat "
+              "the option or separate with commas.")
+
+
+@app.command("train")
+def train_command(
+    data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    subset: str = typer.Option("all", "--subset", help="all, alice, top-k (downsampled to the ALICE size) or "
+                                                       "both (ALICE + that top-k sample)."),
+    label_column: Optional[str] = typer.Option(None, "--label-column",
+                                               help="Label column (default: prompt_label, the proxy label)."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    eval_data: Optional[list[str]] = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
+                                                                       "--eval-fraction of the training data)."),
+    eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share held out for evaluation when no --eval."),
+    epochs: float = typer.Option(3.0, "--epochs"),
+    max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run all epochs)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Per-device batch size."),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length", help="Truncate texts to this many tokens."),
+    seed: int = typer.Option(0, "--seed"),
+    early_stopping: Optional[int] = typer.Option(None, "--early-stopping",
+                                                 help="Stop after N epochs without a better eval AUC."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (multi-GPU: run under torchrun)."),
+    bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
+    from rich.table import Table
+
+    from toxiforge.data import load_specs
+    from toxiforge.training.subsets import normalize_subset, select_subset
+    from toxiforge.training.trainer import _check_output_dir, train_classifier
+
+    subset = normalize_subset(subset)
+    _check_output_dir(out, overwrite)
+    datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
+    rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
+    held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
+        if eval_data else None
+    config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
+                           eval_fraction, early_stopping, device, bf16)
+    toxic = sum(e.label for e in rows)
+    console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
+                  f"subset {subset})", highlight=False, soft_wrap=True)
+    result = train_classifier(rows, out, config, eval_examples=held, progress=progress, overwrite=overwrite,
+                              console=err_console, data_sources=[d.source for d in datasets])
+    if not result.log:  # not the main process of a multi-GPU run
+        return
+    table = Table(title=f"Training log ({out / 'training_log.json'})")
+    for col in ("epoch", "train loss", "eval loss", "eval AUC"):
+        table.add_column(col, justify="right")
+
+    def fmt(v):
+        return "-" if v is None else f"{v:.4f}"
+
+    for e in result.log["epochs"]:
+        table.add_row(f"{e['epoch']:g}", fmt(e["train_loss"]), fmt(e["eval_loss"]),
+                      fmt(e["eval_auc"]) if e["eval_auc"] is not None else "undefined" if e["eval_loss"] else "-")
+    console.print(table)
+    for note in {e.get("eval_auc_note") for e in result.log["epochs"]} - {None}:
+        console.print(f"note: eval AUC {note}", highlight=False, soft_wrap=True)
+    console.print(f"saved to {out} in {result.log['train_seconds']:.1f} s "
+                  f"({result.log['train_examples_per_second']:.1f} examples/s)", highlight=False, soft_wrap=True)
+
+
+def _print_evaluation(report, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col, justify in (("dataset", "left"), ("slice", "left"), ("n", "right"), ("toxic", "right"),
+                         ("ROC AUC", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in report.results:
+        table.add_row(r.data.name, "all", str(r.auc.n), str(r.auc.toxic), r.auc.cell(3))
+        for kind, slices in (("method", r.by_method), ("group", r.by_group)):
+            for key, auc in slices.items():
+                table.add_row("", f"{kind}: {key}", str(auc.n), str(auc.toxic), auc.cell(3))
+    console.print(table)
+    for label, reason in report.undefined():
+        console.print(f"[yellow]note:[/] {label}: AUC {reason}", highlight=False, soft_wrap=True)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
+                                   "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
+    on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
+    out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
+                                                                     "evaluation.md, roc.png; replaced)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum "
+                                   "(toxicity_ai + toxicity_human > 5.5, upstream) or max (max > 3, the paper)."),
+    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Label column of plain tables."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split for hub sources and DynaHate (default test)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """ROC AUC of a classifier per dataset, per group and per generation method (Table 7); JSON, Markdown, PNG."""
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.data import load_specs
+    from toxiforge.training.evaluate import evaluate, write_report
+
+    datasets = load_specs(_specs(on), label_rule=label_rule, text_column=text_column, label_column=label_column,
+                          split=split)
+    with console.status(f"loading {classifier}"):
+        clf = load_classifier(classifier, device=device, batch_size=batch_size)
+    with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
+        report = evaluate(clf, datasets)
+    paths = write_report(report, out)
+    _print_evaluation(report, f"ROC AUC of {clf.name}")
+    console.print(f"wrote {paths['json']}, {paths['markdown']} and {paths['png']}", highlight=False, soft_wrap=True)
+
+
+@experiment_app.command("table4")
+def experiment_table4(
+    train: list[str] = typer.Option(..., "--train", help="Training data with ALICE and top-k rows: " + _DATA_HELP),
+    eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation sets: " + _DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder (models, reports, table4.md/json)."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    zero_shot: Optional[str] = typer.Option(None, "--zero-shot", help="Classifier for the 'None' column (default: "
+                                            "the base model if it already is a classifier)."),
+    label_column: Optional[str] = typer.Option(None, "--label-column", help="Training label (default prompt_label)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum or max."),
+    eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share of each variant held out per epoch."),
+    epochs: float = typer.Option(3.0, "--epochs"),
+    max_steps: int = typer.Option(-1, "--max-steps"),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length"),
+    seed: int = typer.Option(0, "--seed"),
+    early_stopping: Optional[int] = typer.Option(None, "--early-stopping"),
+    device: str = typer.Option("auto", "--device"),
+    bf16: bool = typer.Option(False, "--bf16"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Zero-shot plus fine-tuned on ALICE, top-k and ALICE + top-k, each on every eval set (paper Tables 4, 7)."""
+    import time
+
+    from toxiforge.data import load_specs
+    from toxiforge.training.experiment import run_table4
+
+    started = time.perf_counter()
+    train_sets = load_specs(_specs(train), label_column=label_column)
+    eval_sets = load_specs(_specs(eval_data), label_rule=label_rule)
+    config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
+                           eval_fraction, early_stopping, device, bf16)
+    table = run_table4(train_sets, eval_sets, out, config, zero_shot=zero_shot, progress=progress,
+                       overwrite=overwrite, console=err_console, device=device,
+                       on_stage=lambda msg: console.print(f"[bold]>[/] {msg}", highlight=False))
+    console.print(table.markdown(), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"wrote {out / 'table4.md'} and {out / 'table4.json'} in {time.perf_counter() - started:.1f} s",
+                  highlight=False, soft_wrap=True)

@@ -34,3 +34,20 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             fh.write(text)
 
     return atomic_write(path, write)
+
+
+def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None) -> Path:
+    """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``; return it as a Path.
+
+    ``option`` names the command-line option in the hint; ``error`` is the :class:`InputError` subclass to raise.
+    """
+    from toxiforge.errors import InputError
+
+    error = error or InputError
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise error("output path exists and is not a folder", path=path, hint=f"choose a folder path for {option}")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise error("output folder exists and is not empty", path=path,
+                    hint=f"choose a new or empty folder for {option}, or pass --overwrite")
+    return path

@@ -27,6 +27,7 @@ import numpy as np
 
 from toxiforge.analysis.dataset import AnalysisData, load_data
 from toxiforge.analysis.embeddings import DEFAULT_ENCODER, Embedder, embed_texts, load_encoder, normalize_rows
+from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
 
 Allocation = Literal["proportional", "equal"]
@@ -271,12 +272,7 @@ def similarity_split(data: Any, test_size: int | None, *, threshold: float = 0.7
 
 
 def check_output_dir(out_dir: str | Path, overwrite: bool = False) -> Path:
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("output path exists and is not a directory", path=out, hint="choose a directory for -o")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise InputError("output directory is not empty", path=out, hint="choose a new -o, or pass --overwrite")
-    return out
+    return require_empty_dir(out_dir, overwrite)
 
 
 def write_split(result: SplitResult, data: AnalysisData, out_dir: str | Path, *, fmt: str = "parquet",

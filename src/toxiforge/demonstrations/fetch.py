@@ -27,6 +27,7 @@ from http.client import HTTPException
 from pathlib import Path, PurePosixPath
 from typing import IO, Callable
 
+from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
 
 UPSTREAM_REPO = "microsoft/TOXIGEN"
@@ -93,11 +94,7 @@ def _extract(archive: IO[bytes], staging: Path) -> int:
 
 
 def _check_dest(dest: Path, overwrite: bool) -> None:
-    if dest.exists() and not dest.is_dir():
-        raise FetchError("destination exists and is not a folder", path=dest, hint="choose a folder path for --dest")
-    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
-        raise FetchError("destination folder is not empty", path=dest,
-                         hint="choose an empty or new folder, or pass overwrite=True (--overwrite)")
+    require_empty_dir(dest, overwrite, option="--dest", error=FetchError)
 
 
 def _download(url: str, opener: Opener, timeout: float, commit: str, into: IO[bytes]) -> None:

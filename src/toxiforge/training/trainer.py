@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from toxiforge._io import atomic_write_text
+from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError, ToxiforgeError
 
@@ -204,11 +204,7 @@ def _epoch_summary(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _check_output_dir(output_dir: Path, overwrite: bool) -> None:
-    if output_dir.exists() and not output_dir.is_dir():
-        raise InputError("output path is a file", path=output_dir, hint="choose a directory for -o")
-    if output_dir.is_dir() and any(output_dir.iterdir()) and not overwrite:
-        raise InputError("output directory exists and is not empty", path=output_dir,
-                         hint="pass --overwrite, or choose another -o")
+    require_empty_dir(output_dir, overwrite)
 
 
 def train_classifier(train: Sequence[Example], output_dir: str | Path, config: TrainConfig | None = None, *,

@@ -94,11 +94,14 @@ def test_drafts_are_revisable_until_submitted(env):
     c.post(target, data={"author": "ai", "harmful_ai": "4", "action": "save", "csrf": csrf(page)})
     again = c.get("/annotate").text
     assert action(again) == target and 'value="ai" checked' in again
-    assert c.post(target, data={**GOOD, "csrf": csrf(page)}, follow_redirects=False).status_code == 303
+    done = c.post(target, data={**GOOD, "csrf": csrf(page)}, follow_redirects=False)
+    # answered with the next form directly (no redirect round trip)
+    assert done.status_code == 200 and "Statement 2" in done.text and action(done.text) != target
     (item, resp), = store.responses(study.id)
     assert resp.author == "human" and resp.harmful_ai == 2 and resp.other_groups == "veterans"
-    # a repeated POST of the same assignment is not stored twice
-    c.post(target, data={**GOOD, "csrf": csrf(page)})
+    # a repeated POST of the same assignment (a reload) is not stored twice and shows the next form again
+    again = c.post(target, data={**GOOD, "csrf": csrf(page)})
+    assert again.status_code == 200 and action(again.text) == action(done.text)
     assert len(store.responses(study.id)) == 1
     assert "Statement 2" in c.get("/annotate").text
 

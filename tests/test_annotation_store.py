@@ -23,9 +23,11 @@ def make_items(n: int) -> list[dict]:
              "method": methods[(i // 2) % 2], "source_row_id": f"r{i}"} for i in range(n)]
 
 
-@pytest.fixture()
-def store(tmp_path):
-    return Store(str(tmp_path / "study.db"))
+@pytest.fixture(params=[True, False], ids=["sqlite-fast-path", "core"])
+def store(tmp_path, request):
+    """Both implementations of the annotator's hot path: the SQLite driver fast path and SQLAlchemy Core (the one
+    other databases use)."""
+    return Store(str(tmp_path / "study.db"), fast_sqlite=request.param)
 
 
 def test_tokens_are_hashed_and_wal_is_on(store):
@@ -65,6 +67,23 @@ def test_each_item_gets_exactly_per_item_distinct_annotators_evenly(store):
     pairs = [(i.id, r.annotator_id) for i, r in store.responses(study.id)]
     assert len(pairs) == len(set(pairs)) == 15
     assert all(store.next_assignment(a) is None for a in annotators)
+
+
+def test_submit_and_next_is_one_step_and_idempotent(store):
+    study, _ = store.create_study("s", make_items(3), per_item=2)
+    a, b = (store.annotator_for(t) for t in store.invite(study.id, 2))
+    first, item = store.next_assignment(a)
+    assert item.text.startswith("placeholder") and first.draft is None
+    assert store.save_draft(a.id, first.id, {"author": "ai"})
+    assert store.next_assignment(a)[0].draft == {"author": "ai"}
+    stored, (second, item2), done = store.submit_and_next(a, first.id, ANSWERS)
+    assert stored and done == 1 and second.id != first.id and item2.id != item.id
+    again, (same, _), done = store.submit_and_next(a, first.id, ANSWERS)  # a repeated POST
+    assert not again and same.id == second.id and done == 1
+    with pytest.raises(InputError):
+        store.submit_and_next(b, second.id, ANSWERS)
+    (_, resp), = store.responses(study.id)
+    assert resp.assignment_id == first.id and resp.started_at <= resp.submitted_at and resp.trouble is False
 
 
 def test_open_assignment_is_returned_again_and_others_cannot_submit_it(store):

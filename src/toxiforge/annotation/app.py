@@ -6,26 +6,49 @@ log redacts. They accept the content warning and consent form before any stateme
 nine questions for one statement at a time (drafts are kept until submitted). Admins log in with the study's
 admin token at ``/admin/login/<token>`` (a separate cookie) and see progress, per-annotator counts, live
 agreement and the exports. Every POST carries a CSRF token (an HMAC of the session) in a hidden field.
+
+A submitted form is answered with the next form directly (200, no redirect): the submission, the claim of the
+next assignment and the progress count are one write transaction, and a repeated POST (reload) stores nothing
+twice and shows the next form again. On SQLite the annotator endpoints run the (short, local) database calls on
+the event loop instead of hopping to a worker thread; other databases go through the thread pool.
 """
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
+import os
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
-from toxiforge.annotation.questions import QUESTIONS, AnswerError, draft_answers, options_of, validate_answers
+from toxiforge.annotation.questions import (
+    QUESTIONS,
+    AnswerError,
+    draft_answers,
+    options_of,
+    validate_answers,
+)
 from toxiforge.annotation.store import Store, hash_token
 from toxiforge.errors import InputError
 
 SESSION_COOKIE, ADMIN_COOKIE = "tf_session", "tf_admin"
+DB_ENV = "TOXIFORGE_ANNOTATE_DB"  # the database of ``app_from_env`` (uvicorn workers import the app by name)
+HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+           "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"}
+_CONSENTED_CACHE = 100_000
+MAX_FORM_BYTES = 64 * 1024  # the nine answers and two 500-character texts fit many times over
 _TOKEN_PATH = re.compile(r"(/a/|/admin/login/)[^/?\s\"]+")
 
 
@@ -51,16 +74,26 @@ def install_log_redaction() -> None:
 def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
     """The app over ``store`` (a :class:`Store` or a database URL/path)."""
     store = store if isinstance(store, Store) else Store(store)
+    store.start_checkpointer()
     env = Environment(loader=FileSystemLoader(str(Path(__file__).parent / "templates")), autoescape=True)
     app = FastAPI(title="toxiforge annotation", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.store = store
     install_log_redaction()
 
+    inline = store.engine.dialect.name == "sqlite"
+    form_template = env.get_template("form.html")
+    blank_questions = Markup(env.get_template("questions.html").render(questions=QUESTIONS, options_of=options_of,
+                                                                       errors={}, values={}))
+    consented: dict[str, Any] = {}  # token hash -> annotator row, for annotators who consented (never undone)
+
+    async def db(fn, *args, **kwargs):
+        """A store call: inline on SQLite (local, short), in the thread pool otherwise."""
+        if inline:
+            return fn(*args, **kwargs)
+        return await run_in_threadpool(partial(fn, *args, **kwargs))
+
     def render(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**ctx), status_code=status,
-                            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
-                                     "Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
-                                                                "script-src 'unsafe-inline'"})
+        return HTMLResponse(env.get_template(name).render(**ctx), status_code=status, headers=HEADERS)
 
     def csrf_for(token: str) -> str:
         return store.keyed_hash("csrf", hash_token(token))[:32]
@@ -69,11 +102,17 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
         if not hmac.compare_digest(csrf_for(token), given or ""):
             raise HTTPException(403, "invalid form token; reload the page")
 
-    def annotator(request: Request):
+    async def annotator(request: Request):
         token = request.cookies.get(SESSION_COOKIE)
-        found = store.annotator_for(token) if token else None
-        if found is None:
+        if not token:
             raise HTTPException(401, "open your invite link first")
+        found = consented.get(hash_token(token))
+        if found is None:
+            found = await db(store.annotator_for, token)
+            if found is None:
+                raise HTTPException(401, "open your invite link first")
+            if found.consented_at is not None and len(consented) < _CONSENTED_CACHE:
+                consented[found.token_hash] = found
         return token, found
 
     def admin(request: Request):
@@ -101,28 +140,33 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
         return login(SESSION_COOKIE, token, "/annotate")
 
     @app.get("/annotate", response_class=HTMLResponse)
-    def annotate_page(request: Request):
-        token, who = annotator(request)
+    async def annotate_page(request: Request):
+        token, who = await annotator(request)
         if who.consented_at is None:
             return render("consent.html", csrf=csrf_for(token))
-        return _form(token, who)
+        got, done = await db(store.open_assignment, who)
+        return _form(token, who, got, done)
 
-    def _form(token, who, errors: dict[str, str] | None = None, values: dict[str, Any] | None = None,
-              status: int = 200):
-        got = store.next_assignment(who)
-        done = store.annotator_done(who.id)
+    def _form(token, who, got, done: int, errors: dict[str, str] | None = None,
+              values: dict[str, Any] | None = None, status: int = 200):
         if got is None:
             return render("message.html", title="All done",
                           message=f"Thank you! You have annotated {done} statements; nothing is left for you.")
         assignment, item = got
-        total = store.item_count(who.study_id)
-        return render("form.html", status=status, item=item, assignment=assignment, csrf=csrf_for(token),
-                      questions=QUESTIONS, options_of=options_of, errors=errors or {},
-                      values=values if values is not None else (assignment.draft or {}), done=done, total=total)
+        if values is None:
+            values = assignment.draft or {}
+        html = form_template.render(item=item, assignment=assignment, csrf=csrf_for(token), questions=QUESTIONS,
+                                    options_of=options_of, errors=errors or {}, values=values, done=done,
+                                    total=store.item_count(who.study_id),
+                                    questions_html=None if errors or values else blank_questions)
+        return HTMLResponse(html, status_code=status, headers=HEADERS)
 
     @app.post("/consent")
     def consent(request: Request, csrf: str = Form(""), agree: str = Form("")):
-        token, who = annotator(request)
+        token = request.cookies.get(SESSION_COOKIE)
+        who = store.annotator_for(token) if token else None
+        if who is None:
+            raise HTTPException(401, "open your invite link first")
         check_csrf(token, csrf)
         if agree != "yes":
             return render("consent.html", status=422, csrf=csrf_for(token),
@@ -130,28 +174,47 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
         store.consent(who.id)
         return RedirectResponse("/annotate", status_code=303)
 
-    @app.post("/annotate/{assignment_id}")
-    async def answer(request: Request, assignment_id: int):
-        token, who = annotator(request)
-        form = dict((await request.form()).items())
+    async def read_form(request: Request) -> dict[str, Any]:
+        """The posted fields (the last value of a repeated one). URL-encoded bodies, what the form sends, are parsed
+        with ``urllib.parse`` (a few times cheaper than the multipart parser); other bodies go through Starlette."""
+        if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            body = await request.body()
+            if len(body) > MAX_FORM_BYTES:
+                raise HTTPException(413, "the form is too large")
+            try:
+                return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=100))
+            except ValueError:
+                raise HTTPException(400, "the form has too many fields") from None
+        return dict((await request.form()).items())
+
+    async def answer(request: Request):
+        """POST /annotate/{assignment_id}: the hot path, a plain Starlette route (no FastAPI dependency solving)."""
+        assignment_id = request.path_params["assignment_id"]
+        token, who = await annotator(request)
+        form = await read_form(request)
         check_csrf(token, str(form.get("csrf", "")))
         if who.consented_at is None:
             raise HTTPException(403, "consent first")
-        if store.get_assignment(who.id, assignment_id) is None:
+        if form.get("action") != "save":
+            try:
+                answers = validate_answers(form)
+            except AnswerError as exc:
+                if await db(store.get_assignment, who.id, assignment_id) is None:
+                    raise HTTPException(404, "no such assignment") from None
+                await db(store.save_draft, who.id, assignment_id, draft_answers(form))
+                got, done = await db(store.open_assignment, who)
+                return _form(token, who, got, done, errors=exc.errors, values=draft_answers(form), status=422)
+            try:
+                _, got, done = await db(store.submit_and_next, who, assignment_id, answers)
+            except InputError as exc:
+                raise HTTPException(404, "no such assignment") from exc
+            return _form(token, who, got, done)
+        if await db(store.get_assignment, who.id, assignment_id) is None:
             raise HTTPException(404, "no such assignment")
-        if form.get("action") == "save":
-            store.save_draft(who.id, assignment_id, draft_answers(form))
-            return RedirectResponse("/annotate", status_code=303)
-        try:
-            answers = validate_answers(form)
-        except AnswerError as exc:
-            store.save_draft(who.id, assignment_id, draft_answers(form))
-            return _form(token, who, errors=exc.errors, values=draft_answers(form), status=422)
-        try:
-            store.submit(who.id, assignment_id, answers)
-        except InputError as exc:
-            raise HTTPException(404, str(exc)) from exc
+        await db(store.save_draft, who.id, assignment_id, draft_answers(form))
         return RedirectResponse("/annotate", status_code=303)
+
+    app.router.routes.append(Route("/annotate/{assignment_id:int}", answer, methods=["POST"]))
 
     @app.get("/admin/login/{token}")
     def admin_login(token: str):
@@ -188,12 +251,32 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
     return app
 
 
-def serve(db: str, host: str = "127.0.0.1", port: int = 8000, *, workers_log: str = "info") -> None:
-    """Run the app with uvicorn (access log on, tokens redacted)."""
+def app_from_env() -> FastAPI:
+    """The app over the database named by ``$TOXIFORGE_ANNOTATE_DB`` (the factory that uvicorn workers import)."""
+    return create_app(os.environ[DB_ENV])
+
+
+def serve(db: str, host: str = "127.0.0.1", port: int = 8000, *, workers: int | None = None,
+          workers_log: str = "info") -> None:
+    """Run the app with uvicorn (access log on, tokens redacted; uvloop and httptools when installed).
+
+    ``workers`` (default ``$TOXIFORGE_ANNOTATE_WORKERS`` or 1) > 1 runs that many server processes on one socket;
+    SQLite in WAL mode with ``BEGIN IMMEDIATE`` and a busy timeout serialises their writes safely."""
     import uvicorn
 
+    workers = workers or int(os.environ.get("TOXIFORGE_ANNOTATE_WORKERS", "1") or 1)
+    install_log_redaction()
+    if workers > 1:
+        from toxiforge.annotation.store import Store
+
+        Store(db)  # create the tables once, before the workers start
+        os.environ[DB_ENV] = db
+        uvicorn.run("toxiforge.annotation.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                    log_level=workers_log)
+        return
     app = create_app(db)
     config = uvicorn.Config(app, host=host, port=port, log_level=workers_log)
     server = uvicorn.Server(config)
-    install_log_redaction()
+    gc.collect()
+    gc.freeze()  # the imported modules and the app are permanent: keep them out of every later collection
     server.run()

@@ -1,14 +1,23 @@
 """Simulated annotators against a running server (used by the load tests and ``benchmarks/annotate_load.py``).
 
 :func:`start_server` runs ``toxiforge annotate serve`` in a subprocess on a free loopback port and waits until it
-answers; :func:`run_annotators` starts one thread per invite token, each a real HTTP client that opens its link,
-consents and submits answers until nothing is left (or ``stop`` is set), recording each acknowledged submission
-(HTTP 303 after the commit) and its latency.
+answers; :func:`run_annotators` runs one asyncio task per invite token (one event loop, uvloop when installed,
+one ``httpx.AsyncClient`` per annotator for its own cookies), each a real HTTP client that opens its link,
+consents, loads the form and then POSTs complete answers (with the form's CSRF token) until nothing is left (or
+``stop`` is set). A submission counts as acknowledged when the server answers 200 with the next form (or the
+"All done" page), which it does only after the commit; its latency is from sending the POST to the end of the
+answer. The clock of the run starts when every annotator has its first form, so the rate is that of
+submissions, not of logins. With ``interval`` each annotator submits on a fixed schedule (open loop, one
+submission every ``interval`` seconds, random phase) and latency counts from the scheduled time, so a slow
+server cannot hide its queueing delay by slowing the clients down.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
+import random
 import re
 import socket
 import subprocess
@@ -30,13 +39,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(db: str, port: int, *, timeout: float = 30.0, log_path: str | None = None) -> subprocess.Popen:
-    """Start the app on 127.0.0.1:``port`` in a subprocess; returns once it answers (polling, no fixed sleep)."""
+def start_server(db: str, port: int, *, timeout: float = 30.0, log_path: str | None = None,
+                 workers: int = 1) -> subprocess.Popen:
+    """Start the app on 127.0.0.1:``port`` in a subprocess (``workers`` uvicorn processes); returns once it answers
+    (polling, no fixed sleep)."""
     import httpx
 
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOXIFORGE_ANNOTATE_WORKERS": str(workers)}
     proc = subprocess.Popen([sys.executable, "-m", "toxiforge", "annotate", "serve", "--db", db, "--port", str(port)],
-                            stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=workers > 1)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -56,48 +68,91 @@ class LoadResult:
     acked: list[tuple[str, int]] = field(default_factory=list)  # (token, assignment id) per acknowledged POST
     latencies: list[float] = field(default_factory=list)         # seconds per acknowledged POST
     errors: list[str] = field(default_factory=list)
-    elapsed: float = 0.0
+    elapsed: float = 0.0                                         # seconds from the first form to the end
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None) -> None:
+async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
+                    ready: asyncio.Event, waiting: list[int], interval: float | None) -> None:
     import httpx
 
-    with httpx.Client(base_url=base, timeout=30.0) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=30.0) as client:
+        page = None
         try:
-            page = client.get(f"/a/{token}", follow_redirects=True).text
-            client.post("/consent", data={"csrf": _CSRF.search(page).group(1), "agree": "yes"})
+            try:
+                page = (await client.get(f"/a/{token}", follow_redirects=True)).text
+                await client.post("/consent", data={"csrf": _CSRF.search(page).group(1), "agree": "yes"})
+                page = (await client.get("/annotate")).text
+            finally:
+                waiting[0] -= 1
+                if waiting[0] == 0:
+                    ready.set()
+            await ready.wait()
+            csrf = _CSRF.search(page).group(1)
             done = 0
+            due = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
             while not stop.is_set() and (limit is None or done < limit):
-                page = client.get("/annotate").text
                 found = _ACTION.search(page)
                 if found is None:
                     return
                 assignment = int(found.group(1))
-                started = time.perf_counter()
-                r = client.post(f"/annotate/{assignment}", data={**ANSWERS, "csrf": _CSRF.search(page).group(1)})
+                if interval:
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    started, due = due, due + interval  # latency from the scheduled time (open loop)
+                else:
+                    started = time.perf_counter()
+                r = await client.post(f"/annotate/{assignment}", data={**ANSWERS, "csrf": csrf})
                 latency = time.perf_counter() - started
-                if r.status_code != 303:
+                if r.status_code != 200:
                     raise RuntimeError(f"submission answered {r.status_code}")
-                with result.lock:
-                    result.acked.append((token, assignment))
-                    result.latencies.append(latency)
+                result.acked.append((token, assignment))
+                result.latencies.append(latency)
+                page = r.text
                 done += 1
         except Exception as exc:  # connection refused/reset after a kill, or a real error
-            with result.lock:
-                result.errors.append(f"{type(exc).__name__}: {exc}")
+            result.errors.append(f"{type(exc).__name__}: {exc}")
+
+
+async def _run(base: str, tokens: list[str], result: LoadResult, stop: threading.Event, limit: int | None,
+               timeout: float, interval: float | None) -> None:
+    ready, waiting = asyncio.Event(), [len(tokens)]
+    tasks = [asyncio.ensure_future(_annotate(base, t, result, stop, limit, ready, waiting, interval))
+             for t in tokens]
+    deadline = time.perf_counter() + timeout
+    await asyncio.wait_for(ready.wait(), timeout)
+    started = time.perf_counter()
+    _, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - started))
+    result.elapsed = time.perf_counter() - started
+    for task in pending:
+        task.cancel()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but the harness works without it
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None = None,
-                   per_annotator: int | None = None, timeout: float = 120.0) -> LoadResult:
-    """One thread per token; returns when all are done (or ``timeout``)."""
+                   per_annotator: int | None = None, timeout: float = 120.0,
+                   interval: float | None = None) -> LoadResult:
+    """One asyncio task per token in one event loop (this thread); returns when all are done (or ``timeout``)."""
     result, stop = LoadResult(), stop or threading.Event()
-    threads = [threading.Thread(target=_annotate, args=(base, t, result, stop, per_annotator), daemon=True)
-               for t in tokens]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(max(0.0, timeout - (time.perf_counter() - started)))
-    result.elapsed = time.perf_counter() - started
+    # the load generator's own garbage collections (tens of ms with SQLAlchemy & co. imported) would count as
+    # server latency: freeze what exists and collect no cycles while the clients run
+    gc.collect()
+    gc.freeze()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
+            runner.run(_run(base, tokens, result, stop, per_annotator, timeout, interval))
+    finally:
+        if enabled:
+            gc.enable()
+        gc.unfreeze()
     return result

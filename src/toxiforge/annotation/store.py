@@ -23,44 +23,17 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Boolean,
-    DateTime,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    bindparam,
-    create_engine,
-    event,
-    func,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
+from toxiforge.annotation.schema import (ANSWER_FIELDS, Annotator, Assignment, Base, Item, Meta, Response, Study,
+                                         db_url, hash_token, make_engine, new_token, utcnow)  # noqa: F401 (re-exported)
 from toxiforge.errors import InputError
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
 
 
 _RETRY = object()
@@ -68,128 +41,6 @@ _RETRY = object()
 
 class _Conflict(Exception):
     """Raised inside a transaction to roll it back and try again."""
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Meta(Base):
-    __tablename__ = "meta"
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(256))
-
-
-class Study(Base):
-    __tablename__ = "studies"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    per_item: Mapped[int] = mapped_column(Integer)
-    admin_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    source: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-class Item(Base):
-    __tablename__ = "items"
-    # the claim query: this study's items with a free slot, least-assigned first
-    __table_args__ = (Index("ix_items_claim", "study_id", "n_assigned", "position"),)
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
-    position: Mapped[int] = mapped_column(Integer)
-    text: Mapped[str] = mapped_column(Text)
-    target_group: Mapped[str] = mapped_column(String(100), default="")
-    label: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    method: Mapped[str] = mapped_column(String(50), default="")
-    source_row_id: Mapped[str] = mapped_column(String(200), default="")
-    n_assigned: Mapped[int] = mapped_column(Integer, default=0)
-
-
-class Annotator(Base):
-    __tablename__ = "annotators"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
-    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    label: Mapped[str] = mapped_column(String(100), default="")
-    consented_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-class Assignment(Base):
-    __tablename__ = "assignments"
-    __table_args__ = (UniqueConstraint("item_id", "slot"), UniqueConstraint("item_id", "annotator_id"))
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    item_id: Mapped[int] = mapped_column(ForeignKey("items.id"), index=True)
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
-    slot: Mapped[int] = mapped_column(Integer)
-    submitted: Mapped[bool] = mapped_column(Boolean, default=False)
-    draft: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-class Response(Base):
-    __tablename__ = "responses"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id"), unique=True)
-    item_id: Mapped[int] = mapped_column(ForeignKey("items.id"), index=True)
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
-    author: Mapped[str] = mapped_column(String(10))
-    harmful_ai: Mapped[int] = mapped_column(Integer)
-    harmful_human: Mapped[int] = mapped_column(Integer)
-    stereotyping: Mapped[str] = mapped_column(String(10))
-    intent: Mapped[int] = mapped_column(Integer)
-    lewd: Mapped[str] = mapped_column(String(10))
-    group_reference: Mapped[str] = mapped_column(String(20))
-    other_groups: Mapped[str] = mapped_column(Text, default="")
-    framing: Mapped[str] = mapped_column(String(20))
-    framing_other: Mapped[str] = mapped_column(Text, default="")
-    factual: Mapped[str] = mapped_column(String(20))
-    trouble: Mapped[bool] = mapped_column(Boolean, default=False)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-ANSWER_FIELDS = ("author", "harmful_ai", "harmful_human", "stereotyping", "intent", "lewd", "group_reference",
-                 "other_groups", "framing", "framing_other", "factual", "trouble")
-
-
-def db_url(value: str) -> str:
-    """A SQLAlchemy URL: URLs pass through, a plain path becomes a SQLite file URL."""
-    if "://" in value:
-        return value
-    return f"sqlite:///{value}"
-
-
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` (or a SQLite file path). SQLite: WAL journal, ``synchronous=NORMAL`` (in WAL mode a
-    committed transaction survives a killed process; only a power loss or OS crash can drop the last commits),
-    10 s busy timeout, ``BEGIN IMMEDIATE`` transactions, except on connections with the execution option
-    ``readonly=True`` (plain deferred ``BEGIN``: WAL readers never wait for the writer)."""
-    url = db_url(url)
-    if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10},
-                               pool_size=20, max_overflow=40)
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn, _record):
-            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn):
-            conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("readonly") else "BEGIN IMMEDIATE")
-    else:
-        engine = create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=40)
-    Base.metadata.create_all(engine)
-    with engine.begin() as conn:  # databases created before the claim index existed
-        for index in Item.__table__.indexes:
-            index.create(conn, checkfirst=True)
-    return engine
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ Without a local file the CSV is read from the GitHub repository with ``datasets.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from toxiforge.data.examples import (
     load_hub_table,
     read_any_table,
     require_columns,
+    to_float,
 )
 from toxiforge.errors import InputError, ToxiforgeError
 
@@ -46,13 +46,6 @@ DYNAHATE_URL = ("https://raw.githubusercontent.com/bvidgen/Dynamically-Generated
 IHC_CLASSES = {"implicit_hate": 1, "explicit_hate": 1, "not_hate": 0}
 DYNAHATE_LABELS = {"hate": 1, "nothate": 0}
 
-
-def _float(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def load_sbf(path: str | Path | None = None, *, threshold: float = 0.5, split: str = "test",
@@ -78,7 +71,7 @@ def load_sbf(path: str | Path | None = None, *, threshold: float = 0.5, split: s
         if text not in ratings:
             order.append(text)
             ratings[text] = []
-        value = _float(rating)
+        value = to_float(rating)
         if value is not None:
             if not 0.0 <= value <= 1.0:
                 raise InputError(f"offensiveYN value {rating!r} is outside 0..1", path=source,

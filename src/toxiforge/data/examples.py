@@ -109,6 +109,15 @@ def normalize_group(value: Any) -> str | None:
         return text
 
 
+def to_float(value: Any) -> float | None:
+    """A number, or None for a missing, NaN or non-numeric value (annotation scores, ratings)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
 def to_binary(value: Any) -> int | None:
     """0/1 for a binary label value (ints, bools, 0.0/1.0, words such as hate/nothate/toxic/benign); None for
     null/empty; ValueError for anything else."""

@@ -24,7 +24,6 @@ counted.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from pathlib import Path
 from typing import Literal
@@ -41,6 +40,7 @@ from toxiforge.data.examples import (
     normalize_method,
     read_any_table,
     require_columns,
+    to_float,
 )
 from toxiforge.errors import InputError
 
@@ -66,13 +66,6 @@ def annotated_label(toxicity_ai: float, toxicity_human: float, rule: LabelRule =
     raise InputError(f"unknown label rule {rule!r}", hint="use 'sum' (upstream) or 'max' (the paper)")
 
 
-def _score(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
 
 def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test", rule: LabelRule = "sum",
                            name: str | None = None) -> LabeledData:
@@ -94,7 +87,7 @@ def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test
     examples = []
     for i, raw in enumerate(texts):
         text = clean_text(raw)
-        a, h = _score(ai[i]), _score(human[i])
+        a, h = to_float(ai[i]), to_float(human[i])
         if text is None:
             skipped["empty text"] += 1
             continue

@@ -9,7 +9,8 @@ agreement and the exports. Every POST carries a CSRF token (an HMAC of the sessi
 
 A submitted form is answered with the next form directly (200, no redirect): the submission, the claim of the
 next assignment and the progress count are one write transaction, and a repeated POST (reload) stores nothing
-twice and shows the next form again. On SQLite the annotator endpoints run the (short, local) database calls on
+twice and shows the next form again. An assignment left open past the study's lease is released to other
+annotators (see :mod:`toxiforge.annotation.leases`); a late submission for it is refused with a notice. On SQLite the annotator endpoints run the (short, local) database calls on
 the event loop instead of hopping to a worker thread; other databases go through the thread pool.
 """
 
@@ -20,6 +21,7 @@ import hmac
 import logging
 import os
 import re
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,8 @@ from toxiforge.annotation.questions import (
     options_of,
     validate_answers,
 )
-from toxiforge.annotation.store import Store, hash_token
+from toxiforge.annotation.leases import release_stale, start_lease_sweeper
+from toxiforge.annotation.store import AssignmentReleased, Store, hash_token
 from toxiforge.errors import InputError
 
 SESSION_COOKIE, ADMIN_COOKIE = "tf_session", "tf_admin"
@@ -71,10 +74,13 @@ def install_log_redaction() -> None:
             logger.addFilter(RedactTokens())
 
 
-def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
-    """The app over ``store`` (a :class:`Store` or a database URL/path)."""
+def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interval: float | None = 60.0) -> FastAPI:
+    """The app over ``store`` (a :class:`Store` or a database URL/path). Every ``sweep_interval`` seconds a
+    background thread releases assignments open past their study's lease (None: no sweeper)."""
     store = store if isinstance(store, Store) else Store(store)
     store.start_checkpointer()
+    if sweep_interval:
+        start_lease_sweeper(store, sweep_interval)
     env = Environment(loader=FileSystemLoader(str(Path(__file__).parent / "templates")), autoescape=True)
     app = FastAPI(title="toxiforge annotation", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.store = store
@@ -115,6 +121,9 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
                 consented[found.token_hash] = found
         return token, found
 
+    def admin_csrf(token: str) -> str:
+        return store.keyed_hash("admin-csrf", hash_token(token))[:32]
+
     def admin(request: Request):
         token = request.cookies.get(ADMIN_COOKIE)
         study = store.study_for_admin(token) if token else None
@@ -148,7 +157,7 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
         return _form(token, who, got, done)
 
     def _form(token, who, got, done: int, errors: dict[str, str] | None = None,
-              values: dict[str, Any] | None = None, status: int = 200):
+              values: dict[str, Any] | None = None, status: int = 200, notice: str = ""):
         if got is None:
             return render("message.html", title="All done",
                           message=f"Thank you! You have annotated {done} statements; nothing is left for you.")
@@ -157,7 +166,7 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
             values = assignment.draft or {}
         html = form_template.render(item=item, assignment=assignment, csrf=csrf_for(token), questions=QUESTIONS,
                                     options_of=options_of, errors=errors or {}, values=values, done=done,
-                                    total=store.item_count(who.study_id),
+                                    total=store.item_count(who.study_id), notice=notice,
                                     questions_html=None if errors or values else blank_questions)
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
@@ -187,6 +196,12 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
                 raise HTTPException(400, "the form has too many fields") from None
         return dict((await request.form()).items())
 
+    async def released_form(token, who):
+        got, done = await db(store.open_assignment, who)
+        return _form(token, who, got, done, status=409, notice=(
+            "That statement stayed open too long and was handed to another annotator, so those answers were not "
+            "stored. Here is your next statement."))
+
     async def answer(request: Request):
         """POST /annotate/{assignment_id}: the hot path, a plain Starlette route (no FastAPI dependency solving)."""
         assignment_id = request.path_params["assignment_id"]
@@ -199,13 +214,18 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
             try:
                 answers = validate_answers(form)
             except AnswerError as exc:
-                if await db(store.get_assignment, who.id, assignment_id) is None:
+                found = await db(store.get_assignment, who.id, assignment_id)
+                if found is None:
                     raise HTTPException(404, "no such assignment") from None
+                if found[0].released_at is not None:
+                    return await released_form(token, who)
                 await db(store.save_draft, who.id, assignment_id, draft_answers(form))
                 got, done = await db(store.open_assignment, who)
                 return _form(token, who, got, done, errors=exc.errors, values=draft_answers(form), status=422)
             try:
                 _, got, done = await db(store.submit_and_next, who, assignment_id, answers)
+            except AssignmentReleased:
+                return await released_form(token, who)
             except InputError as exc:
                 raise HTTPException(404, "no such assignment") from exc
             return _form(token, who, got, done)
@@ -226,9 +246,21 @@ def create_app(store: Store | str, *, secure_cookies: bool = False) -> FastAPI:
     def admin_page(request: Request):
         from toxiforge.annotation.agreement import study_agreement
 
-        _, study = admin(request)
+        token, study = admin(request)
+        released = request.query_params.get("released")
         return render("admin.html", study=study, progress=store.progress(study.id),
-                      agreement=study_agreement(store, study.id))
+                      agreement=study_agreement(store, study.id), csrf=admin_csrf(token),
+                      released=int(released) if released and released.isdigit() else None)
+
+    @app.post("/admin/release")
+    def admin_release(request: Request, csrf: str = Form(""), minutes: str = Form("")):
+        token, study = admin(request)
+        if not hmac.compare_digest(admin_csrf(token), csrf or ""):
+            raise HTTPException(403, "invalid form token; reload the page")
+        if not minutes.strip().isdigit():
+            raise HTTPException(422, f"minutes must be a whole number of 0 or more, got {minutes!r}")
+        n = release_stale(store, study.id, older_than=timedelta(minutes=int(minutes)))
+        return RedirectResponse(f"/admin?released={n}", status_code=303)
 
     @app.get("/admin/export/{fmt}")
     def admin_export(request: Request, fmt: str):

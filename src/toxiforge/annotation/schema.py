@@ -10,7 +10,7 @@ import secrets
 from datetime import datetime, timezone
 
 from sqlalchemy import (JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint,
-                        create_engine, event)
+                        create_engine, event, inspect)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -25,6 +25,9 @@ def hash_token(token: str) -> str:
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+DEFAULT_LEASE_MINUTES = 120
 
 
 class Base(DeclarativeBase):
@@ -44,6 +47,9 @@ class Study(Base):
     per_item: Mapped[int] = mapped_column(Integer)
     admin_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     source: Mapped[str] = mapped_column(Text, default="")
+    # an open assignment older than this is released (its slot goes to another annotator); 0 = never
+    lease_minutes: Mapped[int] = mapped_column(Integer, default=DEFAULT_LEASE_MINUTES,
+                                               server_default=str(DEFAULT_LEASE_MINUTES))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -73,6 +79,9 @@ class Annotator(Base):
 
 
 class Assignment(Base):
+    """One item handed to one annotator. ``slot`` numbers the item's live assignments 0..n_assigned-1; a released
+    assignment (never submitted, past its lease) keeps its row, so the annotator is never given the item again,
+    with ``released_at`` set and ``slot = -id`` (out of the live numbering)."""
     __tablename__ = "assignments"
     __table_args__ = (UniqueConstraint("item_id", "slot"), UniqueConstraint("item_id", "annotator_id"))
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -82,6 +91,7 @@ class Assignment(Base):
     submitted: Mapped[bool] = mapped_column(Boolean, default=False)
     draft: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Response(Base):
@@ -143,7 +153,21 @@ def make_engine(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=40)
     Base.metadata.create_all(engine)
-    with engine.begin() as conn:  # databases created before the claim index existed
-        for index in Item.__table__.indexes:
-            index.create(conn, checkfirst=True)
+    _upgrade(engine)
     return engine
+
+
+# columns added after the first release: (table, column, SQL type and default)
+_ADDED_COLUMNS = (("studies", "lease_minutes", f"INTEGER NOT NULL DEFAULT {DEFAULT_LEASE_MINUTES}"),
+                  ("assignments", "released_at", "TIMESTAMP WITH TIME ZONE"))
+
+
+def _upgrade(engine: Engine) -> None:
+    """Bring a database made by an older toxiforge up to this schema (added columns and indexes)."""
+    names = {t: {c["name"] for c in inspect(engine).get_columns(t)} for t in {t for t, _, _ in _ADDED_COLUMNS}}
+    with engine.begin() as conn:
+        for table, column, sql_type in _ADDED_COLUMNS:
+            if column not in names[table]:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column} {sql_type}")
+        for index in Item.__table__.indexes:  # the claim index
+            index.create(conn, checkfirst=True)

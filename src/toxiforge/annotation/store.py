@@ -31,8 +31,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from toxiforge.annotation.schema import (ANSWER_FIELDS, Annotator, Assignment, Base, Item, Meta, Response, Study,
-                                         db_url, hash_token, make_engine, new_token, utcnow)  # noqa: F401 (re-exported)
+from toxiforge.annotation.schema import (ANSWER_FIELDS, DEFAULT_LEASE_MINUTES, Annotator, Assignment,  # noqa: F401
+                                         Base, Item, Meta, Response, Study, db_url, hash_token, make_engine,
+                                         new_token, utcnow)  # (re-exported)
 from toxiforge.errors import InputError
 
 
@@ -41,6 +42,15 @@ _RETRY = object()
 
 class _Conflict(Exception):
     """Raised inside a transaction to roll it back and try again."""
+
+
+class AssignmentReleased(InputError):
+    """A submission for an assignment that was released (open past its study's lease, or by an admin) and may
+    now be another annotator's: nothing is stored."""
+
+    def __init__(self, assignment_id: int):
+        super().__init__(f"assignment {assignment_id} was released before it was submitted; the answers were not "
+                         "stored", hint="answer the next statement")
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,8 @@ _ITEM_COLS = (_I.c.id, _I.c.study_id, _I.c.position, _I.c.text, _I.c.target_grou
 _Q_ANNOTATOR = select(_N).where(_N.c.token_hash == bindparam("h"))
 _Q_OPEN = (select(_A.c.id, _A.c.item_id, _A.c.slot, _A.c.draft, _A.c.assigned_at, *_ITEM_COLS)
            .join(_I, _I.c.id == _A.c.item_id)
-           .where(_A.c.annotator_id == bindparam("w"), _A.c.submitted.is_(False)).order_by(_A.c.id).limit(1))
+           .where(_A.c.annotator_id == bindparam("w"), _A.c.submitted.is_(False), _A.c.released_at.is_(None))
+           .order_by(_A.c.id).limit(1))
 _Q_ITEM = select(*_ITEM_COLS).where(_I.c.id == bindparam("i"))
 # NOT EXISTS probes the (item_id, annotator_id) unique index per candidate; NOT IN would build the list of every
 # item the annotator has had on each claim (10x slower late in a study)
@@ -87,9 +98,9 @@ _Q_CAS = (update(_I).where(_I.c.id == bindparam("i"), _I.c.n_assigned == bindpar
           .values(n_assigned=bindparam("n1")))
 _Q_DONE = select(func.count()).select_from(_R).where(_R.c.annotator_id == bindparam("w"))
 _Q_MARK = (update(_A).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"),
-                            _A.c.submitted.is_(False))
+                            _A.c.submitted.is_(False), _A.c.released_at.is_(None))
            .values(submitted=True, draft=None).returning(_A.c.item_id, _A.c.assigned_at))
-_Q_OWNED = select(_A.c.id).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"))
+_Q_OWNED = select(_A.c.released_at.is_not(None)).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"))
 _Q_NEW_ASSIGNMENT = insert(_A)  # executed with a parameter dict: built and compiled once
 _Q_NEW_RESPONSE = insert(_R)
 _Q_STUDY = select(_S.c.per_item, select(func.count()).select_from(_I).where(_I.c.study_id == _S.c.id)
@@ -130,8 +141,9 @@ class _CoreOps:
     def mark(self, a: int, w: int):  # (item_id, assigned_at) of the assignment now marked submitted, or None
         return self.conn.execute(_Q_MARK, {"a": a, "w": w}).first()
 
-    def owned(self, a: int, w: int) -> bool:
-        return self.conn.execute(_Q_OWNED, {"a": a, "w": w}).first() is not None
+    def owned(self, a: int, w: int) -> bool | None:  # None: not this annotator's; else whether it was released
+        row = self.conn.execute(_Q_OWNED, {"a": a, "w": w}).first()
+        return None if row is None else bool(row[0])
 
     def new_response(self, values: dict[str, Any]) -> None:
         self.conn.execute(_Q_NEW_RESPONSE, values)
@@ -141,7 +153,8 @@ _RESPONSE_COLS = ("assignment_id", "item_id", "annotator_id", *ANSWER_FIELDS, "s
 _ITEM_SQL = "i.id, i.study_id, i.position, i.text, i.target_group, i.label, i.method, i.source_row_id"
 _RAW_SQL = {
     "open": f"SELECT a.id, a.item_id, a.slot, a.draft, a.assigned_at, {_ITEM_SQL} FROM assignments a "
-            "JOIN items i ON i.id = a.item_id WHERE a.annotator_id = ? AND a.submitted = 0 ORDER BY a.id LIMIT 1",
+            "JOIN items i ON i.id = a.item_id WHERE a.annotator_id = ? AND a.submitted = 0 AND a.released_at IS NULL "
+            "ORDER BY a.id LIMIT 1",
     "done": "SELECT count(*) FROM responses WHERE annotator_id = ?",
     "study": "SELECT per_item, (SELECT count(*) FROM items WHERE study_id = studies.id) FROM studies WHERE id = ?",
     "candidates": f"SELECT i.n_assigned, {_ITEM_SQL} FROM items i WHERE i.study_id = ? AND i.n_assigned < ? "
@@ -151,8 +164,8 @@ _RAW_SQL = {
     "new_assignment": "INSERT INTO assignments (item_id, annotator_id, slot, submitted, draft, assigned_at) "
                       "VALUES (?, ?, ?, 0, NULL, ?)",
     "mark": "UPDATE assignments SET submitted = 1, draft = NULL WHERE id = ? AND annotator_id = ? AND submitted = 0 "
-            "RETURNING item_id, assigned_at",
-    "owned": "SELECT 1 FROM assignments WHERE id = ? AND annotator_id = ?",
+            "AND released_at IS NULL RETURNING item_id, assigned_at",
+    "owned": "SELECT released_at IS NOT NULL FROM assignments WHERE id = ? AND annotator_id = ?",
     "new_response": f"INSERT INTO responses ({', '.join(_RESPONSE_COLS)}) "
                     f"VALUES ({', '.join('?' for _ in _RESPONSE_COLS)})",
 }
@@ -192,8 +205,9 @@ class _RawOps:
         row = self.cur.execute(_RAW_SQL["mark"], (a, w)).fetchone()
         return None if row is None else (row[0], self.dt_out(row[1]))
 
-    def owned(self, a: int, w: int) -> bool:
-        return self.cur.execute(_RAW_SQL["owned"], (a, w)).fetchone() is not None
+    def owned(self, a: int, w: int) -> bool | None:
+        row = self.cur.execute(_RAW_SQL["owned"], (a, w)).fetchone()
+        return None if row is None else bool(row[0])
 
     def new_response(self, values: dict[str, Any]) -> None:
         values = {**values, "started_at": self.dt_in(values["started_at"]),
@@ -232,20 +246,25 @@ class Store:
 
     # --- studies, items, annotators ---------------------------------------------------------------------------
 
-    def create_study(self, name: str, items: list[dict[str, Any]], *, per_item: int = 3,
-                     source: str = "") -> tuple[Study, str]:
+    def create_study(self, name: str, items: list[dict[str, Any]], *, per_item: int = 3, source: str = "",
+                     lease_minutes: int = DEFAULT_LEASE_MINUTES) -> tuple[Study, str]:
         """Create a study with ``items`` (dicts with text, target_group, label, method, source_row_id).
 
+        ``lease_minutes``: an assignment still open after this long is released to other annotators (0: never).
         Returns the study and its admin token (shown once; only its hash is stored)."""
         if per_item < 1:
             raise InputError(f"per_item must be at least 1, got {per_item}", hint="use --per-item 3")
+        if lease_minutes < 0:
+            raise InputError(f"lease_minutes must be 0 (never release) or more, got {lease_minutes}",
+                             hint="use --lease-minutes 120")
         if not items:
             raise InputError("a study needs at least one item", hint="check the dataset and --sample")
         token = new_token()
         with self.Session.begin() as s:
             if s.scalar(select(Study.id).where(Study.name == name)) is not None:
                 raise InputError(f"a study named {name!r} already exists", hint="choose another --name")
-            study = Study(name=name, per_item=per_item, admin_token_hash=hash_token(token), source=source)
+            study = Study(name=name, per_item=per_item, admin_token_hash=hash_token(token), source=source,
+                          lease_minutes=lease_minutes)
             s.add(study)
             s.flush()
             s.add_all(Item(study_id=study.id, position=i, text=it["text"], target_group=it.get("target_group") or "",
@@ -403,14 +422,18 @@ class Store:
         with self.Session.begin() as s:
             return s.execute(update(Assignment).where(Assignment.id == assignment_id,
                                                       Assignment.annotator_id == annotator_id,
-                                                      Assignment.submitted.is_(False))
+                                                      Assignment.submitted.is_(False),
+                                                      Assignment.released_at.is_(None))
                              .values(draft=draft)).rowcount == 1
 
     def _submit(self, ops, annotator_id: int, assignment_id: int, answers: dict[str, Any]) -> bool:
         marked = ops.mark(assignment_id, annotator_id)
         if marked is None:
-            if not ops.owned(assignment_id, annotator_id):
+            released = ops.owned(assignment_id, annotator_id)
+            if released is None:
                 raise InputError(f"no assignment {assignment_id} for this annotator", hint="reload the page")
+            if released:
+                raise AssignmentReleased(assignment_id)
             return False  # already submitted: a repeated POST
         ops.new_response({"assignment_id": assignment_id, "item_id": marked[0], "annotator_id": annotator_id,
                           "started_at": marked[1], "submitted_at": utcnow(),
@@ -453,11 +476,15 @@ class Store:
                                 .outerjoin(Response, Response.annotator_id == Annotator.id)
                                 .where(Annotator.study_id == study_id).group_by(Annotator.id)
                                 .order_by(Annotator.id)).all()
+        from toxiforge.annotation.leases import open_assignments
+
         total = n_items * study.per_item
+        open_minutes = open_assignments(self, study_id)
         return {"study": study.name, "study_id": study_id, "items": n_items, "per_item": study.per_item,
                 "responses": n_resp, "needed": total, "done_fraction": (n_resp / total) if total else 0.0,
+                "open": len(open_minutes), "oldest_open_minutes": max(open_minutes.values(), default=0.0),
                 "annotators": [{"id": self.keyed_hash("annotator", a)[:12], "consented": c is not None,
-                                "responses": n} for a, c, n in per_ann]}
+                                "responses": n, "open_minutes": open_minutes.get(a)} for a, c, n in per_ann]}
 
     def responses(self, study_id: int) -> list[tuple[Item, Response]]:
         """Every (item, response) pair of a study, by item then submission order."""

@@ -1,4 +1,4 @@
-"""Commands: annotate serve / study create / invite / agreement / export (paper §4.1)."""
+"""Commands: annotate serve / study create / invite / release / agreement / export (paper §4.1)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,15 @@ DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or data
 
 @annotate_app.command("serve")
 def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "--host"),
-                   port: int = typer.Option(8000, "--port")) -> None:
+                   port: int = typer.Option(8000, "--port"),
+                   workers: Optional[int] = typer.Option(
+                       None, "--workers", min=1,
+                       help="server processes (default $TOXIFORGE_ANNOTATE_WORKERS or 1; with SQLite one process "
+                            "is fastest, as writes are serialised)")) -> None:
     """Run the annotation web app (annotator links /a/TOKEN, admin link /admin/login/TOKEN)."""
     from toxiforge.annotation.app import serve
 
-    serve(db, host=host, port=port)
+    serve(db, host=host, port=port, workers=workers)
 
 
 @annotate_study_app.command("create")
@@ -37,6 +41,9 @@ def annotate_study_create(
     sample: Optional[int] = typer.Option(None, "--sample", help="number of statements (default: all)"),
     stratify: str = typer.Option("", "--stratify", help="comma-separated subset of group,label,method"),
     seed: int = typer.Option(0, "--seed"),
+    lease_minutes: int = typer.Option(120, "--lease-minutes", min=0,
+                                      help="release an assignment still open after this many minutes to other "
+                                           "annotators (0: never)"),
 ) -> None:
     """Create a study from a dataset; prints the study id and its admin token (shown once)."""
     from toxiforge.annotation.sampling import items_from_table, stratified_sample
@@ -45,7 +52,8 @@ def annotate_study_create(
     strata = tuple(s.strip() for s in stratify.split(",") if s.strip())
     items = stratified_sample(items_from_table(data), sample, stratify=strata, seed=seed)
     store = Store(db)
-    study, admin_token = store.create_study(name or data.stem, items, per_item=per_item, source=str(data))
+    study, admin_token = store.create_study(name or data.stem, items, per_item=per_item, source=str(data),
+                                            lease_minutes=lease_minutes)
     console.print(f"study {study.id} ({study.name}): {len(items)} statements x {per_item} annotators", highlight=False)
     console.print(f"admin link (keep it private, shown once): /admin/login/{admin_token}", highlight=False,
                   soft_wrap=True)
@@ -61,6 +69,24 @@ def annotate_invite(study: str = typer.Option(..., "--study", help="study id or 
     store = Store(db)
     for token in store.invite(store.study(study).id, n):
         console.print(f"{base_url.rstrip('/')}/a/{token}", highlight=False, soft_wrap=True)
+
+
+@annotate_app.command("release")
+def annotate_release(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
+                     older_than: Optional[int] = typer.Option(
+                         None, "--older-than", min=0,
+                         help="minutes an assignment has been open (default: the study's lease; 0: all open)")
+                     ) -> None:
+    """Release open assignments (annotators who stopped) so other annotators can take their slots."""
+    from datetime import timedelta
+
+    from toxiforge.annotation.leases import release_stale
+    from toxiforge.annotation.store import Store
+
+    store = Store(db)
+    found = store.study(study)
+    n = release_stale(store, found.id, older_than=None if older_than is None else timedelta(minutes=older_than))
+    console.print(f"released {n} open assignment(s) of study {found.id} ({found.name})", highlight=False)
 
 
 @annotate_app.command("agreement")

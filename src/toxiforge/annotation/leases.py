@@ -1,0 +1,107 @@
+"""Releasing assignments that annotators leave open, so a study can still finish.
+
+An assignment is a lease on one of an item's ``per_item`` slots. An annotator who closes the tab and never comes
+back would hold the slot for good, and the item could never reach ``per_item`` responses. A study therefore has a
+lease (``lease_minutes``, default 120; 0 = never): an assignment still open (not submitted) that long after it
+was handed out is *released*. Its row stays (with ``released_at`` set and its slot moved out of the live numbering),
+so the same annotator is never given that item again; the slot goes back to the pool and is claimed like any
+other. A late submission for a released assignment is refused with a message, never stored, because the slot
+may already be someone else's; the annotator simply gets their next statement.
+
+Releases happen in three ways: the server's sweeper thread (every minute, each study's own lease), the admin page,
+and ``toxiforge annotate release``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import func, select, update
+
+from toxiforge.annotation.schema import Assignment, Item, Study, utcnow
+from toxiforge.errors import InputError
+
+_A, _I = Assignment.__table__, Item.__table__
+
+
+def release_stale(store, study_id: int, *, older_than: timedelta | None = None,
+                  now: datetime | None = None) -> int:
+    """Release the study's open assignments handed out at least ``older_than`` ago (default: the study's lease;
+    ``timedelta(0)`` releases every open one). Returns how many were released.
+
+    One write transaction. Per item it keeps the live slots numbered 0..n_assigned-1 (the claim's
+    compare-and-set relies on it): the released slot is refilled by the item's highest live slot, and the item's
+    ``n_assigned`` goes down by one. The item row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite's write
+    transaction is exclusive), and the assignment is released only if it is still open, so a submission that
+    commits meanwhile wins."""
+    if older_than is None:
+        lease = store.study(study_id).lease_minutes
+        if not lease:
+            return 0
+        older_than = timedelta(minutes=lease)
+    if older_than < timedelta(0):
+        raise InputError(f"older_than must not be negative, got {older_than}", hint="use 0 to release every open one")
+    now = now or utcnow()
+    released = 0
+    with store.engine.begin() as conn:
+        stale = conn.execute(select(_A.c.id, _A.c.item_id).join(_I, _I.c.id == _A.c.item_id)
+                             .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None),
+                                    _A.c.assigned_at <= now - older_than).order_by(_A.c.id)).all()
+        for assignment_id, item_id in stale:
+            n = conn.execute(select(_I.c.n_assigned).where(_I.c.id == item_id).with_for_update()).scalar_one()
+            slot = conn.execute(select(_A.c.slot).where(_A.c.id == assignment_id)).scalar_one()
+            if conn.execute(update(_A).where(_A.c.id == assignment_id, _A.c.submitted.is_(False),
+                                             _A.c.released_at.is_(None))
+                            .values(slot=-assignment_id, released_at=now, draft=None)).rowcount != 1:
+                continue  # submitted (or released) meanwhile
+            if slot != n - 1:
+                conn.execute(update(_A).where(_A.c.item_id == item_id, _A.c.slot == n - 1).values(slot=slot))
+            conn.execute(update(_I).where(_I.c.id == item_id).values(n_assigned=n - 1))
+            released += 1
+    return released
+
+
+def open_assignments(store, study_id: int, now: datetime | None = None) -> dict[int, float]:
+    """Minutes each annotator's open assignment has been open, by annotator id (annotators with one open)."""
+    now = now or utcnow()
+    with store.reader.connect() as conn:
+        rows = conn.execute(select(_A.c.annotator_id, func.min(_A.c.assigned_at)).join(_I, _I.c.id == _A.c.item_id)
+                            .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None))
+                            .group_by(_A.c.annotator_id)).all()
+    return {a: (now - _aware(t)).total_seconds() / 60 for a, t in rows}
+
+
+def _aware(t: datetime) -> datetime:
+    """SQLite hands back naive UTC datetimes; PostgreSQL aware ones."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def release_all_studies(store, now: datetime | None = None) -> int:
+    """:func:`release_stale` on every study with a lease, each with its own lease."""
+    with store.reader.connect() as conn:
+        studies = conn.execute(select(Study.id, Study.lease_minutes).where(Study.lease_minutes > 0)).all()
+    return sum(release_stale(store, sid, older_than=timedelta(minutes=lease), now=now) for sid, lease in studies)
+
+
+def start_lease_sweeper(store, interval: float = 60.0) -> threading.Thread:
+    """A daemon thread that runs :func:`release_all_studies` every ``interval`` seconds while ``store`` lives."""
+    ref = weakref.ref(store)
+
+    def run() -> None:
+        while True:
+            time.sleep(interval)
+            live = ref()
+            if live is None:
+                return
+            try:
+                release_all_studies(live)
+            except Exception:  # a locked or vanished database: try again next time
+                pass
+            del live
+
+    thread = threading.Thread(target=run, name="toxiforge-lease-sweeper", daemon=True)
+    thread.start()
+    return thread

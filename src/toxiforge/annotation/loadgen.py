@@ -2,9 +2,9 @@
 
 :func:`start_server` runs ``toxiforge annotate serve`` in a subprocess on a free loopback port and waits until it
 answers; :func:`run_annotators` runs one asyncio task per invite token (one event loop, uvloop when installed,
-one ``httpx.AsyncClient`` per annotator for its own cookies), each a real HTTP client that opens its link,
-consents, loads the form and then POSTs complete answers (with the form's CSRF token) until nothing is left (or
-``stop`` is set). A submission counts as acknowledged when the server answers 200 with the next form (or the
+one keep-alive connection per annotator: the light :class:`RawClient` by default, or ``httpx.AsyncClient``), each
+a real HTTP client that logs in, consents, loads the form and then POSTs complete answers (with the form's CSRF
+token) until nothing is left (or ``stop`` is set). A submission counts as acknowledged when the server answers 200 with the next form (or the
 "All done" page), which it does only after the commit; its latency is from sending the POST to the end of the
 answer. The clock of the run starts when every annotator has its first form, so the rate is that of
 submissions, not of logins. With ``interval`` each annotator submits on a fixed schedule (open loop, one
@@ -25,6 +25,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from toxiforge.annotation.app import SESSION_COOKIE
 
 ANSWERS = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotyping": "no", "intent": "1",
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "moral", "framing_other": "",
@@ -72,17 +75,75 @@ class LoadResult:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
-                    ready: asyncio.Event, waiting: list[int], interval: float | None) -> None:
-    import httpx
+class RawClient:
+    """A minimal HTTP/1.1 keep-alive client on one asyncio connection, for the load generator only: a few times
+    cheaper per request than httpx, so at hundreds of requests/s the generator's own CPU time (which would count
+    as server latency on a 2-core machine) stays small. It sends the session cookie itself and understands only
+    what the app answers (Content-Length bodies, no chunking, no redirects followed)."""
 
-    async with httpx.AsyncClient(base_url=base, timeout=30.0) as client:
+    def __init__(self, base: str, cookie: str):
+        host, port = base.split("://", 1)[1].rstrip("/").rsplit(":", 1)
+        self.host, self.port, self.cookie = host, int(port), cookie
+        self.reader = self.writer = None
+
+    async def __aenter__(self) -> "RawClient":
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.writer.close()
+
+    async def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
+        body = urlencode(form).encode() if form is not None else b""
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nCookie: {self.cookie}\r\n"
+                + ("Content-Type: application/x-www-form-urlencoded\r\n" if form is not None else "")
+                + f"Content-Length: {len(body)}\r\n\r\n")
+        self.writer.write(head.encode() + body)
+        status_line, *headers = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        length = next(int(h.split(":", 1)[1]) for h in headers if h[:15].lower() == "content-length:")
+        return int(status_line.split(" ", 2)[1]), (await self.reader.readexactly(length)).decode("utf-8")
+
+    async def get(self, path: str) -> str:
+        return (await self.request("GET", path))[1]
+
+
+class _HttpxClient:
+    """The same interface over ``httpx.AsyncClient`` (a full client: cookies, redirects)."""
+
+    def __init__(self, base: str):
+        import httpx
+
+        self.client = httpx.AsyncClient(base_url=base, timeout=30.0)
+
+    async def __aenter__(self) -> "_HttpxClient":
+        await self.client.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.client.__aexit__(*exc)
+
+    async def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
+        r = await self.client.request(method, path, data=form, follow_redirects=True)
+        return r.status_code, r.text
+
+    async def get(self, path: str) -> str:
+        return (await self.request("GET", path))[1]
+
+
+async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
+                    ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str) -> None:
+    if client_kind == "raw":  # the invite link only sets this cookie
+        client = RawClient(base, f"{SESSION_COOKIE}={token}")
+    else:
+        client = _HttpxClient(base)
+    async with client:
         page = None
         try:
             try:
-                page = (await client.get(f"/a/{token}", follow_redirects=True)).text
-                await client.post("/consent", data={"csrf": _CSRF.search(page).group(1), "agree": "yes"})
-                page = (await client.get("/annotate")).text
+                await client.get(f"/a/{token}")  # sets the session cookie (the raw client sends it anyway)
+                page = await client.get("/annotate")
+                await client.request("POST", "/consent", {"csrf": _CSRF.search(page).group(1), "agree": "yes"})
+                page = await client.get("/annotate")
             finally:
                 waiting[0] -= 1
                 if waiting[0] == 0:
@@ -103,22 +164,21 @@ async def _annotate(base: str, token: str, result: LoadResult, stop: threading.E
                     started, due = due, due + interval  # latency from the scheduled time (open loop)
                 else:
                     started = time.perf_counter()
-                r = await client.post(f"/annotate/{assignment}", data={**ANSWERS, "csrf": csrf})
+                status, page = await client.request("POST", f"/annotate/{assignment}", {**ANSWERS, "csrf": csrf})
                 latency = time.perf_counter() - started
-                if r.status_code != 200:
-                    raise RuntimeError(f"submission answered {r.status_code}")
+                if status != 200:
+                    raise RuntimeError(f"submission answered {status}")
                 result.acked.append((token, assignment))
                 result.latencies.append(latency)
-                page = r.text
                 done += 1
         except Exception as exc:  # connection refused/reset after a kill, or a real error
             result.errors.append(f"{type(exc).__name__}: {exc}")
 
 
 async def _run(base: str, tokens: list[str], result: LoadResult, stop: threading.Event, limit: int | None,
-               timeout: float, interval: float | None) -> None:
+               timeout: float, interval: float | None, client_kind: str) -> None:
     ready, waiting = asyncio.Event(), [len(tokens)]
-    tasks = [asyncio.ensure_future(_annotate(base, t, result, stop, limit, ready, waiting, interval))
+    tasks = [asyncio.ensure_future(_annotate(base, t, result, stop, limit, ready, waiting, interval, client_kind))
              for t in tokens]
     deadline = time.perf_counter() + timeout
     await asyncio.wait_for(ready.wait(), timeout)
@@ -139,8 +199,11 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None = None,
                    per_annotator: int | None = None, timeout: float = 120.0,
-                   interval: float | None = None) -> LoadResult:
-    """One asyncio task per token in one event loop (this thread); returns when all are done (or ``timeout``)."""
+                   interval: float | None = None, client: str = "raw") -> LoadResult:
+    """One asyncio task per token in one event loop (this thread); returns when all are done (or ``timeout``).
+    ``client``: "raw" (:class:`RawClient`, light) or "httpx" (a full HTTP client)."""
+    if client not in ("raw", "httpx"):
+        raise ValueError(f"client must be 'raw' or 'httpx', got {client!r}")
     result, stop = LoadResult(), stop or threading.Event()
     # the load generator's own garbage collections (tens of ms with SQLAlchemy & co. imported) would count as
     # server latency: freeze what exists and collect no cycles while the clients run
@@ -150,7 +213,7 @@ def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None
     gc.disable()
     try:
         with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(_run(base, tokens, result, stop, per_annotator, timeout, interval))
+            runner.run(_run(base, tokens, result, stop, per_annotator, timeout, interval, client))
     finally:
         if enabled:
             gc.enable()

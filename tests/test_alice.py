@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -246,3 +248,68 @@ def test_alice_job_rows(tiny_lm, tmp_path):
             assert r.classifier == "letter-e" and 0 <= r.classifier_score <= 1
             assert r.fooled == (r.classifier_score < 0.5 if r.prompt_label == 1 else r.classifier_score >= 0.5)
     assert '"classifier": "letter-e"' in rows[0].decoding
+
+
+# --- several hypotheses per prompt ---------------------------------------------------------------------------
+
+def test_decoder_returns_num_return_distinct_hypotheses_best_first(tiny_lm):
+    from toxiforge.decoding import Sample, postprocess
+
+    config = AliceConfig(num_beams=8, candidates=10, max_new_tokens=6)
+    single = AliceDecoder(LetterClassifier(), config).decode(tiny_lm, PROMPTS, [0, 0, 0], [1, 0, 1])
+    several = AliceDecoder(LetterClassifier(), replace(config, num_return=3)).decode(tiny_lm, PROMPTS, [0, 0, 0],
+                                                                                     [1, 0, 1])
+    pools = alice_search(tiny_lm, PROMPTS, [0, 1, 0], replace(config, num_return=8), classifier=LetterClassifier())
+    assert all(isinstance(s, Sample) for s in single)  # num_return=1 keeps one Sample per prompt
+    for best, hyps, pool in zip(single, several, pools):
+        assert len(hyps) == 3 and hyps[0] == best
+        # the 3 best hypotheses whose statements differ (the random fixture decodes many byte tokens to "\ufffd")
+        distinct = {}
+        for h in pool:
+            distinct.setdefault(postprocess(tiny_lm.decode(h.token_ids)).text, h)
+        assert [h.token_ids for h in hyps] == [h.token_ids for h in list(distinct.values())[:3]]
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+
+
+def _asian_demos(tmp_path):
+    folder = tmp_path / "demos"
+    folder.mkdir(exist_ok=True)
+    for prefix in ("hate", "neutral"):
+        (folder / f"{prefix}_asian.txt").write_text("\n".join(f"placeholder {prefix} {i}" for i in range(6)))
+    return folder
+
+
+def test_alice_job_with_num_return_writes_one_row_per_hypothesis(tiny_lm, tmp_path):
+    from toxiforge.pipeline import GenerationPlan, run_generation
+    from toxiforge.records import read_rows
+
+    plan = GenerationPlan.grid(["asian"], ["toxic", "benign"], 3, source=str(_asian_demos(tmp_path)), k=3)
+    runs = {}
+    for n in (1, 3):
+        decoder = AliceDecoder(LetterClassifier(), AliceConfig(num_beams=5, candidates=10, max_new_tokens=6,
+                                                               num_return=n))
+        result = run_generation(plan, tiny_lm, tmp_path / f"run{n}", decoder=decoder, classifier=decoder.classifier,
+                                progress=False)
+        runs[n] = read_rows(tmp_path / f"run{n}")
+        assert result.manifest["config"]["num_return"] == n and result.manifest["work_items"] == 6
+        assert result.manifest["counts"]["rows"] == 6 * n
+    one, three = runs[1], runs[3]
+    assert len(three) == 18 and len({r.row_id for r in three}) == 18
+    for i, item_rows in enumerate(three[j:j + 3] for j in range(0, 18, 3)):
+        assert [r.hypothesis_rank for r in item_rows] == [0, 1, 2]
+        assert len({r.generation for r in item_rows}) == 3
+        assert len({(r.prompt, r.group, r.prompt_label, r.seed) for r in item_rows}) == 1
+        scores = [r.hypothesis_score for r in item_rows]
+        assert scores == sorted(scores, reverse=True)
+        base = one[i].row_id
+        assert [r.row_id for r in item_rows] == [base, f"{base}/1", f"{base}/2"]
+    for r in three:  # the classifier scores every rank
+        if r.parse_error is None:
+            assert r.classifier == "letter-e" and 0 <= r.classifier_score <= 1
+            assert r.fooled == (r.classifier_score < 0.5 if r.prompt_label == 1 else r.classifier_score >= 0.5)
+    same = [c for c in ("prompt", "generation", "group", "prompt_label", "seed", "raw_output", "finish_reason",
+                        "parse_error", "row_id", "classifier_score", "fooled", "hypothesis_rank", "hypothesis_score")]
+    rank0 = [r for r in three if r.hypothesis_rank == 0]
+    assert [[getattr(r, c) for c in same] for r in rank0] == [[getattr(r, c) for c in same] for r in one]
+    assert all(r.hypothesis_rank == 0 for r in one)
+    assert json.loads(three[0].decoding)["num_return"] == 3

@@ -385,3 +385,16 @@ def test_empty_text_with_a_tokenizer_that_adds_no_special_tokens(tiny_tokenizer)
     out = clf.class_log_probs(["", "", "placeholder sentence"])
     assert out.shape == (3, 2) and torch.isfinite(out).all()
     assert torch.allclose(out[0], out[1])
+
+
+def test_score_texts_accepts_a_classifier_that_returns_a_tensor():
+    from toxiforge.classifiers.scoring import score_texts
+
+    class TensorClassifier:  # a third-party classifier that hands back a torch tensor (on its own device)
+        name, num_classes, toxic_index, benign_index = "tensor", 2, 1, 0
+
+        def predict_proba(self, texts):
+            return torch.tensor([len(t) / 10 for t in texts], dtype=torch.float16, requires_grad=False)
+
+    out = score_texts(TensorClassifier(), ["a", "abcde", "abcdefghij"], chunk_size=2)
+    assert out.dtype == np.float64 and np.allclose(out, [0.1, 0.5, 1.0], atol=1e-3)

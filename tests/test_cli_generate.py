@@ -80,11 +80,28 @@ def test_generate_alice_against_profanity_check(model_dir, tmp_path):
     assert "fool rate by method: ALICE" in result.output
 
 
+def test_generate_alice_num_return(model_dir, tmp_path):
+    out = tmp_path / "alice3"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
+                                 "--method", "alice", "-c", "profanity-check", "--beams", "6", "--candidates", "20",
+                                 "--max-new-tokens", "6", "--num-return", "3", "--no-progress", "--no-summary"])
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert [r.hypothesis_rank for r in rows] == [0, 1, 2, 0, 1, 2]
+    assert [r.row_id for r in rows[:3]] == ["women/benign/000000", "women/benign/000000/1", "women/benign/000000/2"]
+    assert len({r.row_id for r in rows}) == 6 and len({r.generation for r in rows[:3]}) == 3
+    assert all(r.classifier == "profanity-check" for r in rows if r.parse_error is None)
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--method", "alice"], "--classifier"),
     (["--method", "beam"], "unknown --method"),
     (["--method", "alice", "-c", "no-such-classifier"], "no-such-classifier"),
     (["--method", "alice", "-c", "profanity-check", "--beams", "0"], "num_beams"),
+    (["--num-return", "2"], "--method alice only"),
+    (["--method", "top-k", "--num-return", "1"], "--method alice only"),
+    (["--method", "alice", "-c", "profanity-check", "--beams", "2", "--num-return", "3"], "between 1 and --beams (2)"),
+    (["--method", "alice", "-c", "profanity-check", "--num-return", "0"], "between 1 and --beams (10)"),
 ])
 def test_generate_alice_bad_input(tmp_path, extra, message):
     result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "--groups", "women", "-n", "1"] + extra)

@@ -166,3 +166,98 @@ def test_prompt_files_as_source(tiny_lm, tmp_path):
     run_generation(plan, tiny_lm, tmp_path / "run", decoder=FAST, progress=False)
     rows = read_rows(tmp_path / "run")
     assert [r.prompt for r in rows] == [prompts[i % 3].text for i in range(5)]
+
+
+# --- several outputs per prompt ------------------------------------------------------------------------------
+
+def alice_decoder(num_return):
+    from toxiforge.decoding import AliceConfig, AliceDecoder
+
+    return AliceDecoder(None, AliceConfig(lambda_clf=0.0, num_beams=5, candidates=10, max_new_tokens=5,
+                                          num_return=num_return))
+
+
+def letter_classifier():
+    from toxiforge.classifiers.wrap import CallableClassifier
+
+    return CallableClassifier(lambda texts: [min(0.99, 0.01 + 0.2 * t.count("e")) for t in texts], name="letter-e")
+
+
+def test_resume_with_num_return_gives_the_uninterrupted_rows(tiny_lm, demos, tmp_path):
+    config, decoder, clf = JobConfig(batch_size=3, shard_size=4), alice_decoder(3), letter_classifier()
+    reference = tmp_path / "reference"
+    run_generation(plan_for(demos, n=3), tiny_lm, reference, decoder=decoder, config=config, classifier=clf,
+                   progress=False)
+    uninterrupted = read_rows(reference)
+    assert len(uninterrupted) == 36 and len({r.row_id for r in uninterrupted}) == 36
+    assert [r.hypothesis_rank for r in uninterrupted] == [0, 1, 2] * 12
+    assert all(r.classifier == "letter-e" for r in uninterrupted if r.parse_error is None)
+
+    def crash(index, path):
+        if index == 1:
+            raise RuntimeError("simulated crash")
+
+    out = tmp_path / "crashed"
+    with pytest.raises(RuntimeError, match="simulated"):
+        run_generation(plan_for(demos, n=3), tiny_lm, out, decoder=decoder, config=config, classifier=clf,
+                       progress=False, on_shard=crash)
+    assert len(read_rows(out)) == 24  # shards of 4 work items × 3 hypotheses
+    result = run_generation(plan_for(demos, n=3), tiny_lm, out, decoder=decoder, config=config, classifier=clf,
+                            resume=True, progress=False)
+    assert result.rows_written == 12
+    assert content(read_rows(out)) == content(uninterrupted)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["num_return"] == 3 and manifest["counts"]["rows"] == 36
+
+    with pytest.raises(InputError, match="num_return"):
+        run_generation(plan_for(demos, n=3), tiny_lm, out, decoder=alice_decoder(2), config=config, classifier=clf,
+                       resume=True, progress=False)
+
+
+def test_files_without_hypothesis_columns_read_as_rank_0(tiny_lm, demos, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "run"
+    run_generation(plan_for(demos, n=2), tiny_lm, out, decoder=FAST, config=JobConfig(shard_size=4), progress=False)
+    first = out / "data" / "shard-00000.parquet"  # rewrite one shard as an older toxiforge wrote it
+    pq.write_table(pq.read_table(first).drop_columns(["hypothesis_rank", "hypothesis_score"]), first)
+    rows = read_rows(out)
+    assert len(rows) == 8 and all(r.hypothesis_rank == 0 and r.hypothesis_score is None for r in rows)
+    assert read_rows(first)[0].hypothesis_rank == 0
+
+    manifest = json.loads((out / "manifest.json").read_text())  # a manifest from before num_return existed
+    del manifest["config"]["num_return"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    again = run_generation(plan_for(demos, n=2), tiny_lm, out, decoder=FAST, config=JobConfig(shard_size=4),
+                           resume=True, progress=False)
+    assert again.rows_written == 0
+
+
+class TwoSamples:
+    """A decoder returning its own list of outputs per prompt (the protocol, not ALICE)."""
+
+    method, num_return = "top-k", 2
+
+    def __init__(self, extra=0):
+        self.extra = extra
+
+    def settings(self):
+        return {"method": "two-samples"}
+
+    def decode(self, lm, prompts, seeds, labels):
+        first = FAST.decode(lm, prompts, seeds, labels)
+        second = FAST.decode(lm, prompts, [s + 1 for s in seeds], labels)
+        return [[a, b] + [b] * self.extra for a, b in zip(first, second)]
+
+
+def test_decoder_protocol_lists_per_prompt(tiny_lm, demos, tmp_path):
+    from toxiforge.errors import ToxiforgeError
+
+    run_generation(plan_for(demos, n=1), tiny_lm, tmp_path / "two", decoder=TwoSamples(), progress=False)
+    rows = read_rows(tmp_path / "two")
+    assert [r.hypothesis_rank for r in rows] == [0, 1] * 4
+    assert [r.row_id for r in rows[:2]] == ["asian/toxic/000000", "asian/toxic/000000/1"]
+    assert all(r.hypothesis_score is None for r in rows)
+    with pytest.raises(ToxiforgeError, match="num_return is 2"):
+        run_generation(plan_for(demos, n=1), tiny_lm, tmp_path / "three", decoder=TwoSamples(extra=1),
+                       progress=False)

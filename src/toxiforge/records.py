@@ -10,6 +10,12 @@ out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, o
 statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
 ``classifier_score`` and ``fooled``.
 
+A decoder may return several outputs per prompt (ALICE with ``num_return`` > 1): each is a row of its own.
+``hypothesis_rank`` is the output's rank among its prompt's outputs (0 = best; top-k rows and the only output
+of a prompt are 0) and ``hypothesis_score`` the decoder's score of it (ALICE: the length-normalized beam score;
+null for top-k). The best output keeps the work item's ``row_id``; rank ``r`` > 0 appends ``/r``
+(``asian/toxic/000003/2``). Files written before these columns existed read as rank 0 with no score.
+
 Files: Parquet (default), JSONL and CSV, chosen by suffix. A directory of shards (as written by a generation
 job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
 """
@@ -75,6 +81,8 @@ class Row:
     classifier: str | None = None
     classifier_score: float | None = None
     fooled: bool | None = None
+    hypothesis_rank: int = 0
+    hypothesis_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,6 +100,7 @@ def arrow_schema():
     types = {
         "prompt_label": pa.int8(), "roberta_prediction": pa.float64(), "machine_generated": pa.bool_(),
         "seed": pa.int64(), "classifier_score": pa.float64(), "fooled": pa.bool_(),
+        "hypothesis_rank": pa.int16(), "hypothesis_score": pa.float64(),
     }
     return pa.schema([pa.field(name, types.get(name, pa.string())) for name in COLUMNS])
 
@@ -199,6 +208,8 @@ def read_rows(path: str | Path) -> list[Row]:
     for d in table.to_pylist():
         kept = {k: v for k, v in d.items() if k in known}
         kept.setdefault("generation_method", "")
+        if kept.get("hypothesis_rank") is None:  # older files, or older shards next to newer ones
+            kept["hypothesis_rank"] = 0
         rows.append(Row(**kept))
     return rows
 

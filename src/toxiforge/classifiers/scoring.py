@@ -71,7 +71,10 @@ def score_texts(classifier: ToxicityClassifier, texts: Sequence[str], *, chunk_s
     out = np.empty(len(texts), dtype=np.float64)
     for start in range(0, len(texts), chunk_size):
         chunk = texts[start:start + chunk_size]
-        out[start:start + len(chunk)] = np.asarray(classifier.predict_proba(chunk), dtype=np.float64)
+        probs = classifier.predict_proba(chunk)
+        if hasattr(probs, "detach"):  # a third-party classifier that returns a (CUDA) tensor
+            probs = probs.detach().float().cpu().numpy()
+        out[start:start + len(chunk)] = np.asarray(probs, dtype=np.float64)
         if on_progress is not None:
             on_progress(len(chunk))
     return out

@@ -146,6 +146,9 @@ def generate(
     no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
     alice_mode: str = typer.Option("auto", "--alice-mode",
                                    help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
+    num_return: Optional[int] = typer.Option(
+        None, "--num-return", help="ALICE: rows per prompt, the N best finished hypotheses (1..--beams; default 1). "
+                                   "Column hypothesis_rank: 0 = best."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -164,6 +167,12 @@ def generate(
     if method == "alice" and classifier is None:
         raise InputError("--method alice needs --classifier",
                          hint="name the classifier to attack, e.g. --classifier profanity-check (works offline)")
+    if num_return is not None and method != "alice":
+        raise InputError(f"--num-return {num_return} works with --method alice only (top-k writes one sample per "
+                         "prompt)", hint="drop --num-return, or use --method alice")
+    if num_return is not None and beams >= 1 and not 1 <= num_return <= beams:
+        raise InputError(f"--num-return {num_return} must be between 1 and --beams ({beams})",
+                         hint=f"use --num-return {max(1, min(num_return, beams))}, or raise --beams")
     group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else split_list(groups)
     source = prompts or demonstrations
     label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
@@ -172,7 +181,8 @@ def generate(
     if method == "alice":
         alice = AliceConfig(lambda_lm=lambda_lm, lambda_clf=lambda_clf, num_beams=beams, candidates=candidates,
                             temperature=temperature, max_new_tokens=max_new_tokens, classifier_top_n=classifier_top_n,
-                            no_repeat_ngram_size=no_repeat_ngram, mode=alice_mode)  # type: ignore[arg-type]
+                            no_repeat_ngram_size=no_repeat_ngram, mode=alice_mode,  # type: ignore[arg-type]
+                            num_return=num_return or 1)
     else:
         topk = TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens)
     job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)

@@ -7,7 +7,8 @@ temperature 0.9, after the token bans. A candidate's step score is
 
 with λL = λC = 0.5; a beam's score is the sum of its step scores. 10 beams, at most 30 new tokens, a hypothesis
 ends at a token containing a newline (or EOS), finished hypotheses are ranked by score / length ** 1 (length
-penalty 1), and the best finished hypothesis is the statement. The classifier sees only the continuation,
+penalty 1), and the best finished hypothesis is the statement (with ``num_return`` > 1 the best ``num_return``
+finished hypotheses, each a statement of its own). The classifier sees only the continuation,
 never the prompt. A toxic prompt steers toward the classifier's benign class (false negatives); a benign prompt
 toward the toxic class (false positives).
 
@@ -41,14 +42,14 @@ Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py``), all deli
 from __future__ import annotations
 
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Sequence
 
 import torch
 
 from toxiforge.decoding.scorers import (ClassifierScorer, NoRepeatNGram, PromptTokenBan, exempt_from_prompt_ban,
                                         lm_scores)
-from toxiforge.decoding.topk import Sample
+from toxiforge.decoding.topk import Sample, postprocess
 from toxiforge.errors import InputError
 from toxiforge.models.base import LanguageModel
 
@@ -139,8 +140,8 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     if not prompts:
         return []
     W, B, device = config.num_beams, len(prompts), lm.device
-    stop = lm.newline_mask().clone() if config.stop_at_newline else torch.zeros(lm.vocab_size, dtype=torch.bool,
-                                                                                   device=device)
+    stop = (lm.newline_mask().to(device).clone() if config.stop_at_newline
+            else torch.zeros(lm.vocab_size, dtype=torch.bool, device=device))
     stop[sorted(lm.eos_token_ids)] = True
     eos = torch.zeros_like(stop)
     eos[sorted(lm.eos_token_ids)] = True
@@ -187,7 +188,7 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
             step_scores, cand_ids = step_scores[:, :n], cand_ids[:, :n]
             live = (running.view(-1) > MASKED / 2).nonzero().view(-1)                  # skip masked step-1 copies
             clf_scores = torch.zeros_like(step_scores)
-            clf_scores[live] = clf(generated[live], cand_ids[live], row_targets[live.cpu()]).to(device)
+            clf_scores[live] = clf(generated[live], cand_ids[live], row_targets[live.cpu()]).to(clf_scores)
             step_scores = step_scores + config.lambda_clf * clf_scores
         n_cand = step_scores.shape[1]
 
@@ -243,19 +244,25 @@ def _exempt_tokens(lm: LanguageModel) -> torch.Tensor:
 
 def _record_finished(finished, active, generated, top_scores, top_beam, top_token, hits, eos, stop, W,
                      length_norm) -> None:
-    """Add the hypotheses among each prompt's first W candidates that end here (as transformers does)."""
+    """Add the hypotheses among each prompt's first W candidates that end here (as transformers does).
+
+    Device tensors are copied to the host once per call (``tolist``), not element by element: on CUDA every
+    ``int(t[i])`` is a synchronizing copy."""
     hit_slots = hits[:, :W].nonzero().tolist()
     if not hit_slots:
         return
+    first = top_token[:, :W]
     scores = (top_scores[:, :W] / length_norm).tolist()
+    tokens, beams = first.tolist(), top_beam[:, :W].tolist()
+    is_eos, is_stop = eos[first].tolist(), stop[first].tolist()
+    sequences = generated.tolist()
     for slot, j in hit_slots:
         if scores[slot][j] * length_norm <= MASKED / 2:  # a masked candidate (banned, or a step-1 copy)
             continue
         prompt = active[slot]
-        token = int(top_token[slot, j])
-        row = slot * W + int(top_beam[slot, j])
-        ids = generated[row].tolist()
-        reason = "eos" if bool(eos[token]) else "newline" if bool(stop[token]) else "length"
+        token = tokens[slot][j]
+        ids = sequences[slot * W + beams[slot][j]]
+        reason = "eos" if is_eos[slot][j] else "newline" if is_stop[slot][j] else "length"
         hyp = Hypothesis(tuple(ids if reason == "eos" else ids + [token]), scores[slot][j], reason)
         pool = finished[prompt]
         if len(pool) < W:
@@ -277,10 +284,17 @@ def _search_done(finished, active, running, W, length_norm) -> list[bool]:
 
 
 class AliceDecoder:
-    """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`): one statement per prompt, the best
-    finished hypothesis, steering toward the class chosen by ``config.mode`` and the prompt label.
+    """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`), steering toward the class chosen by
+    ``config.mode`` and the prompt label.
 
-    Beam search is deterministic, so the per-row sampling seeds the pipeline passes are not used."""
+    ``decode`` returns, per prompt, the best finished hypothesis as one :class:`Sample` when
+    ``config.num_return == 1``, else a list of up to ``num_return`` hypotheses, best first, that post-process to
+    distinct statements: of the (up to ``num_beams``) finished hypotheses, one whose statement equals a better
+    one's is skipped (different token sequences can decode to the same text, e.g. ``"a"+"b"`` and ``"ab"``, or a
+    statement with and without its newline). Fewer than ``num_return`` come back only when the search did not
+    finish that many distinct ones. The best hypothesis is always first, so rank 0 does not depend on
+    ``num_return``. Each sample's ``score`` is the hypothesis' length-normalized beam score. Beam search is
+    deterministic, so the per-row sampling seeds the pipeline passes are not used."""
 
     method = "ALICE"
 
@@ -297,20 +311,37 @@ class AliceDecoder:
         self.config = config
         self._checked: set[int] = set()
 
+    @property
+    def num_return(self) -> int:
+        """At most this many outputs per prompt come back from :meth:`decode`."""
+        return self.config.num_return
+
     def settings(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
 
     def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
-               labels: Sequence[int]) -> list[Sample]:
+               labels: Sequence[int]) -> list[Sample] | list[list[Sample]]:
         if id(lm) not in self._checked:
             check_lm(lm, self.config)
             self._checked.add(id(lm))
         clf = self.classifier
         targets = target_classes(labels, self.config.mode, clf.toxic_index if clf else 1,
                                  clf.benign_index if clf else 0)
-        results = alice_search(lm, prompts, targets, self.config, classifier=clf)
-        samples = []
+        n = self.config.num_return
+        # the search does not depend on num_return; ask for every finished hypothesis, keep n distinct statements
+        pool = self.config if n == 1 else replace(self.config, num_return=self.config.num_beams)
+        results = alice_search(lm, prompts, targets, pool, classifier=clf)
+        outputs: list = []
         for hyps in results:
-            best = hyps[0] if hyps else Hypothesis((), float("-inf"), "length")
-            samples.append(Sample(lm.decode(best.token_ids), best.token_ids, best.finish_reason))
-        return samples
+            hyps = hyps or [Hypothesis((), float("-inf"), "length")]
+            samples, seen = [], set()
+            for h in hyps:
+                sample = Sample(lm.decode(h.token_ids), h.token_ids, h.finish_reason, h.score)
+                statement = postprocess(sample.raw_output).text
+                if statement not in seen:
+                    seen.add(statement)
+                    samples.append(sample)
+                if len(samples) == n:
+                    break
+            outputs.append(samples[0] if n == 1 else samples)
+        return outputs

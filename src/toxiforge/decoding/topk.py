@@ -16,7 +16,7 @@ newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whit
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 
@@ -47,11 +47,15 @@ class TopKConfig:
 
 @dataclass(frozen=True)
 class Sample:
-    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length')."""
+    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length').
+
+    ``score`` is the decoder's own score of the continuation where it has one (ALICE: the length-normalized beam
+    score); None for top-k samples."""
 
     raw_output: str
     token_ids: tuple[int, ...]
     finish_reason: str
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,16 @@ def sample_top_k(lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int]
         probs, ids = top_k_filter(session.logprobs(), config.top_k, config.temperature)
         choice = sample_rows(probs, [generators[r] for r in active]).to(ids.device)
         chosen = ids.gather(1, choice.view(-1, 1)).view(-1)
-        ended_eos = torch.isin(chosen, eos)
-        ended_newline = newline[chosen] if newline is not None else torch.zeros_like(ended_eos)
-        for pos, (row, token) in enumerate(zip(active, chosen.tolist())):
-            if bool(ended_eos[pos]):
+        ended_eos = torch.isin(chosen, eos.to(chosen.device))
+        ended_newline = newline.to(chosen.device)[chosen] if newline is not None else torch.zeros_like(ended_eos)
+        # one device-to-host copy per step (not one per row): matters on CUDA
+        for row, token, is_eos, is_newline in zip(active, chosen.tolist(), ended_eos.tolist(),
+                                                  ended_newline.tolist()):
+            if is_eos:
                 reasons[row] = "eos"
             else:
                 tokens[row].append(token)
-                if bool(ended_newline[pos]):
+                if is_newline:
                     reasons[row] = "newline"
         keep = ~(ended_eos | ended_newline)
         if not bool(keep.any()):
@@ -134,10 +140,12 @@ class TopKDecoder:
 
     config: TopKConfig = TopKConfig()
     method: str = "top-k"
+    num_return: ClassVar[int] = 1  # one sample per prompt
 
     def settings(self) -> dict[str, Any]:
         return self.config.to_dict()
 
     def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
                labels: Sequence[int]) -> list[Sample]:
+        """One :class:`Sample` per prompt (the pipeline writes it as hypothesis rank 0)."""
         return sample_top_k(lm, prompts, seeds, self.config)

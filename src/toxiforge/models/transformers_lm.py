@@ -200,6 +200,8 @@ class TransformersLM:
         if self._newline_mask is None:
             mask = torch.tensor(["\n" in t for t in self.token_texts()], dtype=torch.bool)
             self._newline_mask = mask.to(self.device)
+        elif self._newline_mask.device != self.device:  # the model was moved after the first call
+            self._newline_mask = self._newline_mask.to(self.device)
         return self._newline_mask
 
     def batch_decode(self, sequences: list[list[int]]) -> list[str]:

@@ -3,17 +3,24 @@
 Layout of an output directory::
 
     OUT/manifest.json            config, model, versions, counts, status ("running" / "complete")
-    OUT/data/shard-00000.parquet rows 0 .. shard_size-1 of the plan, and so on
+    OUT/data/shard-00000.parquet rows of work items 0 .. shard_size-1 of the plan, and so on
 
-The plan's work items are cut into fixed shards of ``shard_size`` rows; a shard file appears (atomic rename)
+The plan's work items are cut into fixed shards of ``shard_size`` items; a shard file appears (atomic rename)
 only when all its rows are written, so after a crash every shard on disk is whole. ``resume=True`` checks that
-the manifest's fingerprint (plan, decoding, model, shard size, format) matches and generates only the missing
-shards. Every row samples with its own seed, so a resumed run writes the same rows as an uninterrupted one.
+the manifest's fingerprint (plan, decoding, model, outputs per prompt, shard size, format) matches and generates
+only the missing shards. Every row samples with its own seed (beam search is deterministic), so a resumed run
+writes the same rows as an uninterrupted one.
+
+A decoder that returns several outputs per prompt (ALICE with ``num_return`` > 1) gets one row per output, in
+rank order after its work item: ``hypothesis_rank`` 0 is the best and keeps the item's ``row_id``, rank ``r``
+gets ``<row_id>/<r>`` (:meth:`~toxiforge.pipeline.plan.WorkItem.output_row_id`). A shard then holds up to
+``shard_size * num_return`` rows.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 import uuid
@@ -23,14 +30,16 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from toxiforge._io import atomic_write_text
-from toxiforge.decoding import Decoder, TopKDecoder, postprocess
-from toxiforge.errors import InputError
+from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_prompt, postprocess
+from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 from toxiforge.records import Row, label_word, write_rows
 
 MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
+# Fingerprint keys added after the first release, with the value that older manifests (which lack them) meant.
+FINGERPRINT_DEFAULTS = {"num_return": 1}
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,8 @@ def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, conf
                  classifier) -> dict:
     """The settings a resumed run must share with the original (batch size may differ)."""
     return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
-            "classifier": getattr(classifier, "name", None), "shard_size": config.shard_size,
-            "format": config.format}
+            "classifier": getattr(classifier, "name", None), "num_return": outputs_per_prompt(decoder),
+            "shard_size": config.shard_size, "format": config.format}
 
 
 def check_output_dir(out_dir: str | Path, resume: bool) -> None:
@@ -110,7 +119,8 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
     if not manifest_path.exists():
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
-    differences = [k for k in fingerprint if old.get("config", {}).get(k) != fingerprint[k]]
+    old_config = old.get("config", {})
+    differences = [k for k in fingerprint if old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) != fingerprint[k]]
     if differences:
         raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in the directory",
                          path=manifest_path,
@@ -118,15 +128,23 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
     return old
 
 
-def _make_rows(items: Sequence[WorkItem], samples, decoder: Decoder, lm: LanguageModel, run_id: str) -> list[Row]:
+def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: LanguageModel, run_id: str) -> list[Row]:
+    """One row per output of each item, in item order then rank order (see the module docstring)."""
+    outputs = list(outputs)
+    if len(outputs) != len(items):
+        raise ToxiforgeError(f"decoder {decoder.method} returned {len(outputs)} outputs for {len(items)} prompts")
     settings = json.dumps(decoder.settings(), sort_keys=True)
+    limit = outputs_per_prompt(decoder)
     rows = []
-    for item, sample in zip(items, samples):
-        statement = postprocess(sample.raw_output)
-        rows.append(Row(prompt=item.prompt, generation=statement.text, generation_method=decoder.method,
-                        group=item.group, prompt_label=item.label, model=lm.name, decoding=settings,
-                        seed=item.seed, run_id=run_id, timestamp=_now(), raw_output=sample.raw_output,
-                        finish_reason=sample.finish_reason, parse_error=statement.error, row_id=item.row_id))
+    for item, output in zip(items, outputs):
+        for rank, sample in enumerate(as_hypotheses(output, limit)):
+            statement = postprocess(sample.raw_output)
+            score = sample.score if sample.score is not None and math.isfinite(sample.score) else None
+            rows.append(Row(prompt=item.prompt, generation=statement.text, generation_method=decoder.method,
+                            group=item.group, prompt_label=item.label, model=lm.name, decoding=settings,
+                            seed=item.seed, run_id=run_id, timestamp=_now(), raw_output=sample.raw_output,
+                            finish_reason=sample.finish_reason, parse_error=statement.error,
+                            row_id=item.output_row_id(rank), hypothesis_rank=rank, hypothesis_score=score))
     return rows
 
 
@@ -168,8 +186,9 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
                    classifier=None) -> JobResult:
     """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
 
-    With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement is
-    scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it attacked.
+    With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement (every
+    hypothesis rank) is scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it
+    attacked.
 
     ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
     """
@@ -188,7 +207,8 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
         "model": lm.describe(),
         "versions": _versions(),
         "shards": len(shards),
-        "total_rows": len(items),
+        "work_items": len(items),
+        "total_rows": len(items) * fingerprint["num_return"],  # at most; the exact count is counts["rows"]
     }
     manifest["status"] = "running"
     manifest.setdefault("resumed_at", [])
@@ -204,9 +224,9 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
             rows: list[Row] = []
             for b in range(0, len(shards[shard_index]), config.batch_size):
                 batch = shards[shard_index][b:b + config.batch_size]
-                samples = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
+                outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
                                          [it.label for it in batch])
-                batch_rows = _make_rows(batch, samples, decoder, lm, manifest["run_id"])
+                batch_rows = _make_rows(batch, outputs, decoder, lm, manifest["run_id"])
                 if classifier is not None:
                     score_rows(batch_rows, classifier)
                 rows.extend(batch_rows)

@@ -40,7 +40,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One statement to generate."""
+    """One prompt to decode: one statement, or one per hypothesis when the decoder returns several."""
 
     index: int          # position in the whole plan
     row_id: str         # "<group>/<label word>/<i within cell>"
@@ -48,6 +48,11 @@ class WorkItem:
     label: int
     prompt: str         # the LM input (real newlines), e.g. "- s1\n- s2\n-"
     seed: int           # this row's sampling seed
+
+    def output_row_id(self, rank: int) -> str:
+        """``row_id`` of this item's output of rank ``rank`` (0 = best): the item's own id for the best output,
+        ``<row_id>/<rank>`` for the further hypotheses of a decoder that returns several per prompt."""
+        return self.row_id if rank == 0 else f"{self.row_id}/{rank}"
 
 
 @dataclass(frozen=True)

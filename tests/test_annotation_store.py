@@ -12,6 +12,8 @@ from toxiforge.annotation.store import Annotator, Assignment, Store, hash_token
 from toxiforge.errors import InputError
 from toxiforge.records import Row, write_rows
 
+pytest_plugins = ["pg"]  # tests/pg.py: a throwaway PostgreSQL cluster (its tests are skipped when not installed)
+
 ANSWERS = {"author": "human", "harmful_ai": 1, "harmful_human": 2, "stereotyping": "no", "intent": 1,
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "none", "framing_other": "",
            "factual": "neither", "trouble": False}
@@ -23,11 +25,16 @@ def make_items(n: int) -> list[dict]:
              "method": methods[(i // 2) % 2], "source_row_id": f"r{i}"} for i in range(n)]
 
 
-@pytest.fixture(params=[True, False], ids=["sqlite-fast-path", "core"])
+@pytest.fixture(params=["sqlite-fast-path", "core", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(tmp_path, request):
-    """Both implementations of the annotator's hot path: the SQLite driver fast path and SQLAlchemy Core (the one
-    other databases use)."""
-    return Store(str(tmp_path / "study.db"), fast_sqlite=request.param)
+    """Both implementations of the annotator's hot path, the SQLite driver fast path and SQLAlchemy Core (the one
+    other databases use), and SQLAlchemy Core on PostgreSQL (an emptied database per test)."""
+    if request.param == "postgres":
+        store = Store(request.getfixturevalue("pg_empty_url"))
+    else:
+        store = Store(str(tmp_path / "study.db"), fast_sqlite=request.param == "sqlite-fast-path")
+    yield store
+    store.engine.dispose()
 
 
 def test_tokens_are_hashed_and_wal_is_on(store):
@@ -36,9 +43,10 @@ def test_tokens_are_hashed_and_wal_is_on(store):
     assert len(set(tokens)) == 2 and all(len(t) >= 40 for t in tokens)
     with store.Session() as s:
         stored = {a.token_hash for a in s.query(Annotator)}
-        mode = s.connection().exec_driver_sql("PRAGMA journal_mode").scalar()
+        sqlite = s.connection().dialect.name == "sqlite"
+        mode = s.connection().exec_driver_sql("PRAGMA journal_mode").scalar() if sqlite else None
     assert stored == {hash_token(t) for t in tokens} and not (set(tokens) & stored)
-    assert mode == "wal"
+    assert mode == "wal" or not sqlite
     assert store.study_for_admin(admin).id == study.id and store.study_for_admin(tokens[0]) is None
     assert store.study("s").id == study.id and store.study(str(study.id)).name == "s"
     with pytest.raises(InputError):

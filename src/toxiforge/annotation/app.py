@@ -205,6 +205,8 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
     async def answer(request: Request):
         """POST /annotate/{assignment_id}: the hot path, a plain Starlette route (no FastAPI dependency solving)."""
         assignment_id = request.path_params["assignment_id"]
+        if not 0 < assignment_id < 2**31:  # ids are INTEGER columns (PostgreSQL refuses larger values)
+            raise HTTPException(404, "no such assignment")
         token, who = await annotator(request)
         form = await read_form(request)
         check_csrf(token, str(form.get("csrf", "")))

@@ -47,11 +47,15 @@ def release_stale(store, study_id: int, *, older_than: timedelta | None = None,
     now = now or utcnow()
     released = 0
     with store.engine.begin() as conn:
+        # claims and releases of a study take turns (see store._Q_LOCK_STUDY): the study row first, then items
+        conn.execute(select(Study.id).where(Study.id == study_id).with_for_update(key_share=True))
         stale = conn.execute(select(_A.c.id, _A.c.item_id).join(_I, _I.c.id == _A.c.item_id)
                              .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None),
                                     _A.c.assigned_at <= now - older_than).order_by(_A.c.id)).all()
         for assignment_id, item_id in stale:
-            n = conn.execute(select(_I.c.n_assigned).where(_I.c.id == item_id).with_for_update()).scalar_one()
+            # FOR NO KEY UPDATE: a submission's foreign-key check (KEY SHARE on the item) must not wait for it
+            n = conn.execute(select(_I.c.n_assigned).where(_I.c.id == item_id)
+                             .with_for_update(key_share=True)).scalar_one()
             slot = conn.execute(select(_A.c.slot).where(_A.c.id == assignment_id)).scalar_one()
             if conn.execute(update(_A).where(_A.c.id == assignment_id, _A.c.submitted.is_(False),
                                              _A.c.released_at.is_(None))

@@ -98,7 +98,7 @@ def validate_answers(form: Mapping[str, Any]) -> dict[str, Any]:
             continue
         clean[q.key] = int(value) if q.kind == "scale" else value
         if q.detail_key:
-            detail = str(form.get(q.detail_key) or "").strip()
+            detail = str(form.get(q.detail_key) or "").replace("\x00", "").strip()  # PostgreSQL text has no NUL
             if len(detail) > MAX_TEXT:
                 errors[q.detail_key] = f"at most {MAX_TEXT} characters"
             elif value == q.detail_when and not detail:

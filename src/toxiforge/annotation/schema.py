@@ -43,7 +43,7 @@ class Meta(Base):
 class Study(Base):
     __tablename__ = "studies"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String, unique=True)
     per_item: Mapped[int] = mapped_column(Integer)
     admin_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     source: Mapped[str] = mapped_column(Text, default="")
@@ -61,10 +61,10 @@ class Item(Base):
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
     position: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
-    target_group: Mapped[str] = mapped_column(String(100), default="")
+    target_group: Mapped[str] = mapped_column(String, default="")
     label: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    method: Mapped[str] = mapped_column(String(50), default="")
-    source_row_id: Mapped[str] = mapped_column(String(200), default="")
+    method: Mapped[str] = mapped_column(String, default="")
+    source_row_id: Mapped[str] = mapped_column(String, default="")
     n_assigned: Mapped[int] = mapped_column(Integer, default=0)
 
 
@@ -73,7 +73,7 @@ class Annotator(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    label: Mapped[str] = mapped_column(String(100), default="")
+    label: Mapped[str] = mapped_column(String, default="")
     consented_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -96,6 +96,12 @@ _Q_CANDIDATES = (select(_I.c.n_assigned, *_ITEM_COLS)
                  .order_by(_I.c.n_assigned, _I.c.position).limit(8))
 _Q_CAS = (update(_I).where(_I.c.id == bindparam("i"), _I.c.n_assigned == bindparam("n"))
           .values(n_assigned=bindparam("n1")))
+# The first statement of every write transaction that claims: claims of one study take turns. PostgreSQL locks the
+# study row (FOR NO KEY UPDATE: foreign-key checks' KEY SHARE locks still pass); SQLite renders no FOR clause, its
+# BEGIN IMMEDIATE serialises writers already. Without it PostgreSQL (READ COMMITTED) runs claims side by side: a
+# compare-and-set that loses keeps the item row locked to the end of its transaction (deadlocks), a claim can lose
+# `tries` rounds in a row (None while slots are free), and one annotator's two requests can claim two items.
+_Q_LOCK_STUDY = select(_S.c.id).where(_S.c.id == bindparam("s")).with_for_update(key_share=True)
 _Q_DONE = select(func.count()).select_from(_R).where(_R.c.annotator_id == bindparam("w"))
 _Q_MARK = (update(_A).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"),
                             _A.c.submitted.is_(False), _A.c.released_at.is_(None))
@@ -105,6 +111,11 @@ _Q_NEW_ASSIGNMENT = insert(_A)  # executed with a parameter dict: built and comp
 _Q_NEW_RESPONSE = insert(_R)
 _Q_STUDY = select(_S.c.per_item, select(func.count()).select_from(_I).where(_I.c.study_id == _S.c.id)
                   .scalar_subquery()).where(_S.c.id == bindparam("s"))
+
+
+def _no_nul(text: str) -> str:
+    """PostgreSQL text cannot hold NUL characters (SQLite can): they are dropped on every database."""
+    return text.replace("\x00", "")
 
 
 def _split_open(row) -> tuple[OpenAssignment, ItemView]:
@@ -120,6 +131,9 @@ class _CoreOps:
     def open(self, w: int):
         row = self.conn.execute(_Q_OPEN, {"w": w}).first()
         return None if row is None else _split_open(row)
+
+    def lock_study(self, s: int) -> None:
+        self.conn.execute(_Q_LOCK_STUDY, {"s": s})
 
     def done(self, w: int) -> int:
         return self.conn.execute(_Q_DONE, {"w": w}).scalar_one()
@@ -188,6 +202,9 @@ class _RawOps:
 
     def done(self, w: int) -> int:
         return self.cur.execute(_RAW_SQL["done"], (w,)).fetchone()[0]
+
+    def lock_study(self, s: int) -> None:
+        pass  # BEGIN IMMEDIATE holds SQLite's write lock already
 
     def study(self, s: int):
         return self.cur.execute(_RAW_SQL["study"], (s,)).fetchone()
@@ -267,9 +284,10 @@ class Store:
                           lease_minutes=lease_minutes)
             s.add(study)
             s.flush()
-            s.add_all(Item(study_id=study.id, position=i, text=it["text"], target_group=it.get("target_group") or "",
-                           label=it.get("label"), method=it.get("method") or "",
-                           source_row_id=str(it.get("source_row_id") or ""))
+            s.add_all(Item(study_id=study.id, position=i, text=_no_nul(it["text"]),
+                           target_group=_no_nul(it.get("target_group") or ""), label=it.get("label"),
+                           method=_no_nul(it.get("method") or ""),
+                           source_row_id=_no_nul(str(it.get("source_row_id") or "")))
                       for i, it in enumerate(items))
         return study, token
 
@@ -277,7 +295,7 @@ class Store:
         """A study by id or name."""
         with self.ReadSession() as s:
             study = None
-            if isinstance(ref, int) or str(ref).isdigit():
+            if (isinstance(ref, int) or str(ref).isdigit()) and int(ref) < 2**31:  # INTEGER ids
                 study = s.get(Study, int(ref))
             if study is None:
                 study = s.scalar(select(Study).where(Study.name == str(ref)))
@@ -389,6 +407,7 @@ class Store:
         for _ in range(tries):
             try:
                 with self._txn(write=True) as ops:
+                    ops.lock_study(annotator.study_id)
                     found = self._claim(ops, annotator.id, annotator.study_id)
                     if found is not _RETRY:
                         return found, ops.done(annotator.id)
@@ -453,6 +472,7 @@ class Store:
         for _ in range(tries):
             try:
                 with self._txn(write=True) as ops:
+                    ops.lock_study(annotator.study_id)  # before the assignment row (release_stale's order)
                     stored = self._submit(ops, annotator.id, assignment_id, answers)
                     found = self._claim(ops, annotator.id, annotator.study_id)
                     if found is not _RETRY:

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/annotate_load.py [--annotators 50] [--per-annotator 200] [--workers 1]
                                                  [--rate SUBMISSIONS_PER_S] [--client raw|httpx] [--repeat 1]
+                                                 [--db postgresql+psycopg://...]
 
 Starts ``toxiforge annotate serve`` on a free loopback port with a fresh SQLite study (placeholder statements,
 3 annotators per item), runs 50 annotators as asyncio tasks in this process (one event loop, one
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import statistics
 import sys
 import tempfile
@@ -35,10 +37,10 @@ from toxiforge.annotation.store import Store
 
 def one_run(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        db = str(Path(tmp) / "bench.db")
+        db = args.db or str(Path(tmp) / "bench.db")
         store = Store(db)
         n_items = args.annotators * args.per_annotator  # 3 per item: nobody runs out of items
-        study, _ = store.create_study("bench", [{"text": f"placeholder statement {i}", "target_group": "asian",
+        study, _ = store.create_study(f"bench-{secrets.token_hex(4)}", [{"text": f"placeholder statement {i}", "target_group": "asian",
                                                  "label": i % 2, "method": "top-k"} for i in range(n_items)])
         tokens = store.invite(study.id, args.annotators)
         port = free_port()
@@ -55,7 +57,7 @@ def one_run(args) -> dict:
     exact = acked == stored and set(stored.values()) <= {1}
     lat = sorted(result.latencies)
     p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
-    return {"annotators": args.annotators, "workers": args.workers, "offered_rate": args.rate, "client": args.client,
+    return {"database": store.engine.dialect.name, "annotators": args.annotators, "workers": args.workers, "offered_rate": args.rate, "client": args.client,
             "submissions": len(lat), "stored": sum(stored.values()), "stored_equals_acknowledged": exact,
             "errors": len(result.errors), "seconds": round(result.elapsed, 2),
             "submissions_per_s": round(len(lat) / result.elapsed, 1) if result.elapsed else 0.0,
@@ -67,6 +69,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--annotators", type=int, default=50)
     parser.add_argument("--per-annotator", type=int, default=200)
+    parser.add_argument("--db", default=None,
+                        help="database URL of a running server, e.g. postgresql+psycopg://user@/db?host=/tmp "
+                             "(default: a fresh SQLite file); each run adds a new study to it")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--rate", type=float, default=None,
                         help="offered submissions/s in all (open loop); default: back to back (closed loop)")

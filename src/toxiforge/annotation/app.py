@@ -10,8 +10,9 @@ agreement and the exports. Every POST carries a CSRF token (an HMAC of the sessi
 A submitted form is answered with the next form directly (200, no redirect): the submission, the claim of the
 next assignment and the progress count are one write transaction, and a repeated POST (reload) stores nothing
 twice and shows the next form again. An assignment left open past the study's lease is released to other
-annotators (see :mod:`toxiforge.annotation.leases`); a late submission for it is refused with a notice. On SQLite the annotator endpoints run the (short, local) database calls on
-the event loop instead of hopping to a worker thread; other databases go through the thread pool.
+annotators (see :mod:`toxiforge.annotation.leases`); a late submission for it is refused with a notice. On
+SQLite the annotator endpoints run the (short, local) database calls on the event loop instead of hopping to a
+worker thread; other databases go through the thread pool.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from toxiforge.annotation.questions import (
     validate_answers,
 )
 from toxiforge.annotation.leases import release_stale, start_lease_sweeper
-from toxiforge.annotation.store import AssignmentReleased, Store, hash_token
+from toxiforge.annotation.store import MAX_ID, AssignmentReleased, Store, hash_token
 from toxiforge.errors import InputError
 
 SESSION_COOKIE, ADMIN_COOKIE = "tf_session", "tf_admin"
@@ -101,11 +102,12 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
     def render(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**ctx), status_code=status, headers=HEADERS)
 
-    def csrf_for(token: str) -> str:
-        return store.keyed_hash("csrf", hash_token(token))[:32]
+    def csrf_for(token: str, purpose: str = "csrf") -> str:
+        """The form token of a session (``purpose`` "csrf": annotator, "admin-csrf": admin)."""
+        return store.keyed_hash(purpose, hash_token(token))[:32]
 
-    def check_csrf(token: str, given: str) -> None:
-        if not hmac.compare_digest(csrf_for(token), given or ""):
+    def check_csrf(token: str, given: str, purpose: str = "csrf") -> None:
+        if not hmac.compare_digest(csrf_for(token, purpose), given or ""):
             raise HTTPException(403, "invalid form token; reload the page")
 
     async def annotator(request: Request):
@@ -120,9 +122,6 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
             if found.consented_at is not None and len(consented) < _CONSENTED_CACHE:
                 consented[found.token_hash] = found
         return token, found
-
-    def admin_csrf(token: str) -> str:
-        return store.keyed_hash("admin-csrf", hash_token(token))[:32]
 
     def admin(request: Request):
         token = request.cookies.get(ADMIN_COOKIE)
@@ -205,7 +204,7 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
     async def answer(request: Request):
         """POST /annotate/{assignment_id}: the hot path, a plain Starlette route (no FastAPI dependency solving)."""
         assignment_id = request.path_params["assignment_id"]
-        if not 0 < assignment_id < 2**31:  # ids are INTEGER columns (PostgreSQL refuses larger values)
+        if not 0 < assignment_id <= MAX_ID:
             raise HTTPException(404, "no such assignment")
         token, who = await annotator(request)
         form = await read_form(request)
@@ -251,14 +250,13 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
         token, study = admin(request)
         released = request.query_params.get("released")
         return render("admin.html", study=study, progress=store.progress(study.id),
-                      agreement=study_agreement(store, study.id), csrf=admin_csrf(token),
+                      agreement=study_agreement(store, study.id), csrf=csrf_for(token, "admin-csrf"),
                       released=int(released) if released and released.isdigit() else None)
 
     @app.post("/admin/release")
     def admin_release(request: Request, csrf: str = Form(""), minutes: str = Form("")):
         token, study = admin(request)
-        if not hmac.compare_digest(admin_csrf(token), csrf or ""):
-            raise HTTPException(403, "invalid form token; reload the page")
+        check_csrf(token, csrf, "admin-csrf")
         if not minutes.strip().isdigit():
             raise HTTPException(422, f"minutes must be a whole number of 0 or more, got {minutes!r}")
         n = release_stale(store, study.id, older_than=timedelta(minutes=int(minutes)))

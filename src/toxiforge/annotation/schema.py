@@ -28,6 +28,7 @@ def new_token() -> str:
 
 
 DEFAULT_LEASE_MINUTES = 120
+MAX_ID = 2**31 - 1  # ids are INTEGER columns: PostgreSQL refuses larger values (SQLite would take them)
 
 
 class Base(DeclarativeBase):
@@ -152,8 +153,6 @@ def make_engine(url: str) -> Engine:
             conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("readonly") else "BEGIN IMMEDIATE")
     else:
         engine = create_engine(url, pool_pre_ping=True, pool_size=20, max_overflow=40)
-    Base.metadata.create_all(engine)
-    _upgrade(engine)
     return engine
 
 
@@ -162,8 +161,10 @@ _ADDED_COLUMNS = (("studies", "lease_minutes", f"INTEGER NOT NULL DEFAULT {DEFAU
                   ("assignments", "released_at", "TIMESTAMP WITH TIME ZONE"))
 
 
-def _upgrade(engine: Engine) -> None:
-    """Bring a database made by an older toxiforge up to this schema (added columns and indexes)."""
+def prepare_schema(engine: Engine) -> None:
+    """Create the tables that are missing, and bring a database made by an older toxiforge up to this schema
+    (added columns and indexes)."""
+    Base.metadata.create_all(engine)
     names = {t: {c["name"] for c in inspect(engine).get_columns(t)} for t in {t for t, _, _ in _ADDED_COLUMNS}}
     with engine.begin() as conn:
         for table, column, sql_type in _ADDED_COLUMNS:

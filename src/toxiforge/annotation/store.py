@@ -32,8 +32,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
 from toxiforge.annotation.schema import (ANSWER_FIELDS, DEFAULT_LEASE_MINUTES, Annotator, Assignment,  # noqa: F401
-                                         Base, Item, Meta, Response, Study, db_url, hash_token, make_engine,
-                                         new_token, utcnow)  # (re-exported)
+                                         MAX_ID, Base, Item, Meta, Response, Study, db_url, hash_token,
+                                         make_engine, new_token, prepare_schema, utcnow)  # (re-exported)
+from toxiforge.annotation.leases import open_assignments
 from toxiforge.errors import InputError
 
 
@@ -237,7 +238,7 @@ class Store:
 
     def __init__(self, url: str | Engine, *, fast_sqlite: bool = True):
         self.engine = url if isinstance(url, Engine) else make_engine(url)
-        Base.metadata.create_all(self.engine)
+        prepare_schema(self.engine)
         self.reader = self.engine.execution_options(readonly=True)  # deferred BEGIN on SQLite
         self.Session = sessionmaker(self.engine, expire_on_commit=False)
         self.ReadSession = sessionmaker(self.reader, expire_on_commit=False)
@@ -295,7 +296,7 @@ class Store:
         """A study by id or name."""
         with self.ReadSession() as s:
             study = None
-            if (isinstance(ref, int) or str(ref).isdigit()) and int(ref) < 2**31:  # INTEGER ids
+            if (isinstance(ref, int) or str(ref).isdigit()) and int(ref) <= MAX_ID:
                 study = s.get(Study, int(ref))
             if study is None:
                 study = s.scalar(select(Study).where(Study.name == str(ref)))
@@ -496,8 +497,6 @@ class Store:
                                 .outerjoin(Response, Response.annotator_id == Annotator.id)
                                 .where(Annotator.study_id == study_id).group_by(Annotator.id)
                                 .order_by(Annotator.id)).all()
-        from toxiforge.annotation.leases import open_assignments
-
         total = n_items * study.per_item
         open_minutes = open_assignments(self, study_id)
         return {"study": study.name, "study_id": study_id, "items": n_items, "per_item": study.per_item,

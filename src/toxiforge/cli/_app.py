@@ -16,15 +16,18 @@ def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def load_lm(model: str, dtype: str, device: str):
-    """Load a language model with a spinner, then print what was loaded and how long it took."""
+def load_lm(model: str, dtype: str, device: str, **api_options):
+    """Load a language model (``api_options`` for openai: servers) with a spinner, then print what was loaded and
+    how long it took."""
     import time
 
     from toxiforge.models import load_language_model
 
     started = time.perf_counter()
     with console.status(f"loading {model}"):
-        lm = load_language_model(model, dtype=dtype, device=device)
-    console.print(f"loaded {model} ({lm.describe()['dtype']}, {lm.device}) in {time.perf_counter() - started:.1f} s")
+        lm = load_language_model(model, dtype=dtype, device=device, **api_options)
+    info = lm.describe()
+    where = f"{info['dtype']}, {lm.device}" if info.get("backend") != "openai-compatible" else info["url"]
+    console.print(f"loaded {lm.name} ({where}) in {time.perf_counter() - started:.1f} s", highlight=False)
     return lm
 

@@ -35,6 +35,11 @@ def classify(
     toxic_index: Optional[int] = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
                                                                           "from the model's labels)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    ray: bool = typer.Option(False, "--ray", help="Score on Ray: a local instance, or --ray-address / $RAY_ADDRESS."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loads the classifier once."),
+    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
 ) -> None:
     """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
     import time
@@ -51,20 +56,33 @@ def classify(
     text = pick_text_column(table.column_names, text_column, path=data)  # fail before loading a model
     score_column = column or default_score_column(classifier)
     started = time.perf_counter()
+    options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index}
     with console.status(f"loading {classifier}"):
-        clf = load_classifier(classifier, device=device, dtype=dtype, batch_size=batch_size,
-                              toxic_index=toxic_index)
+        if ray or ray_address:
+            from functools import partial
+
+            from toxiforge.pipeline.ray_runner import RayClassifier, RayConfig
+
+            clf = RayClassifier(partial(load_classifier, classifier, **options),
+                                RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
+                                          gpus_per_worker=gpus_per_worker))
+        else:
+            clf = load_classifier(classifier, **options)
     console.print(f"loaded {clf.name} in {time.perf_counter() - started:.1f} s", highlight=False)
     started = time.perf_counter()
-    if progress and table.num_rows >= 1000 and console.is_terminal:
-        from rich.progress import Progress
+    try:
+        if progress and table.num_rows >= 1000 and console.is_terminal:
+            from rich.progress import Progress
 
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task(f"scoring with {clf.name}", total=table.num_rows)
-            scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data,
-                                          on_progress=lambda n: bar.advance(task, n))
-    else:
-        scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data)
+            with Progress(console=console, transient=True) as bar:
+                task = bar.add_task(f"scoring with {clf.name}", total=table.num_rows)
+                scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data,
+                                              on_progress=lambda n: bar.advance(task, n))
+        else:
+            scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data)
+    finally:
+        if ray or ray_address:
+            clf.close()
     write_table(scored, out)
     if summary.replaced:
         console.print(f"note: replaced {summary.replaced} existing values of column {score_column!r}",

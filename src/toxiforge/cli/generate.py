@@ -128,7 +128,8 @@ def generate(
     classifier: Optional[str] = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir, .gguf file, or "
+                                                               "openai:BASE_URL[#MODEL] (an OpenAI-compatible server)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
@@ -152,8 +153,19 @@ def generate(
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight."),
+    api_key_env: Optional[str] = typer.Option(
+        None, "--api-key-env", help="openai: models: environment variable holding the API key "
+                                    "(default: OPENAI_API_KEY when set)."),
+    ray: bool = typer.Option(False, "--ray", help="Run on Ray: a local instance, or --ray-address / $RAY_ADDRESS."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loads the model once."),
+    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
+    from dataclasses import replace
+
     from toxiforge.decoding import AliceConfig, AliceDecoder, TopKConfig, TopKDecoder
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
@@ -188,20 +200,50 @@ def generate(
     job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
     plan.expand()  # validate the prompt source before loading the models
     check_output_dir(out, resume)
-    clf = None
-    if classifier is not None:
-        from toxiforge.classifiers import load_classifier
+    from toxiforge.models import API_PREFIX
 
-        clf = load_classifier(classifier, device=device)
-    decoder = AliceDecoder(clf, alice) if method == "alice" else TopKDecoder(topk)
-    lm = load_lm(model, dtype, device)
-    result = run_generation(plan, lm, out, decoder=decoder, config=job, resume=resume, progress=progress,
-                            classifier=clf)
+    api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
+    if api and method == "alice":
+        api["top_logprobs"] = candidates  # the server may allow fewer: capped below
+    if api and batch_size < concurrency:
+        batch_size = concurrency  # a batch's requests are the ones in flight
+        job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
+    lm = load_lm(model, dtype, device, **api) if api else None  # a server: cheap to open here, to check it
+    if lm is not None and method == "alice" and lm.top_logprobs() < candidates:
+        console.print(f"note: {lm.name} returns at most {lm.top_logprobs()} log-probabilities per token, so ALICE "
+                      f"ranks {lm.top_logprobs()} candidates per beam (not {candidates})")
+        alice = replace(alice, candidates=lm.top_logprobs())
+    if lm is not None and method == "top-k" and not lm.honours_top_k:
+        console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k; vLLM and llama.cpp "
+                      "apply it, TGI and Ollama do not")
+    make_decoder = (lambda clf: AliceDecoder(clf, alice)) if method == "alice" else (lambda clf: TopKDecoder(topk))
+    if ray or ray_address:
+        from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, run_generation_ray
+
+        if lm is not None:
+            lm.close()
+        setup = WorkerSetup(model, make_decoder, classifier, model_options=api or {"dtype": dtype, "device": device},
+                            classifier_options={"device": device})
+        result = run_generation_ray(plan, setup, out, config=job, resume=resume, progress=progress,
+                                    ray_config=RayConfig(address=ray_address, workers=workers,
+                                                         cpus_per_worker=cpus_per_worker,
+                                                         gpus_per_worker=gpus_per_worker))
+        clf_name = result.manifest["config"]["classifier"]
+    else:
+        clf = None
+        if classifier is not None:
+            from toxiforge.classifiers import load_classifier
+
+            clf = load_classifier(classifier, device=device)
+        lm = lm or load_lm(model, dtype, device)
+        result = run_generation(plan, lm, out, decoder=make_decoder(clf), config=job, resume=resume,
+                                progress=progress, classifier=clf)
+        clf_name = clf.name if clf is not None else None
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
                   f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
     if counts["scored"]:
-        console.print(f"{clf.name} fooled on {counts['fooled']}/{counts['scored']} statements "
+        console.print(f"{clf_name} fooled on {counts['fooled']}/{counts['scored']} statements "
                       f"({counts['fooled'] / counts['scored']:.1%})")
     if summary:
         _print_summary([out])

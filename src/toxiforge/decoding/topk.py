@@ -11,6 +11,9 @@ reproduces an uninterrupted one exactly.
 Departures from upstream code (microsoft/TOXIGEN ``generate.py``, which calls the GPT-3 API): the API's
 ``stop="\\n"`` is implemented as "stop at the first token whose text contains a newline"; the text before the
 newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whitespace and a leading "- ".
+
+A backend that samples on its own (an inference server, :class:`~toxiforge.models.base.RemoteSampler`) gets
+the whole request instead: the server applies top-k, temperature, the token budget and the newline stop.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, ClassVar, Sequence
 import torch
 
 from toxiforge.errors import InputError
-from toxiforge.models.base import LanguageModel
+from toxiforge.models.base import LanguageModel, RemoteSampler
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,8 @@ def sample_top_k(lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int]
         raise InputError(f"{len(prompts)} prompts but {len(seeds)} seeds", hint="pass one seed per prompt")
     if not prompts:
         return []
+    if isinstance(lm, RemoteSampler):
+        return lm.sample_top_k(prompts, seeds, config)
     generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
     newline = lm.newline_mask() if config.stop_at_newline else None
     eos = torch.tensor(sorted(lm.eos_token_ids), dtype=torch.long, device=lm.device)

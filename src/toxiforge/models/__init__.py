@@ -1,7 +1,8 @@
 """Language-model backends behind one protocol, found by name through a small registry.
 
 ``load_language_model("smollm2-135m")`` loads the embedded default offline. Other names are resolved in order:
-a registered embedded name, a ``.gguf`` file, a local model directory, a hub id. Backends are imported lazily.
+a registered embedded name, a ``.gguf`` file, a local model directory, a hub id. ``openai:BASE_URL[#MODEL]``
+is an OpenAI-compatible inference server (:mod:`toxiforge.models.openai_lm`). Backends are imported lazily.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from toxiforge.errors import InputError
-from toxiforge.models.base import LanguageModel, LMSession
+from toxiforge.models.base import LanguageModel, LMSession, RemoteSampler
 
 DEFAULT_LM = "smollm2-135m"
 
@@ -37,8 +38,21 @@ EMBEDDED: dict[str, tuple[Callable[[], Path], str]] = {
 }
 
 
-def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: str = "auto") -> LanguageModel:
-    """Load an LM by embedded name, ``.gguf`` path, local directory or hub id (transformers backend)."""
+API_PREFIX = "openai:"
+
+
+def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: str = "auto",
+                        **api_options) -> LanguageModel:
+    """Load an LM by embedded name, ``.gguf`` path, local directory or hub id (transformers backend), or open
+    ``openai:BASE_URL[#MODEL]``; ``api_options`` (``api_key_env``, ``concurrency``, ``top_logprobs``, ``retry``)
+    go to :meth:`~toxiforge.models.openai_lm.OpenAILM.open`."""
+    if name.startswith(API_PREFIX):
+        from toxiforge.models.openai_lm import OpenAILM
+
+        return OpenAILM.open(name, **api_options)
+    if api_options:
+        raise InputError(f"options {sorted(api_options)} apply to openai:URL models only, not {name!r}",
+                         hint="drop them, or pass --model openai:BASE_URL#MODEL")
     from toxiforge.models.transformers_lm import TransformersLM
 
     if name in EMBEDDED:
@@ -47,4 +61,5 @@ def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: 
     return TransformersLM.load(name, dtype=dtype, device=device)
 
 
-__all__ = ["DEFAULT_LM", "EMBEDDED", "LMSession", "LanguageModel", "load_language_model"]
+__all__ = ["API_PREFIX", "DEFAULT_LM", "EMBEDDED", "LMSession", "LanguageModel", "RemoteSampler",
+           "load_language_model"]

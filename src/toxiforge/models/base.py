@@ -5,8 +5,13 @@ then loops: read the next-token log-probabilities of every row (full vocabulary)
 ``select`` re-indexes the rows — it drops finished rows (top-k sampling), repeats rows to make beams, and
 reorders beams after a beam-search step (ALICE). Backends keep a KV cache so each step costs one token per row.
 
-Top-k sampling (:mod:`toxiforge.decoding.topk`) and ALICE both run on this protocol, so a new backend (an
-OpenAI-compatible server that returns full logits, llama.cpp, ...) only implements the session.
+Top-k sampling (:mod:`toxiforge.decoding.topk`) and ALICE both run on this protocol, so a new backend only
+implements the session.
+
+An inference server samples whole continuations itself and shows only its top-N next-token log-probabilities.
+Such a backend (:class:`~toxiforge.models.openai_lm.OpenAILM`) also implements :class:`RemoteSampler`: top-k
+sampling hands it the whole request (one completion per prompt, sampled by the server), and its sessions return
+a *sparse* distribution, ``-inf`` everywhere except the top-N tokens, which ALICE ranks as it ranks a full one.
 """
 
 from __future__ import annotations
@@ -35,6 +40,18 @@ class LMSession(Protocol):
     def select(self, index: torch.Tensor) -> None:
         """Keep rows ``index`` (``LongTensor[n]``) in that order: subset, repeat or reorder the batch, on the
         model's device, including the KV cache."""
+
+
+@runtime_checkable
+class RemoteSampler(Protocol):
+    """A backend that samples whole continuations itself (an inference server's completions endpoint).
+
+    :func:`toxiforge.decoding.topk.sample_top_k` sends the whole top-k request to such a backend instead of
+    sampling token by token from a session."""
+
+    def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config: Any) -> list:
+        """One :class:`~toxiforge.decoding.topk.Sample` per prompt, sampled with ``config``
+        (:class:`~toxiforge.decoding.topk.TopKConfig`) and seeded with ``seeds[i]`` where the server takes seeds."""
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
-from toxiforge.records import Row, label_word, write_rows
+from toxiforge.records import Row, label_word, read_rows, write_rows
 
 MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
@@ -90,11 +90,28 @@ def shard_path(out_dir: Path, index: int, fmt: str) -> Path:
     return out_dir / "data" / f"shard-{index:05d}{FORMATS[fmt]}"
 
 
-def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, config: JobConfig,
-                 classifier) -> dict:
+@dataclass(frozen=True)
+class JobModels:
+    """What a job records about its models and decoder (fingerprint and manifest). Built from the objects with
+    :meth:`of`; a Ray run gets it from a worker, so the driver never loads the models."""
+
+    method: str
+    decoding: dict
+    model: str
+    model_info: dict
+    classifier: str | None
+    num_return: int
+
+    @classmethod
+    def of(cls, lm: LanguageModel, decoder: Decoder, classifier=None) -> "JobModels":
+        return cls(method=decoder.method, decoding=decoder.settings(), model=lm.name, model_info=lm.describe(),
+                   classifier=getattr(classifier, "name", None), num_return=outputs_per_prompt(decoder))
+
+
+def _fingerprint(plan: GenerationPlan, models: JobModels, config: JobConfig) -> dict:
     """The settings a resumed run must share with the original (batch size may differ)."""
-    return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
-            "classifier": getattr(classifier, "name", None), "num_return": outputs_per_prompt(decoder),
+    return {"plan": plan.to_dict(), "method": models.method, "decoding": models.decoding, "model": models.model,
+            "classifier": models.classifier, "num_return": models.num_return,
             "shard_size": config.shard_size, "format": config.format}
 
 
@@ -180,22 +197,31 @@ def _count(rows: Sequence[Row], counts: dict) -> None:
             counts["fooled"] += r.fooled
 
 
-def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path, *,
-                   decoder: Decoder | None = None, config: JobConfig = JobConfig(), resume: bool = False,
-                   progress: bool = True, on_shard: Callable[[int, Path], None] | None = None,
-                   classifier=None) -> JobResult:
-    """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
+@dataclass
+class OpenJob:
+    """A job whose output directory and manifest are ready: the shards still to write are ``todo``."""
 
-    With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement (every
-    hypothesis rank) is scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it
-    attacked.
+    out_dir: Path
+    config: JobConfig
+    items: list[WorkItem]
+    shards: list[list[WorkItem]]
+    todo: list[int]
+    manifest: dict
 
-    ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
-    """
-    decoder = decoder or TopKDecoder()
+    @property
+    def done_items(self) -> int:
+        return len(self.items) - sum(len(self.shards[i]) for i in self.todo)
+
+    def shard_file(self, index: int) -> Path:
+        return shard_path(self.out_dir, index, self.config.format)
+
+
+def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, config: JobConfig = JobConfig(),
+             resume: bool = False) -> OpenJob:
+    """Expand the plan, check or create ``out_dir`` and its manifest (status "running"), list missing shards."""
     out_dir = Path(out_dir)
     items = plan.expand()  # reads every prompt source first: bad input fails before anything is written
-    fingerprint = _fingerprint(plan, decoder, lm, config, classifier)
+    fingerprint = _fingerprint(plan, models, config)
     old = _prepare_dir(out_dir, fingerprint, resume)
     shards = [items[i:i + config.shard_size] for i in range(0, len(items), config.shard_size)]
     todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
@@ -204,7 +230,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
         "machine_generated": True,
         "started_at": _now(),
         "config": {**fingerprint, "batch_size": config.batch_size},
-        "model": lm.describe(),
+        "model": models.model_info,
         "versions": _versions(),
         "shards": len(shards),
         "work_items": len(items),
@@ -216,38 +242,66 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
         manifest["resumed_at"].append(_now())
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
     _write_json(out_dir / MANIFEST, manifest)
+    return OpenJob(out_dir, config, items, shards, todo, manifest)
 
-    started = time.perf_counter()
-    written = 0
-    with _progress(progress, total=len(items), done=len(items) - sum(len(shards[i]) for i in todo)) as advance:
-        for shard_index in todo:
-            rows: list[Row] = []
-            for b in range(0, len(shards[shard_index]), config.batch_size):
-                batch = shards[shard_index][b:b + config.batch_size]
-                outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
-                                         [it.label for it in batch])
-                batch_rows = _make_rows(batch, outputs, decoder, lm, manifest["run_id"])
-                if classifier is not None:
-                    score_rows(batch_rows, classifier)
-                rows.extend(batch_rows)
-                advance(len(batch))
-            path = write_rows(rows, shard_path(out_dir, shard_index, config.format))
-            written += len(rows)
-            if on_shard is not None:
-                on_shard(shard_index, path)
-    seconds = time.perf_counter() - started
 
-    from toxiforge.records import read_rows
+def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, decoder: Decoder, *, run_id: str,
+                   batch_size: int, classifier=None, advance: Callable[[int], None] = lambda n: None) -> int:
+    """Decode (and score) the ``items`` of one shard in batches, write them to ``path`` atomically (the file
+    appears only when every row is in it); return the number of rows."""
+    rows: list[Row] = []
+    for b in range(0, len(items), batch_size):
+        batch = items[b:b + batch_size]
+        outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
+                                 [it.label for it in batch])
+        batch_rows = _make_rows(batch, outputs, decoder, lm, run_id)
+        if classifier is not None:
+            score_rows(batch_rows, classifier)
+        rows.extend(batch_rows)
+        advance(len(batch))
+    write_rows(rows, path)
+    return len(rows)
 
+
+def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
+    """Count the rows of every shard into the manifest and mark it complete."""
     counts = {"rows": 0, "parse_errors": 0, "scored": 0, "fooled": 0, "cells": {}, "finish_reasons": {}}
-    files = [shard_path(out_dir, i, config.format) for i in range(len(shards))]
+    files = [job.shard_file(i) for i in range(len(job.shards))]
     for f in files:
         _count(read_rows(f), counts)
+    manifest = job.manifest
     manifest.update(status="complete", finished_at=_now(), counts=counts,
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
-    _write_json(out_dir / MANIFEST, manifest)
-    return JobResult(out_dir=out_dir, manifest=manifest, rows_written=written, seconds=seconds, shards=files)
+    _write_json(job.out_dir / MANIFEST, manifest)
+    return JobResult(out_dir=job.out_dir, manifest=manifest, rows_written=written, seconds=seconds, shards=files)
+
+
+def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path, *,
+                   decoder: Decoder | None = None, config: JobConfig = JobConfig(), resume: bool = False,
+                   progress: bool = True, on_shard: Callable[[int, Path], None] | None = None,
+                   classifier=None) -> JobResult:
+    """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
+
+    With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement (every
+    hypothesis rank) is scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it
+    attacked.
+
+    ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
+    The same job on a Ray cluster: :func:`toxiforge.pipeline.ray_runner.run_generation_ray`.
+    """
+    decoder = decoder or TopKDecoder()
+    job = open_job(plan, JobModels.of(lm, decoder, classifier), out_dir, config, resume)
+    started = time.perf_counter()
+    written = 0
+    with _progress(progress, total=len(job.items), done=job.done_items) as advance:
+        for shard_index in job.todo:
+            path = job.shard_file(shard_index)
+            written += generate_shard(job.shards[shard_index], path, lm, decoder, run_id=job.manifest["run_id"],
+                                      batch_size=config.batch_size, classifier=classifier, advance=advance)
+            if on_shard is not None:
+                on_shard(shard_index, path)
+    return finish_job(job, written, time.perf_counter() - started)
 
 
 class _progress:

@@ -1,0 +1,379 @@
+"""Any OpenAI-compatible inference server as the language model: ``--model openai:BASE_URL[#MODEL]``.
+
+vLLM (``vllm serve``), TGI, llama.cpp's server, llama-cpp-python's server, Ollama and hosted APIs all serve
+``/v1/completions``. Both decoders run on it:
+
+* **Top-k** (:meth:`OpenAILM.sample_top_k`, the :class:`~toxiforge.models.base.RemoteSampler` protocol): one
+  completions request per prompt with ``temperature``, ``top_k``, ``max_tokens``, ``stop: ["\\n"]`` and the
+  row's seed; the server samples. ``top_k`` is honoured by vLLM and llama.cpp; OpenAI's own API rejects it (a
+  clear error, never a silent fallback); TGI's and Ollama's OpenAI-compatible routes accept and *ignore* it, so
+  their rows are plain temperature sampling (``describe()["top_k"]`` and the CLI say so when the server is not
+  one known to honour it). The seed sent is ``seed % 2**31`` (llama.cpp takes 32-bit seeds).
+* **ALICE** (the paper's original setting: upstream read GPT-3's top log-probabilities): a session asks, for
+  every beam, the next token's top-N log-probabilities (``max_tokens: 1, logprobs: N``). The API returns token
+  *strings*, so this backend keeps a vocabulary of its own (:class:`TokenTable`): each string seen gets an id,
+  and :meth:`ApiSession.logprobs` is a sparse ``[rows, vocab]`` tensor, ``-inf`` everywhere except the N
+  strings the server returned. ALICE's beam code and scorers run unchanged on it.
+
+Departures from the transformers backend, all forced by the API (documented in docs/scaling.md):
+
+* Candidates are the server's top N, N = ``top_logprobs`` capped by the server (OpenAI's completions allow 5,
+  vLLM ``--max-logprobs``, default 20); ALICE's other candidates are ``-inf``. The paper saw GPT-3's top 100.
+* Token texts are joined by string: a beam's text is the prompt + the chosen token strings, and the server
+  re-tokenizes it at the next step (it may split it differently from the tokens that built it).
+* ``encode`` splits text into GPT-2-style pieces (``" word"``, ``"."``, ``"\\n"``), not the server's tokens, so
+  the prompt-token ban bans a candidate whose string equals a prompt piece (whole words with their leading
+  space, as the server's tokenizer usually spells them; sub-word pieces are not matched), and the no-repeat
+  n-gram rule counts prompt pieces as tokens.
+* The empty string and the usual end-of-text strings (``</s>``, ``<|endoftext|>``, ``<|im_end|>``, ...) are
+  the end-of-sequence token; llama.cpp also returns "" for a token that is part of a multi-byte character.
+
+The string vocabulary has a fixed size (``vocab_capacity``, default 65,536, far more distinct strings than one
+run meets) split in ranges: end-of-sequence, strings with a newline, strings exempt from the prompt ban
+(whitespace, punctuation, stopwords), other strings. A string's range never changes, so masks that ALICE
+computes once from :meth:`~OpenAILM.token_texts` and :meth:`~OpenAILM.newline_mask` stay right as new strings
+arrive; ids not yet used read as ``""`` (exempt ranges) or ``"<unused>"`` (the word range).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import Any, Sequence
+
+import torch
+
+from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.models.api_client import ApiClient, RetryPolicy, ServerError, public_url
+
+EOS_TEXTS = frozenset({"", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>",
+                       "<|end|>"})
+_PIECES = re.compile(r"'(?:s|t|re|ve|m|ll|d)| ?\w+| ?[^\s\w]+|\s+(?!\S)|\s+")
+# Servers whose /v1/models `owned_by` says they honour top_k on /v1/completions (vLLM, llama.cpp's server,
+# llama-cpp-python's server, which reports "me").
+TOP_K_SERVERS = frozenset({"vllm", "llamacpp", "me"})
+UNUSED = "<unused>"
+SEED_MODULUS = 2 ** 31
+
+
+class TokenTable:
+    """Token strings <-> ids in fixed ranges (see the module docstring); thread-safe."""
+
+    def __init__(self, capacity: int = 65536, newline_slots: int = 4096, exempt_slots: int = 4096):
+        if capacity < 1 + newline_slots + exempt_slots + 1:
+            raise InputError(f"vocab_capacity={capacity} is too small", hint="use 65536")
+        self.capacity = capacity
+        self._starts = {"newline": 1, "exempt": 1 + newline_slots, "word": 1 + newline_slots + exempt_slots}
+        self._ends = {"newline": 1 + newline_slots, "exempt": 1 + newline_slots + exempt_slots, "word": capacity}
+        self._next = dict(self._starts)
+        self._ids: dict[str, int] = {}
+        self._texts: list[str] = [""] * self._starts["word"] + [UNUSED] * (capacity - self._starts["word"])
+        self._lock = threading.Lock()
+
+    def _kind(self, text: str) -> str:
+        from toxiforge.decoding.scorers import exempt_from_prompt_ban
+
+        if "\n" in text:
+            return "newline"
+        return "exempt" if bool(exempt_from_prompt_ban([text])[0]) else "word"
+
+    def intern(self, text: str) -> int:
+        if text in EOS_TEXTS:
+            return 0
+        found = self._ids.get(text)
+        if found is not None:
+            return found
+        kind = self._kind(text)
+        with self._lock:
+            if text in self._ids:
+                return self._ids[text]
+            token_id = self._next[kind]
+            if token_id >= self._ends[kind]:
+                raise ToxiforgeError(f"the API model's string vocabulary is full ({self._ends[kind] - self._starts[kind]}"
+                                     f" {kind} strings). Fix: open the model with a larger vocab_capacity")
+            self._next[kind] = token_id + 1
+            self._ids[text] = token_id
+            self._texts[token_id] = text
+        return token_id
+
+    def text(self, token_id: int) -> str:
+        text = self._texts[token_id]
+        return "" if text == UNUSED else text
+
+    def texts(self) -> list[str]:
+        return list(self._texts)
+
+    def newline_mask(self) -> torch.Tensor:
+        mask = torch.zeros(self.capacity, dtype=torch.bool)
+        mask[self._starts["newline"]:self._ends["newline"]] = True
+        return mask
+
+    def __len__(self) -> int:
+        return len(self._ids) + 1
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``openai:BASE_URL[#MODEL]`` -> (base URL ending in /v1 unless it has a path, model or None)."""
+    body = spec[len("openai:"):] if spec.startswith("openai:") else spec
+    url, _, model = body.partition("#")
+    if not re.match(r"^https?://[^/]", url):
+        raise InputError(f"--model {spec!r} has no http(s) URL after 'openai:'",
+                         hint="use --model openai:http://127.0.0.1:8000/v1#MODEL")
+    url = url.rstrip("/")
+    if re.match(r"^https?://[^/]+$", url):  # no path: the OpenAI convention is BASE/v1
+        url += "/v1"
+    return url, (model or None)
+
+
+class OpenAILM:
+    """An OpenAI-compatible server behind the LanguageModel and RemoteSampler protocols. Open with :meth:`open`."""
+
+    def __init__(self, client: ApiClient, model: str, *, owned_by: str | None = None, top_logprobs: int = 20,
+                 vocab_capacity: int = 65536):
+        if top_logprobs < 1:
+            raise InputError(f"top_logprobs={top_logprobs} must be at least 1", hint="use 20")
+        self.client = client
+        self.model = model
+        self.owned_by = owned_by
+        self.name = f"openai:{client.url}#{model}"
+        self.requested_top_logprobs = top_logprobs
+        self._top_logprobs: int | None = None  # what the server accepts, found on first use
+        self.table = TokenTable(vocab_capacity)
+
+    @classmethod
+    def open(cls, spec: str, *, api_key_env: str | None = None, concurrency: int = 8, top_logprobs: int = 20,
+             retry: RetryPolicy = RetryPolicy(), vocab_capacity: int = 65536) -> "OpenAILM":
+        """Connect to ``openai:BASE_URL[#MODEL]`` and check the model (a wrong URL or name fails here).
+
+        The key comes from ``$OPENAI_API_KEY`` or the variable named by ``api_key_env`` (then it must be set).
+        """
+        url, model = parse_spec(spec)
+        env = api_key_env or "OPENAI_API_KEY"
+        api_key = os.environ.get(env)
+        if api_key_env and not api_key:
+            raise InputError(f"--api-key-env {api_key_env}: that environment variable is not set",
+                             hint=f"export {api_key_env}=... or drop --api-key-env for a server without keys")
+        client = ApiClient(url, api_key=api_key, concurrency=concurrency, retry=retry)
+        try:
+            listing = client.run(client.get("/models", retry=RetryPolicy(max_attempts=3, deadline=10.0,
+                                                                         timeout=min(retry.timeout, 30.0))))
+        except ServerError as exc:
+            client.close()
+            raise InputError(f"cannot reach an OpenAI-compatible server at {client.url} ({exc})",
+                             hint="start the server (e.g. `vllm serve MODEL` or `python -m llama_cpp.server "
+                                  "--model FILE.gguf`) and pass its base URL, e.g. openai:http://127.0.0.1:8000/v1"
+                             ) from None
+        except BaseException:
+            client.close()
+            raise
+        served = [m for m in listing.get("data", []) if isinstance(m, dict) and m.get("id")]
+        names = [m["id"] for m in served]
+        if model is None:
+            if len(names) != 1:
+                client.close()
+                raise InputError(f"the server at {client.url} serves {len(names)} models ({', '.join(names)})",
+                                 hint="name one: --model openai:URL#MODEL")
+            model = names[0]
+        elif names and model not in names:
+            client.close()
+            from toxiforge._lazy import did_you_mean
+
+            raise InputError(f"the server at {client.url} does not serve model {model!r}",
+                             hint=did_you_mean(model, names))
+        owner = next((m.get("owned_by") for m in served if m["id"] == model), None)
+        return cls(client, model, owned_by=owner, top_logprobs=top_logprobs, vocab_capacity=vocab_capacity)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # --- LanguageModel protocol ----------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.table.capacity
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return frozenset({0})
+
+    def newline_mask(self) -> torch.Tensor:
+        return self.table.newline_mask()
+
+    def token_texts(self) -> list[str]:
+        return self.table.texts()
+
+    def encode(self, text: str) -> list[int]:
+        return [self.table.intern(piece) for piece in _PIECES.findall(text)]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return "".join(self.table.text(int(i)) for i in token_ids)
+
+    def batch_decode(self, sequences: list[list[int]]) -> list[str]:
+        return [self.decode(s) for s in sequences]
+
+    def start(self, prompts: Sequence[str]) -> "ApiSession":
+        if len(prompts) == 0:
+            raise InputError("no prompts to start a session with", hint="pass at least one prompt")
+        return ApiSession(self, list(prompts))
+
+    def loglikelihood(self, *args: Any, **kwargs: Any):
+        raise InputError(f"{self.name} cannot score given text: an OpenAI-compatible completions API returns "
+                         "log-probabilities of the tokens it generates, not of text you supply",
+                         hint="score with an in-process model (an embedded name, hub id, model directory or .gguf)")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.client.url,
+            "backend": "openai-compatible",
+            "url": self.client.url,
+            "model": self.model,
+            "owned_by": self.owned_by,
+            "dtype": "server",
+            "device": "server",
+            "concurrency": self.client.concurrency,
+            "top_logprobs": self._top_logprobs or self.requested_top_logprobs,
+            "top_k": ("sent; this server honours it" if self.honours_top_k else
+                      "sent; honoured by vLLM and llama.cpp, ignored by TGI and Ollama: check this server"),
+            "seed": f"row seed % {SEED_MODULUS}",
+            "retry": {"max_attempts": self.client.retry.max_attempts, "deadline_s": self.client.retry.deadline},
+        }
+
+    @property
+    def honours_top_k(self) -> bool:
+        """Whether the server is one known to apply ``top_k`` (vLLM, llama.cpp); others may ignore it."""
+        return (self.owned_by or "").lower() in TOP_K_SERVERS
+
+    # --- RemoteSampler protocol: top-k on the server -------------------------------------------------------
+    def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config) -> list:
+        """One completion per prompt, sampled by the server with ``config``'s top-k settings and the row seeds."""
+        from toxiforge.decoding.topk import Sample
+
+        def call(prompt: str, seed: int):
+            payload = {"model": self.model, "prompt": prompt, "max_tokens": config.max_new_tokens,
+                       "temperature": config.temperature, "top_k": config.top_k, "seed": int(seed) % SEED_MODULUS}
+            if config.stop_at_newline:
+                payload["stop"] = ["\n"]
+            return lambda: self.client.post("/completions", payload)
+
+        try:
+            responses = self.client.gather([call(p, s) for p, s in zip(prompts, seeds)])
+        except InputError as exc:
+            if "top_k" in exc.message:
+                raise InputError(f"{self.name} does not accept top_k ({exc.message})",
+                                 hint="top-k sampling needs a server that applies top_k (vLLM, llama.cpp); "
+                                      "OpenAI's own API has no top_k") from None
+            raise
+        samples = []
+        for response in responses:
+            choice = _first_choice(response, self.name)
+            samples.append(Sample(str(choice.get("text") or ""), (), _finish_reason(choice)))
+        return samples
+
+    # --- top-N log-probabilities for ALICE -----------------------------------------------------------------
+    def top_logprobs(self) -> int:
+        """N, the number of next-token log-probabilities per request: the requested N, lowered to what the server
+        accepts (found with one probe request the first time)."""
+        if self._top_logprobs is None:
+            self._top_logprobs = self.client.run(self._probe())
+        return self._top_logprobs
+
+    async def _probe(self) -> int:
+        tried = []
+        for n in dict.fromkeys([self.requested_top_logprobs, 20, 5, 1]):
+            if n > self.requested_top_logprobs:
+                continue
+            tried.append(n)
+            try:
+                top = await self._next_token(" -", n)
+            except InputError as exc:
+                if "logprob" in exc.message.lower():
+                    continue
+                raise
+            return max(1, min(n, len(top)))
+        raise InputError(f"{self.name} refused every top-logprobs request (N = {tried})",
+                         hint="ALICE needs the next token's log-probabilities; use a server that returns them "
+                              "(vLLM, llama.cpp)")
+
+    async def _next_token(self, text: str, n: int) -> dict[str, float]:
+        payload = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "logprobs": n,
+                   "seed": 0}
+        choice = _first_choice(await self.client.post("/completions", payload), self.name)
+        lp = choice.get("logprobs") or {}
+        tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
+        if not tops or not isinstance(tops[0], dict) or not tops[0]:
+            raise InputError(f"{self.name} returned no log-probabilities for the next token",
+                             hint="ALICE needs them (upstream read GPT-3's top log-probabilities); use a server that "
+                                  "returns `logprobs` on /v1/completions (vLLM, llama.cpp), or run --method top-k")
+        return {str(k): float(v) for k, v in tops[0].items()}
+
+    def next_token_logprobs(self, texts: Sequence[str]) -> list[dict[str, float]]:
+        """Top-N next-token log-probabilities (token string -> log p) after each text, requested concurrently."""
+        n = self.top_logprobs()
+        return self.client.gather([lambda t=t: self._next_token(t, n) for t in texts])
+
+
+def _first_choice(response: dict, name: str) -> dict:
+    choices = response.get("choices") if isinstance(response, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise ToxiforgeError(f"{name} answered without choices: {str(response)[:200]}. Fix: check that the URL "
+                             "is an OpenAI-compatible /v1 base URL")
+    return choices[0]
+
+
+def _finish_reason(choice: dict) -> str:
+    """The pipeline's finish reasons from the API's: "length"; "newline" where the server says the stop string
+    ended it (vLLM's ``stop_reason``); "eos" where it says the model's end token did; else "stop" (llama.cpp
+    does not say which of the two)."""
+    reason = choice.get("finish_reason")
+    if reason == "length":
+        return "length"
+    if "stop_reason" in choice:
+        return "newline" if choice["stop_reason"] == "\n" else "eos" if choice["stop_reason"] is None else "stop"
+    return "stop" if reason == "stop" else str(reason or "stop")
+
+
+class ApiSession:
+    """Rows of text; :meth:`logprobs` asks the server for every distinct row (see the module docstring)."""
+
+    def __init__(self, lm: OpenAILM, texts: list[str]):
+        self._lm = lm
+        self._texts = texts
+        self._logprobs: torch.Tensor | None = None
+
+    @property
+    def batch_size(self) -> int:
+        return len(self._texts)
+
+    def logprobs(self) -> torch.Tensor:
+        if self._logprobs is None:
+            distinct = list(dict.fromkeys(self._texts))
+            tops = dict(zip(distinct, self._lm.next_token_logprobs(distinct)))
+            out = torch.full((len(self._texts), self._lm.vocab_size), float("-inf"))
+            for row, text in enumerate(self._texts):
+                for token, lp in tops[text].items():
+                    token_id = self._lm.table.intern(token)
+                    out[row, token_id] = max(float(out[row, token_id]), lp)  # strings that merge keep the best
+            self._logprobs = out
+        return self._logprobs
+
+    def advance(self, tokens: torch.Tensor) -> None:
+        ids = tokens.view(-1).tolist()
+        if len(ids) != self.batch_size:
+            raise InputError(f"advance() got {len(ids)} tokens for {self.batch_size} rows",
+                             hint="pass exactly one token per row")
+        self._texts = [text + self._lm.table.text(i) for text, i in zip(self._texts, ids)]
+        self._logprobs = None
+
+    def select(self, index: torch.Tensor) -> None:
+        rows = index.view(-1).tolist()
+        self._texts = [self._texts[i] for i in rows]
+        if self._logprobs is not None:
+            self._logprobs = self._logprobs.index_select(0, index.to(self._logprobs.device, torch.long))
+
+
+__all__ = ["ApiSession", "OpenAILM", "TokenTable", "parse_spec", "public_url"]

@@ -32,6 +32,7 @@ JOB = JobConfig(batch_size=3, shard_size=4)
 def ray_cluster():
     # workers unpickle this module's helpers by value (the tests folder is not importable there)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    os.environ["RAY_worker_niceness"] = "0"  # Ray nices workers to 15: starved on a shared CI machine
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     yield ray
     ray.shutdown()

@@ -128,8 +128,9 @@ def generate(
     classifier: Optional[str] = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir, .gguf file, or "
-                                                               "openai:BASE_URL[#MODEL] (an OpenAI-compatible server)."),
+    model: str = typer.Option(
+        "smollm2-135m", "--model", help="Embedded name, hub id, model dir, .gguf file, or openai:BASE_URL[#MODEL] "
+                                        "(an OpenAI-compatible server)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
@@ -214,8 +215,8 @@ def generate(
                       f"ranks {lm.top_logprobs()} candidates per beam (not {candidates})")
         alice = replace(alice, candidates=lm.top_logprobs())
     if lm is not None and method == "top-k" and not lm.honours_top_k:
-        console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k; vLLM and llama.cpp "
-                      "apply it, TGI and Ollama do not")
+        console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k (vLLM and llama.cpp "
+                      "apply it); check the server's documentation")
     make_decoder = (lambda clf: AliceDecoder(clf, alice)) if method == "alice" else (lambda clf: TopKDecoder(topk))
     if ray or ray_address:
         from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, run_generation_ray

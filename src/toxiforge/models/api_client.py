@@ -165,7 +165,7 @@ class ApiClient:
                 async with self._semaphore:
                     response = await self._client.request(method, path, json=payload)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last = f"{type(exc).__name__}: {exc or 'no response'}"
+                last = f"{type(exc).__name__}: {str(exc) or 'no response'}"
             else:
                 if response.status_code < 300:
                     try:

@@ -5,10 +5,10 @@ vLLM (``vllm serve``), TGI, llama.cpp's server, llama-cpp-python's server, Ollam
 
 * **Top-k** (:meth:`OpenAILM.sample_top_k`, the :class:`~toxiforge.models.base.RemoteSampler` protocol): one
   completions request per prompt with ``temperature``, ``top_k``, ``max_tokens``, ``stop: ["\\n"]`` and the
-  row's seed; the server samples. ``top_k`` is honoured by vLLM and llama.cpp; OpenAI's own API rejects it (a
-  clear error, never a silent fallback); TGI's and Ollama's OpenAI-compatible routes accept and *ignore* it, so
-  their rows are plain temperature sampling (``describe()["top_k"]`` and the CLI say so when the server is not
-  one known to honour it). The seed sent is ``seed % 2**31`` (llama.cpp takes 32-bit seeds).
+  row's seed; the server samples. ``top_k`` is applied by llama.cpp (tested with llama-cpp-python's server) and
+  vLLM (documented); a server that rejects the field stops the run with a clear error (never a silent fallback);
+  other servers may accept and ignore it, so ``describe()["top_k"]`` and the CLI say so when the server is not
+  one known to apply it. The seed sent is ``seed % 2**31`` (llama.cpp takes 32-bit seeds).
 * **ALICE** (the paper's original setting: upstream read GPT-3's top log-probabilities): a session asks, for
   every beam, the next token's top-N log-probabilities (``max_tokens: 1, logprobs: N``). The API returns token
   *strings*, so this backend keeps a vocabulary of its own (:class:`TokenTable`): each string seen gets an id,
@@ -90,8 +90,9 @@ class TokenTable:
                 return self._ids[text]
             token_id = self._next[kind]
             if token_id >= self._ends[kind]:
-                raise ToxiforgeError(f"the API model's string vocabulary is full ({self._ends[kind] - self._starts[kind]}"
-                                     f" {kind} strings). Fix: open the model with a larger vocab_capacity")
+                size = self._ends[kind] - self._starts[kind]
+                raise ToxiforgeError(f"the API model's string vocabulary is full ({size} {kind} strings). Fix: open "
+                                     "the model with a larger vocab_capacity")
             self._next[kind] = token_id + 1
             self._ids[text] = token_id
             self._texts[token_id] = text
@@ -237,8 +238,8 @@ class OpenAILM:
             "device": "server",
             "concurrency": self.client.concurrency,
             "top_logprobs": self._top_logprobs or self.requested_top_logprobs,
-            "top_k": ("sent; this server honours it" if self.honours_top_k else
-                      "sent; honoured by vLLM and llama.cpp, ignored by TGI and Ollama: check this server"),
+            "top_k": ("sent; this server applies it" if self.honours_top_k else
+                      "sent; applied by vLLM and llama.cpp, possibly ignored by this server: check it"),
             "seed": f"row seed % {SEED_MODULUS}",
             "retry": {"max_attempts": self.client.retry.max_attempts, "deadline_s": self.client.retry.deadline},
         }

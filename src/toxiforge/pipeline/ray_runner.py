@@ -200,7 +200,7 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
     actors: list = []
     try:
         actors = _actors(GenerationWorker, (build, ray_config.torch_threads), ray_config)
-        models = _call(actors[0].models.remote())  # a model that cannot load fails here, once
+        models = _call([a.models.remote() for a in actors])[0]  # all loaded; a model that cannot load fails here
         job = open_job(plan, models, out_dir, config, resume)
         started = time.perf_counter()
         written = 0

@@ -164,9 +164,17 @@ class GenerationWorker:
         import torch
 
         torch.set_num_threads(torch_threads)
-        self.lm, self.decoder, self.classifier = build()
+        # A constructor error reaches the driver only as Ray's ActorDiedError text; kept here, it is raised by
+        # the first method call instead, where the driver gets the toxiforge error itself.
+        self.error: ToxiforgeError | None = None
+        try:
+            self.lm, self.decoder, self.classifier = build()
+        except ToxiforgeError as exc:
+            self.error = exc
 
     def models(self) -> JobModels:
+        if self.error is not None:
+            raise self.error
         return JobModels.of(self.lm, self.decoder, self.classifier)
 
     def run_shard(self, index: int, items: Sequence[WorkItem], path: str, run_id: str, batch_size: int
@@ -234,9 +242,15 @@ class ClassifierWorker:
         import torch
 
         torch.set_num_threads(torch_threads)
-        self.classifier = build()
+        self.error: ToxiforgeError | None = None  # raised by info(), as GenerationWorker does
+        try:
+            self.classifier = build()
+        except ToxiforgeError as exc:
+            self.error = exc
 
     def info(self) -> dict:
+        if self.error is not None:
+            raise self.error
         c = self.classifier
         return {"name": c.name, "num_classes": getattr(c, "num_classes", 2),
                 "toxic_index": getattr(c, "toxic_index", 1), "benign_index": getattr(c, "benign_index", 0)}

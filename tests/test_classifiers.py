@@ -260,6 +260,8 @@ def test_unknown_classifier_lists_known_names(tmp_path):
     with pytest.raises(InputError, match="toxigen-roberta, toxigen-hatebert") as err:
         load_classifier("no-such-classifier")
     assert "profanity-check" in str(err.value)
+    with pytest.raises(InputError, match="did you mean 'toxigen-roberta'"):
+        load_classifier("toxigen-robreta")
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(InputError, match="a file is not a classifier"):
         load_classifier(tmp_path / "f.txt")

@@ -40,7 +40,7 @@ def test_converted_weights_are_cached(smollm2):
     from toxiforge.models import EMBEDDED
     from toxiforge.models.transformers_lm import TransformersLM, _gguf_cache_path
 
-    gguf = EMBEDDED["smollm2-135m"][0]()
+    gguf = EMBEDDED.get("smollm2-135m").locate()
     assert (_gguf_cache_path(gguf) / "model.safetensors").exists()
     started = time.perf_counter()
     again = TransformersLM.load(gguf, dtype="float32", device="cpu")
@@ -60,3 +60,15 @@ def test_alice_on_smollm2_with_profanity_check(smollm2):
     assert sample.token_ids and len(sample.token_ids) <= 12
     exempt = exempt_from_prompt_ban(smollm2.token_texts())
     assert not {t for t in smollm2.encode(prompt) if not exempt[t]} & set(sample.token_ids)
+
+
+def test_a_typo_of_an_embedded_lm_name_says_did_you_mean(monkeypatch):
+    import huggingface_hub.constants
+
+    from toxiforge.errors import InputError
+    from toxiforge.models import load_language_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(InputError, match="did you mean 'smollm2-135m'"):
+        load_language_model("smollm2-153m")

@@ -72,3 +72,14 @@ class ProfanityCheckClassifier:
             pkg = "unknown"
         return {"name": self.name, "backend": "alt-profanity-check", "version": pkg, "num_classes": 2,
                 "toxic_index": 1, "benign_index": 0}
+
+
+def load_profanity_check(*, batch_size: int | None = None, name: str = "profanity-check", device: Any = None,
+                         dtype: Any = None, **kwargs: Any) -> ProfanityCheckClassifier:
+    """The registry's ``profanity-check`` factory. It runs on the CPU; ``device`` and ``dtype`` are accepted (for a
+    uniform CLI) and ignored; any other option is an InputError."""
+    unknown = sorted(kwargs)
+    if unknown:
+        raise InputError(f"profanity-check takes no {', '.join(unknown)} option",
+                         hint="those options apply to transformers classifiers only")
+    return ProfanityCheckClassifier(name=name, **({} if batch_size is None else {"batch_size": batch_size}))

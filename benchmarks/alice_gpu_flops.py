@@ -25,7 +25,8 @@ import torch
 
 from toxiforge.classifiers.hf import HFClassifier
 from toxiforge.decoding.alice import AliceConfig, alice_search
-from toxiforge.models.transformers_lm import TransformersLM, resolve_device
+from toxiforge._hf import resolve_device
+from toxiforge.models.transformers_lm import TransformersLM
 
 
 class CountingClassifier:
@@ -43,6 +44,9 @@ class CountingClassifier:
 
     def predict_proba(self, texts):
         return self.inner.predict_proba(texts)
+
+    def describe(self):
+        return self.inner.describe()
 
 
 def build(device: torch.device, small: bool):

@@ -39,6 +39,9 @@ class LetterClassifier:
         p = torch.tensor(self.predict_proba(texts), dtype=torch.float32)
         return torch.stack([torch.log1p(-p), torch.log(p)], dim=1)
 
+    def describe(self):
+        return {"name": self.name, "backend": "test"}
+
 
 # --- scorers -------------------------------------------------------------------------------------------------
 

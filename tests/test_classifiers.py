@@ -214,6 +214,10 @@ def test_callable_classifier_one_and_two_dimensional():
     zero = CallableClassifier(lambda texts: [0.0] * len(texts))
     assert torch.isfinite(zero.class_log_probs(["a"])).all()
     assert one.predict_proba([]).shape == (0,)
+    assert isinstance(three, ToxicityClassifier)
+    assert three.describe() == {"name": "callable", "backend": "callable", "function":
+                                "test_callable_classifier_one_and_two_dimensional.<locals>.<lambda>",
+                                "num_classes": 3, "toxic_index": 2, "benign_index": 0}
 
 
 @pytest.mark.parametrize("fn, match", [

@@ -1,4 +1,5 @@
-"""Atomic file writes shared by every stage: write a temporary file beside the target, fsync, rename."""
+"""File helpers shared by every stage: atomic writes (a temporary file beside the target, fsync, rename) and the
+output-folder check."""
 
 from __future__ import annotations
 
@@ -36,10 +37,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, write)
 
 
-def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None) -> Path:
+def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None,
+                      flag: str = "--overwrite") -> Path:
     """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``; return it as a Path.
 
-    ``option`` names the command-line option in the hint; ``error`` is the :class:`InputError` subclass to raise.
+    The one output-folder check of every stage. ``option`` names the command-line option in the hint, ``flag`` the
+    option that allows a non-empty folder (``--overwrite``; a generation job's ``--resume``); ``error`` is the
+    :class:`InputError` subclass to raise.
     """
     from toxiforge.errors import InputError
 
@@ -49,5 +53,5 @@ def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", 
         raise error("output path exists and is not a folder", path=path, hint=f"choose a folder path for {option}")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise error("output folder exists and is not empty", path=path,
-                    hint=f"choose a new or empty folder for {option}, or pass --overwrite")
+                    hint=f"choose a new or empty folder for {option}, or pass {flag}")
     return path

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from toxiforge.errors import InputError
+from toxiforge.records import TEXT_COLUMNS
 
-TEXT_COLUMNS = ("generation", "text")
 GROUP_COLUMNS = ("group", "target_group")
 LABEL_COLUMNS = ("prompt_label", "label")
 METHOD_COLUMN = "generation_method"

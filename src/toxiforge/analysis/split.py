@@ -271,10 +271,6 @@ def similarity_split(data: Any, test_size: int | None, *, threshold: float = 0.7
     return result, d
 
 
-def check_output_dir(out_dir: str | Path, overwrite: bool = False) -> Path:
-    return require_empty_dir(out_dir, overwrite)
-
-
 def write_split(result: SplitResult, data: AnalysisData, out_dir: str | Path, *, fmt: str = "parquet",
                 overwrite: bool = False) -> dict[str, Path]:
     """Write ``train``, ``test``, ``removed`` (with column ``max_test_similarity``) and ``split.json`` into
@@ -282,11 +278,11 @@ def write_split(result: SplitResult, data: AnalysisData, out_dir: str | Path, *,
     import pyarrow as pa
 
     from toxiforge._io import atomic_write_text
-    from toxiforge.classifiers.scoring import write_table
+    from toxiforge.records import write_table
 
     if fmt not in ("parquet", "jsonl", "csv"):
         raise InputError(f"unknown format {fmt!r}", hint="use parquet, jsonl or csv")
-    out = check_output_dir(out_dir, overwrite)
+    out = require_empty_dir(out_dir, overwrite)
     tables = {"train": data.table.take(pa.array(result.train, type=pa.int64())),
               "test": data.table.take(pa.array(result.test, type=pa.int64()))}
     removed = data.table.take(pa.array(result.removed, type=pa.int64()))

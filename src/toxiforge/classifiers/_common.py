@@ -6,6 +6,10 @@ from typing import Sequence
 
 from toxiforge.errors import InputError
 
+# Probabilities are clamped to at least EPS before a log, so class log-probabilities are never -inf (ALICE adds
+# them to LM scores; one -inf would rule a candidate out for good).
+EPS = 1e-7
+
 
 def as_texts(texts: Sequence[str]) -> list[str]:
     """``texts`` as a list of str; a bare string or a non-str item is an InputError (not silently iterated)."""

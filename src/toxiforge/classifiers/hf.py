@@ -32,9 +32,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
 from toxiforge.classifiers._common import as_texts
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.models.transformers_lm import _quiet_transformers, resolve_device, resolve_dtype
 
 TOXIC_LABELS: tuple[str, ...] = ("toxic", "toxicity", "hate", "hateful", "hate_speech", "hatespeech", "offensive",
                                  "offensive_language", "abusive", "label_1")
@@ -171,7 +171,7 @@ class HFClassifier:
         """
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-        _quiet_transformers()
+        quiet_transformers()
         dev = resolve_device(device)
         torch_dtype = torch.float32 if dtype in (None, "auto") else resolve_dtype(dtype, dev)
         path = Path(str(source)).expanduser()

@@ -14,10 +14,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from toxiforge.classifiers._common import as_texts
+from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.errors import InputError
 
-EPS = 1e-7
 
 
 def _load_predict_prob() -> Callable[[list[str]], Any]:

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from toxiforge.cli._app import app, console, load_lm
+from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
 # --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
@@ -57,7 +58,7 @@ def split_command(
     test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
     threshold: float = typer.Option(0.7, "--threshold", help="No train row may have cosine > this with a test row."),
     seed: int = typer.Option(0, "--seed", help="Seed of the test-set draw."),
-    model: str = typer.Option("all-minilm-l6-v2", "--model", help="Sentence encoder: the embedded "
+    model: str = typer.Option(DEFAULT_ENCODER, "--model", help="Sentence encoder: the embedded "
                                                                   "all-minilm-l6-v2, a hub id or a local dir."),
     out: Path = typer.Option(..., "-o", "--out", help="New or empty directory for train/test/removed + split.json."),
     allocation: str = typer.Option("proportional", "--allocation", help="Test rows per group × label × method "
@@ -72,11 +73,12 @@ def split_command(
 ) -> None:
     """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
     from toxiforge.analysis.dataset import load_data
-    from toxiforge.analysis.split import check_output_dir, check_threshold, similarity_split, write_split
+    from toxiforge._io import require_empty_dir
+    from toxiforge.analysis.split import check_threshold, similarity_split, write_split
     from toxiforge.errors import InputError
 
     check_threshold(threshold)
-    check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     if fmt not in ("parquet", "jsonl", "csv"):
         raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
     d = load_data(data, need=())
@@ -99,7 +101,7 @@ def split_command(
 @app.command("perplexity")
 def perplexity_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
-    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
                                                          "model dir or .gguf file."),
     max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity from the table."),
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
@@ -150,7 +152,7 @@ def mentions_command(
 def report_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
-    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM for perplexity."),
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="Reference LM for perplexity."),
     perplexity: bool = typer.Option(True, "--perplexity/--no-perplexity", help="Compute perplexity (slowest step)."),
     max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity."),
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per LM forward pass."),

@@ -40,9 +40,9 @@ def classify(
     import time
 
     from toxiforge.classifiers import default_score_column, load_classifier
-    from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table, write_table
+    from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table
     from toxiforge.errors import InputError
-    from toxiforge.records import read_table
+    from toxiforge.records import read_table, write_table
 
     out = output if output is not None else default_output_path(data)
     if out.exists() and not overwrite:

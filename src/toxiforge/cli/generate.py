@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from toxiforge.cli._app import app, console, load_lm, split_list
+from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
 prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
@@ -128,7 +129,7 @@ def generate(
     classifier: Optional[str] = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
+    model: str = typer.Option(DEFAULT_LM, "--model", help="Embedded name, hub id, model dir or .gguf file."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from toxiforge.cli._app import app, console, err_console, split_list
+from toxiforge.models.embedded import DEFAULT_ENCODER
 
 
 # --- training and evaluation -----------------------------------------------------------------------------------
@@ -43,7 +44,7 @@ _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-anno
 def train_command(
     data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help=_BASE_MODEL_HELP),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
     subset: str = typer.Option("all", "--subset", help="all, alice, top-k (downsampled to the ALICE size) or "
                                                        "both (ALICE + that top-k sample)."),
@@ -69,12 +70,13 @@ def train_command(
     """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
     from rich.table import Table
 
+    from toxiforge._io import require_empty_dir
     from toxiforge.data import load_specs
     from toxiforge.training.subsets import normalize_subset, select_subset
-    from toxiforge.training.trainer import _check_output_dir, train_classifier
+    from toxiforge.training.trainer import train_classifier
 
     subset = normalize_subset(subset)
-    _check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
@@ -158,7 +160,7 @@ def experiment_table4(
     train: list[str] = typer.Option(..., "--train", help="Training data with ALICE and top-k rows: " + _DATA_HELP),
     eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation sets: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder (models, reports, table4.md/json)."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help=_BASE_MODEL_HELP),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
     zero_shot: Optional[str] = typer.Option(None, "--zero-shot", help="Classifier for the 'None' column (default: "
                                             "the base model if it already is a classifier)."),

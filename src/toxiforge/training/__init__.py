@@ -15,7 +15,7 @@ from toxiforge._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "TrainConfig": "trainer:TrainConfig", "TrainResult": "trainer:TrainResult",
     "train_classifier": "trainer:train_classifier", "resolve_base_model": "trainer:resolve_base_model",
-    "embedded_encoder_dir": "trainer:embedded_encoder_dir",
+    "embedded_encoder_dir": "toxiforge.models.embedded:embedded_encoder_dir",
     "select_subset": "subsets:select_subset", "SUBSETS": "subsets:SUBSETS",
     "evaluate": "evaluate:evaluate", "write_report": "evaluate:write_report", "EvalReport": "evaluate:EvalReport",
     "auc_or_reason": "metrics:auc_or_reason", "AUC": "metrics:AUC",

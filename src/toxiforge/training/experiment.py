@@ -110,11 +110,12 @@ def run_table4(train_data: Sequence[LabeledData], eval_sets: Sequence[LabeledDat
                on_stage: Callable[[str], None] | None = None) -> Table4:
     """Run the experiment (see the module docstring) and write its files into ``out_dir``."""
     from toxiforge.classifiers import load_classifier
-    from toxiforge.training.trainer import _check_output_dir, resolve_base_model
+    from toxiforge._io import require_empty_dir
+    from toxiforge.training.trainer import resolve_base_model
 
     config = config or TrainConfig()
     out = Path(out_dir)
-    _check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     if not eval_sets:
         raise InputError("no evaluation sets", hint="pass --eval with at least one dataset")
     pooled: list[Example] = [e for d in train_data for e in d.examples]

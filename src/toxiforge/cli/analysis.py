@@ -7,12 +7,8 @@ from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, load_lm
+from toxiforge.cli._app import console, load_lm
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
-
-
-# --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
-
 
 def _analysis_progress(enabled: bool):
     """A transient rich progress bar (disabled off a terminal or with --no-progress)."""
@@ -33,7 +29,6 @@ _EXCLUDE_HELP = "File of lexicon entries to ignore (one per line), on top of the
 _AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped by default, as the paper did."
 
 
-@app.command("stats")
 def stats_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (toxiforge or "
                                                 "ToxiGen; read as one)."),
@@ -52,7 +47,6 @@ def stats_command(
         console.print(f"wrote {path}", highlight=False)
 
 
-@app.command("split")
 def split_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
@@ -98,7 +92,6 @@ def split_command(
                   + f" to {out}", highlight=False, soft_wrap=True)
 
 
-@app.command("perplexity")
 def perplexity_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
@@ -133,7 +126,6 @@ def perplexity_command(
         console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
 
 
-@app.command("mentions")
 def mentions_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
@@ -148,7 +140,6 @@ def mentions_command(
         console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
 
 
-@app.command("report")
 def report_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
@@ -179,3 +170,12 @@ def report_command(
     if report.perplexity is not None:
         console.print(report.perplexity.line(), highlight=False)
     console.print(f"wrote {report.html_path} and {report.json_path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add stats, split, perplexity, mentions and report to ``app``."""
+    app.command("stats")(stats_command)
+    app.command("split")(split_command)
+    app.command("perplexity")(perplexity_command)
+    app.command("mentions")(mentions_command)
+    app.command("report")(report_command)

@@ -7,15 +7,11 @@ from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console
-
-
-# --- annotation ------------------------------------------------------------------------------------------------
+from toxiforge.cli._app import console
 
 annotate_app = typer.Typer(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
 annotate_study_app = typer.Typer(help="Create annotation studies.", no_args_is_help=True)
 annotate_app.add_typer(annotate_study_app, name="study")
-app.add_typer(annotate_app, name="annotate")
 DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or database URL (postgresql://...)")
 
 
@@ -115,3 +111,8 @@ def annotate_export(study: str = typer.Option(..., "--study", help="study id or 
     store = Store(db)
     path, n = export_study(store, store.study(study).id, out, fmt)
     console.print(f"wrote {n} rows to {path}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the annotate group to ``app``."""
+    app.add_typer(annotate_app, name="annotate")

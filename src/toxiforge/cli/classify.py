@@ -7,13 +7,9 @@ from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console
+from toxiforge.cli._app import console
 
 
-# --- classifiers -----------------------------------------------------------------------------------------------
-
-
-@app.command("classify")
 def classify(
     data: Path = typer.Argument(..., help="A dataset file (.parquet/.jsonl/.csv) or a generation output directory."),
     classifier: str = typer.Option(
@@ -71,3 +67,8 @@ def classify(
                       highlight=False)
     console.print(f"{summary.line()}; {time.perf_counter() - started:.1f} s; wrote {out}", highlight=False,
                   soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add classify to ``app``."""
+    app.command("classify")(classify)

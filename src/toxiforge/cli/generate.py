@@ -7,17 +7,14 @@ from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, load_lm, split_list
+from toxiforge.cli._app import console, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
 prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
-app.add_typer(demonstrations_app, name="demonstrations")
-app.add_typer(prompts_app, name="prompts")
 
 
 # --- demonstrations and prompts -------------------------------------------------------------------------------
-# (section owned by the demonstrations work)
 
 
 @demonstrations_app.command("fetch")
@@ -92,9 +89,6 @@ def prompts_build(
 # --- generation ------------------------------------------------------------------------------------------------
 
 
-
-
-@app.command("groups")
 def groups_list() -> None:
     """List the target groups (ToxiGen's 13, upstream's community groups) with their aliases."""
     from rich.table import Table
@@ -111,7 +105,6 @@ def groups_list() -> None:
     console.print(table)
 
 
-@app.command("generate")
 def generate(
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
@@ -208,8 +201,6 @@ def generate(
         _print_summary([out])
 
 
-
-
 def _print_summary(data: list[Path], examples: int = 2) -> None:
     from toxiforge.analysis.summary import render_summary, summarize
     from toxiforge.records import read_rows
@@ -218,10 +209,18 @@ def _print_summary(data: list[Path], examples: int = 2) -> None:
     render_summary(summarize(rows, examples=examples), console=console)
 
 
-@app.command("summary")
 def summary_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (combined)."),
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
 ) -> None:
     """Per group × label × method: count, mean length, flagged rows, classifier fool rate, examples."""
     _print_summary(data, examples)
+
+
+def register(app: typer.Typer) -> None:
+    """Add groups, generate and summary, then the demonstrations and prompts groups, to ``app``."""
+    app.command("groups")(groups_list)
+    app.command("generate")(generate)
+    app.command("summary")(summary_command)
+    app.add_typer(demonstrations_app, name="demonstrations")
+    app.add_typer(prompts_app, name="prompts")

@@ -7,15 +7,10 @@ from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, err_console, split_list
+from toxiforge.cli._app import console, err_console, split_list
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
-
-# --- training and evaluation -----------------------------------------------------------------------------------
-
-
 experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
-app.add_typer(experiment_app, name="experiment")
 
 
 def _specs(values: list[str]) -> list[str]:
@@ -40,7 +35,6 @@ _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-anno
               "the option or separate with commas.")
 
 
-@app.command("train")
 def train_command(
     data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
@@ -124,7 +118,6 @@ def _print_evaluation(report, title: str) -> None:
         console.print(f"[yellow]note:[/] {label}: AUC {reason}", highlight=False, soft_wrap=True)
 
 
-@app.command("evaluate")
 def evaluate_command(
     classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
                                    "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
@@ -196,3 +189,10 @@ def experiment_table4(
     console.print(table.markdown(), markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out / 'table4.md'} and {out / 'table4.json'} in {time.perf_counter() - started:.1f} s",
                   highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add train and evaluate, then the experiment group, to ``app``."""
+    app.command("train")(train_command)
+    app.command("evaluate")(evaluate_command)
+    app.add_typer(experiment_app, name="experiment")

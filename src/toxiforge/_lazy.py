@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from toxiforge.errors import InputError
 

@@ -6,8 +6,8 @@ roberta_prediction``. toxiforge keeps those names and meanings (``prompt_label``
 made: ``machine_generated`` (always true for generated rows), ``model``, ``decoding`` (the decoding settings as
 JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, ISO 8601), ``raw_output`` (the
 LM's text before post-processing), ``finish_reason`` ("newline", "eos" or "length" when the token budget ran
-out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be turned into a
-statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
+out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be
+turned into a statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
 ``classifier_score`` and ``fooled``.
 
 A decoder may return several outputs per prompt (ALICE with ``num_return`` > 1): each is a row of its own.
@@ -23,9 +23,10 @@ job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parqu
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write
 from toxiforge.errors import InputError

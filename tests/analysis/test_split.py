@@ -9,8 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from toxiforge.analysis.split import (allocate, choose_test, max_similarity, similarity_split, split_embeddings,
-                                      write_split)
+from toxiforge.analysis.split import (
+    allocate,
+    choose_test,
+    max_similarity,
+    similarity_split,
+    split_embeddings,
+    write_split,
+)
 from toxiforge.cli import app
 from toxiforge.errors import InputError
 
@@ -74,7 +80,7 @@ def test_random_split_holds_the_invariant_and_is_deterministic():
     base = rng.normal(size=(30, 8))
     emb = np.concatenate([base, base[:15] + 0.05 * rng.normal(size=(15, 8))])   # 15 near-duplicate pairs
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    strata = [("g%d" % (i % 3), i % 2) for i in range(len(emb))]
+    strata = [(f"g{i % 3}", i % 2) for i in range(len(emb))]
     a = split_embeddings(emb, strata, 9, threshold=0.7, seed=3)
     b = split_embeddings(emb, strata, 9, threshold=0.7, seed=3)
     assert np.array_equal(a.test, b.test) and np.array_equal(a.train, b.train)

@@ -13,8 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from toxiforge.classifiers import (CLASSIFIERS, HUB_CLASSIFIERS, ToxicityClassifier, default_score_column,
-                                   load_classifier)
+from toxiforge.classifiers import (
+    CLASSIFIERS,
+    HUB_CLASSIFIERS,
+    ToxicityClassifier,
+    default_score_column,
+    load_classifier,
+)
 from toxiforge.classifiers.hf import HFClassifier, infer_benign_index, infer_toxic_index
 from toxiforge.classifiers.profanity import ProfanityCheckClassifier
 from toxiforge.classifiers.wrap import CallableClassifier
@@ -41,7 +46,8 @@ def build_wordlevel_tokenizer():
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+        single="[CLS] $A [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
                                    sep_token="[SEP]")
 

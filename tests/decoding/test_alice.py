@@ -11,8 +11,13 @@ import pytest
 import torch
 
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, check_lm, target_classes
-from toxiforge.decoding.scorers import (ClassifierScorer, NoRepeatNGram, PromptTokenBan, exempt_from_prompt_ban,
-                                        lm_scores)
+from toxiforge.decoding.scorers import (
+    ClassifierScorer,
+    NoRepeatNGram,
+    PromptTokenBan,
+    exempt_from_prompt_ban,
+    lm_scores,
+)
 from toxiforge.errors import InputError
 
 PROMPTS = [

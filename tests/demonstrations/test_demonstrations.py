@@ -15,8 +15,15 @@ from typer.testing import CliRunner
 from toxiforge.demonstrations import sets as sets_mod
 from toxiforge.demonstrations.fetch import PINNED_COMMIT, FetchError, fetch_upstream
 from toxiforge.demonstrations.prompts import read_prompt_file
-from toxiforge.demonstrations.sets import (DemonstrationSet, get_set, load_demonstrations, load_shipped_benign,
-                                           read_prompt_demonstrations, read_sentence_file, read_table)
+from toxiforge.demonstrations.sets import (
+    DemonstrationSet,
+    get_set,
+    load_demonstrations,
+    load_shipped_benign,
+    read_prompt_demonstrations,
+    read_sentence_file,
+    read_table,
+)
 from toxiforge.errors import InputError
 
 BS_N = "\\n"

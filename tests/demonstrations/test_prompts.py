@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from toxiforge.demonstrations.prompts import (Prompt, build_prompts, format_prompt_file, read_prompt_file,
-                                              write_prompt_file)
+from toxiforge.demonstrations.prompts import (
+    Prompt,
+    build_prompts,
+    format_prompt_file,
+    read_prompt_file,
+    write_prompt_file,
+)
 from toxiforge.demonstrations.sets import DemonstrationSet
 from toxiforge.errors import InputError
 

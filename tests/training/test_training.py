@@ -237,7 +237,7 @@ def write_annotated_csv(tmp_path):
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(ANNOTATED_COLUMNS)
-        for i, e in enumerate(synthetic(6, offset=70, methods=True)):
+        for e in synthetic(6, offset=70, methods=True):
             score = 4.5 if e.label else 1.5
             values = {"text": e.text, "target_group": e.group, "toxicity_ai": score, "toxicity_human": score,
                       "actual_method": "CBS" if e.method == "ALICE" else "topk"}
@@ -259,7 +259,8 @@ def test_cli_train_and_evaluate(base_dir, tmp_path):
     assert (out / "config.json").is_file() and (out / LOG_FILE).is_file()
     report = tmp_path / "report"
     result = runner.invoke(app, ["evaluate", "-c", str(out), "--on",
-                                 f"{write_eval_jsonl(tmp_path)},{write_annotated_csv(tmp_path)}", "-o", str(report), "--device", "cpu"])
+                                 f"{write_eval_jsonl(tmp_path)},{write_annotated_csv(tmp_path)}", "-o", str(report),
+                                 "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert {p.name for p in report.iterdir()} == {"evaluation.json", "evaluation.md", "roc.png"}
     names = [d["name"] for d in json.loads((report / "evaluation.json").read_text())["datasets"]]

@@ -10,7 +10,7 @@ progress) and L2-normalizes the rows, so dot products are cosine similarities.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from toxiforge.errors import InputError
 

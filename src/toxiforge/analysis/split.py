@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
+from toxiforge._io import require_empty_dir
 from toxiforge.analysis.dataset import AnalysisData, load_data
 from toxiforge.analysis.embeddings import DEFAULT_ENCODER, Embedder, embed_texts, load_encoder, normalize_rows
-from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
 
 Allocation = Literal["proportional", "equal"]

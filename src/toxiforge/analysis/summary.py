@@ -6,9 +6,9 @@ rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Iterable
 
 from toxiforge.records import Row, label_word
 
@@ -71,5 +71,5 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
             t = totals.setdefault(s.method, [0, 0])
             t[0], t[1] = t[0] + s.fooled, t[1] + s.scored
     if totals:
-        console.print("fool rate by method: " + ", ".join(
-            f"{method} {fooled}/{scored} ({fooled / scored:.1%})" for method, (fooled, scored) in sorted(totals.items())))
+        console.print("fool rate by method: " + ", ".join(f"{method} {fooled}/{scored} ({fooled / scored:.1%})"
+                                                        for method, (fooled, scored) in sorted(totals.items())))

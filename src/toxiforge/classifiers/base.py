@@ -8,7 +8,8 @@ class to find false positives). ``toxic_index`` and ``benign_index`` say which c
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch

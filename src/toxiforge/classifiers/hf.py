@@ -26,8 +26,9 @@ else an InputError asking for ``benign_index``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -162,7 +163,7 @@ class HFClassifier:
     def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
              benign_index: int | None = None, device: str | torch.device | None = "auto",
              dtype: str | torch.dtype | None = "auto", max_length: int = 512, batch_size: int = 32,
-             name: str | None = None) -> "HFClassifier":
+             name: str | None = None) -> HFClassifier:
         """Load from a hub id or a local directory.
 
         ``tokenizer``: a hub id, a directory or a tokenizer object when the checkpoint's own is missing or wrong

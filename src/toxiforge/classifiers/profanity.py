@@ -9,14 +9,14 @@ for ToxiGen-RoBERTa.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.errors import InputError
-
 
 
 def _load_predict_prob() -> Callable[[list[str]], Any]:

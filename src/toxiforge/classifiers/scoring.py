@@ -10,9 +10,10 @@ folder so it is not read back as a shard; a directory of bare shards -> ``DATA.s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -9,7 +9,8 @@ ALICE with garbage. Example: ``CallableClassifier(lambda texts: my_api.score(tex
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

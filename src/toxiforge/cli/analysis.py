@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from toxiforge.cli._app import console, load_lm
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
+
 
 def _analysis_progress(enabled: bool):
     """A transient rich progress bar (disabled off a terminal or with --no-progress)."""
@@ -18,7 +18,7 @@ def _analysis_progress(enabled: bool):
                     console=console, transient=True, disable=not (enabled and console.is_terminal))
 
 
-def _lexicon_options(profanity_list: Optional[Path], exclude_list: Optional[Path], keep_ambiguous: bool):
+def _lexicon_options(profanity_list: Path | None, exclude_list: Path | None, keep_ambiguous: bool):
     from toxiforge.analysis.implicit import load_lexicon
 
     return load_lexicon(profanity_list, ambiguous=not keep_ambiguous, exclude=exclude_list or ())
@@ -32,10 +32,10 @@ _AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped b
 def stats_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (toxiforge or "
                                                 "ToxiGen; read as one)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
-    markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
-    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
-    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
+    markdown_out: Path | None = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
+    profanity_list: Path | None = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
 ) -> None:
     """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
@@ -66,8 +66,8 @@ def split_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
-    from toxiforge.analysis.dataset import load_data
     from toxiforge._io import require_empty_dir
+    from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.split import check_threshold, similarity_split, write_split
     from toxiforge.errors import InputError
 
@@ -100,8 +100,8 @@ def perplexity_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the table as JSON to this file."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the table as JSON to this file."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Per-statement perplexity under a reference LM; mean per group × method (ToxiGen Appendix C)."""
@@ -128,7 +128,7 @@ def perplexity_command(
 
 def mentions_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
 ) -> None:
     """Share of statements naming their target group per group × method (Table 6), and other groups named."""
     from toxiforge._io import atomic_write_text
@@ -149,8 +149,8 @@ def report_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per LM forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
-    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    profanity_list: Path | None = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:

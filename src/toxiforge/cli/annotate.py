@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,7 +17,7 @@ DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or data
 @annotate_app.command("serve")
 def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "--host"),
                    port: int = typer.Option(8000, "--port"),
-                   workers: Optional[int] = typer.Option(
+                   workers: int | None = typer.Option(
                        None, "--workers", min=1,
                        help="server processes (default $TOXIFORGE_ANNOTATE_WORKERS or 1; with SQLite one process "
                             "is fastest, as writes are serialised)")) -> None:
@@ -32,9 +31,9 @@ def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "-
 def annotate_study_create(
     data: Path = typer.Argument(..., help="toxiforge dataset (file or generation directory) or ToxiGen file"),
     db: str = DB_OPTION,
-    name: Optional[str] = typer.Option(None, "--name", help="study name (default: the dataset's name)"),
+    name: str | None = typer.Option(None, "--name", help="study name (default: the dataset's name)"),
     per_item: int = typer.Option(3, "--per-item", help="annotators per statement"),
-    sample: Optional[int] = typer.Option(None, "--sample", help="number of statements (default: all)"),
+    sample: int | None = typer.Option(None, "--sample", help="number of statements (default: all)"),
     stratify: str = typer.Option("", "--stratify", help="comma-separated subset of group,label,method"),
     seed: int = typer.Option(0, "--seed"),
     lease_minutes: int = typer.Option(120, "--lease-minutes", min=0,
@@ -69,7 +68,7 @@ def annotate_invite(study: str = typer.Option(..., "--study", help="study id or 
 
 @annotate_app.command("release")
 def annotate_release(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                     older_than: Optional[int] = typer.Option(
+                     older_than: int | None = typer.Option(
                          None, "--older-than", min=0,
                          help="minutes an assignment has been open (default: the study's lease; 0: all open)")
                      ) -> None:

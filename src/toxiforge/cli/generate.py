@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -20,7 +19,7 @@ prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_
 @demonstrations_app.command("fetch")
 def demonstrations_fetch(
     dest: Path = typer.Option(..., "--dest", help="New or empty folder to write demonstrations/ and prompts/ to."),
-    commit: Optional[str] = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
+    commit: str | None = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the content of a non-empty --dest."),
     timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for GitHub."),
 ) -> None:
@@ -38,8 +37,8 @@ def demonstrations_fetch(
 
 @demonstrations_app.command("list")
 def demonstrations_list(
-    source: Optional[Path] = typer.Argument(None, help="Checkout, demonstrations/ or prompts/ folder, file or "
-                                                       "table (default: the shipped benign sets)."),
+    source: Path | None = typer.Argument(None, help="Checkout, demonstrations/ or prompts/ folder, file or "
+                                                    "table (default: the shipped benign sets)."),
 ) -> None:
     """Show the demonstration sets in SOURCE: group, label, number of sentences, files."""
     from rich.table import Table
@@ -60,7 +59,7 @@ def demonstrations_list(
 
 @prompts_app.command("build")
 def prompts_build(
-    demonstrations: Optional[Path] = typer.Option(
+    demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d",
         help="Checkout, demonstrations/ or prompts/ folder, file or table (default: the shipped benign sets)."),
     group: str = typer.Option(..., "--group", "-g", help="Target group (name or alias, e.g. 'middle eastern')."),
@@ -108,18 +107,18 @@ def groups_list() -> None:
 def generate(
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
-    labels: Optional[str] = typer.Option(
+    labels: str | None = typer.Option(
         None, "--labels", help="Comma-separated: toxic,benign. Default: both with --demonstrations/--prompts, "
                                "benign with the shipped sets."),
     per_cell: int = typer.Option(10, "-n", "--per-cell", help="Statements per group × label."),
-    demonstrations: Optional[str] = typer.Option(
+    demonstrations: str | None = typer.Option(
         None, "--demonstrations", "-d", help="Demonstrations (upstream checkout, folder, file or table). "
                                              "Default: toxiforge's shipped benign sets."),
-    prompts: Optional[str] = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
+    prompts: str | None = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (paper: 5)."),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts and sampling."),
     method: str = typer.Option("top-k", "--method", help="Decoding method: top-k or alice."),
-    classifier: Optional[str] = typer.Option(
+    classifier: str | None = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
     model: str = typer.Option(DEFAULT_LM, "--model", help="Embedded name, hub id, model dir or .gguf file."),
@@ -135,12 +134,12 @@ def generate(
     candidates: int = typer.Option(100, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
     lambda_lm: float = typer.Option(0.5, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
     lambda_clf: float = typer.Option(0.5, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5)."),
-    classifier_top_n: Optional[int] = typer.Option(
+    classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
     no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
     alice_mode: str = typer.Option("auto", "--alice-mode",
                                    help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
-    num_return: Optional[int] = typer.Option(
+    num_return: int | None = typer.Option(
         None, "--num-return", help="ALICE: rows per prompt, the N best finished hypotheses (1..--beams; default 1). "
                                    "Column hypothesis_rank: 0 = best."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK

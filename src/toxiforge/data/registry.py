@@ -11,8 +11,9 @@ Examples: ``humanval:annotated_test.parquet``, ``sbf:SBIC.v2.tst.csv``, ``ihc:im
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.examples import LabeledData, read_any_table

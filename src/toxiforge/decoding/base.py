@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, Union, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from toxiforge.decoding.topk import Sample
 from toxiforge.errors import ToxiforgeError
 from toxiforge.models.base import LanguageModel
 
-DecoderOutput = Union[Sample, Sequence[Sample]]
+DecoderOutput = Sample | Sequence[Sample]
 """What a decoder returns for one prompt: one :class:`Sample`, or several, best first."""
 
 

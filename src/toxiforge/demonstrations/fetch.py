@@ -17,15 +17,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime, timezone
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable
+from typing import IO
 
 from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
@@ -105,7 +105,7 @@ def _download(url: str, opener: Opener, timeout: float, commit: str, into: IO[by
         hint = (f"check that {commit!r} is a commit of {UPSTREAM_REPO}, or " + local_copy_hint(commit)
                 if exc.code == 404 else local_copy_hint(commit))
         raise FetchError(f"GitHub answered HTTP {exc.code} for {url}", hint=hint) from exc
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, HTTPException, OSError) as exc:
+    except (urllib.error.URLError, TimeoutError, ConnectionError, HTTPException, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise FetchError(f"could not reach GitHub to download {url} ({reason})",
                          hint=local_copy_hint(commit)) from exc

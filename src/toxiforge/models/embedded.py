@@ -9,8 +9,9 @@ sentence encoder of the similarity split and the default base model to fine-tune
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from toxiforge._lazy import Registry
 from toxiforge.errors import InputError

@@ -15,13 +15,15 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
 from toxiforge.errors import InputError, ToxiforgeError
+
 
 def cache_dir() -> Path:
     """Where converted weights are kept: $TOXIFORGE_CACHE, else the platform's user cache dir."""
@@ -106,7 +108,7 @@ class TransformersLM:
     @classmethod
     def load(cls, source: str | Path, *, dtype: str | torch.dtype | None = "auto",
              device: str | torch.device | None = "auto", gguf_file: str | None = None,
-             name: str | None = None) -> "TransformersLM":
+             name: str | None = None) -> TransformersLM:
         """Load from a hub id, a local model directory, or a ``.gguf`` file (``gguf_file`` for a GGUF in a dir)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -179,7 +181,7 @@ class TransformersLM:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def start(self, prompts: Sequence[str]) -> "TransformersSession":
+    def start(self, prompts: Sequence[str]) -> TransformersSession:
         if len(prompts) == 0:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         encoded = [self.encode(p) for p in prompts]

@@ -24,10 +24,10 @@ import math
 import platform
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_prompt, postprocess
@@ -254,8 +254,14 @@ class _progress:
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
             return lambda n: None
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._bar = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),

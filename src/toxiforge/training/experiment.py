@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import Example, LabeledData
@@ -109,8 +110,8 @@ def run_table4(train_data: Sequence[LabeledData], eval_sets: Sequence[LabeledDat
                overwrite: bool = False, console: Any = None, device: str = "auto",
                on_stage: Callable[[str], None] | None = None) -> Table4:
     """Run the experiment (see the module docstring) and write its files into ``out_dir``."""
-    from toxiforge.classifiers import load_classifier
     from toxiforge._io import require_empty_dir
+    from toxiforge.classifiers import load_classifier
     from toxiforge.training.trainer import resolve_base_model
 
     config = config or TrainConfig()

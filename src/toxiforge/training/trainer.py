@@ -27,9 +27,10 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.data.examples import Example

@@ -47,7 +47,7 @@ def release_stale(store, study_id: int, *, older_than: timedelta | None = None,
     now = now or utcnow()
     released = 0
     with store.engine.begin() as conn:
-        # claims and releases of a study take turns (see store._Q_LOCK_STUDY): the study row first, then items
+        # claims and releases of a study take turns (see hotpath.LOCK_STUDY): the study row first, then items
         conn.execute(select(Study.id).where(Study.id == study_id).with_for_update(key_share=True))
         stale = conn.execute(select(_A.c.id, _A.c.item_id).join(_I, _I.c.id == _A.c.item_id)
                              .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None),
@@ -75,10 +75,10 @@ def open_assignments(store, study_id: int, now: datetime | None = None) -> dict[
         rows = conn.execute(select(_A.c.annotator_id, func.min(_A.c.assigned_at)).join(_I, _I.c.id == _A.c.item_id)
                             .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None))
                             .group_by(_A.c.annotator_id)).all()
-    return {a: (now - _aware(t)).total_seconds() / 60 for a, t in rows}
+    return {a: (now - aware(t)).total_seconds() / 60 for a, t in rows}
 
 
-def _aware(t: datetime) -> datetime:
+def aware(t: datetime) -> datetime:
     """SQLite hands back naive UTC datetimes; PostgreSQL aware ones."""
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 

@@ -117,6 +117,19 @@ class Response(Base):
     submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class BrowserSession(Base):
+    """A browser session opened by an invite link (``kind`` "annotator") or an admin link ("admin"). The cookie
+    holds a random session id, never the link's token; only its SHA-256 is stored, so deleting the row (or its
+    expiry) ends the session without touching the link."""
+    __tablename__ = "sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 ANSWER_FIELDS = ("author", "harmful_ai", "harmful_human", "stereotyping", "intent", "lewd", "group_reference",
                  "other_groups", "framing", "framing_other", "factual", "trouble")
 

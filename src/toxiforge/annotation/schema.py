@@ -141,14 +141,14 @@ def db_url(value: str) -> str:
     return f"sqlite:///{value}"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, busy_timeout: float = 10.0) -> Engine:
     """An engine for ``url`` (or a SQLite file path). SQLite: WAL journal, ``synchronous=NORMAL`` (in WAL mode a
     committed transaction survives a killed process; only a power loss or OS crash can drop the last commits),
-    10 s busy timeout, ``BEGIN IMMEDIATE`` transactions, except on connections with the execution option
+    ``busy_timeout`` seconds to wait for another writer's lock (default 10), ``BEGIN IMMEDIATE`` transactions, except on connections with the execution option
     ``readonly=True`` (plain deferred ``BEGIN``: WAL readers never wait for the writer)."""
     url = db_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10},
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout},
                                pool_size=20, max_overflow=40)
 
         @event.listens_for(engine, "connect")
@@ -157,7 +157,7 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 

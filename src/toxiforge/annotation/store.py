@@ -67,8 +67,9 @@ def _no_nul(text: str) -> str:
 class Store:
     """Sessions and operations on one database."""
 
-    def __init__(self, url: str | Engine, *, fast_sqlite: bool = True):
-        self.engine = url if isinstance(url, Engine) else make_engine(url)
+    def __init__(self, url: str | Engine, *, fast_sqlite: bool = True, busy_timeout: float = 10.0):
+        """``busy_timeout``: seconds a SQLite write waits for another process's lock before it fails."""
+        self.engine = url if isinstance(url, Engine) else make_engine(url, busy_timeout=busy_timeout)
         prepare_schema(self.engine)
         self.reader = self.engine.execution_options(readonly=True)  # deferred BEGIN on SQLite
         self.Session = sessionmaker(self.engine, expire_on_commit=False)

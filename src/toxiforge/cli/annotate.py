@@ -25,11 +25,19 @@ def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "-
                    workers: Optional[int] = typer.Option(
                        None, "--workers", min=1,
                        help="server processes (default $TOXIFORGE_ANNOTATE_WORKERS or 1; with SQLite one process "
-                            "is fastest, as writes are serialised)")) -> None:
+                            "is fastest, as writes are serialised)"),
+                   secure_cookies: bool = typer.Option(
+                       False, "--secure-cookies",
+                       help="mark session cookies Secure (sent over HTTPS only); on by itself when --base-url is "
+                            "https://"),
+                   base_url: str = typer.Option("", "--base-url",
+                                                help="the public address annotators use, e.g. "
+                                                     "https://annotate.example.org (behind a reverse proxy)")) -> None:
     """Run the annotation web app (annotator links /a/TOKEN, admin link /admin/login/TOKEN)."""
     from toxiforge.annotation.app import serve
 
-    serve(db, host=host, port=port, workers=workers)
+    secure = secure_cookies or base_url.lower().startswith("https://")
+    serve(db, host=host, port=port, workers=workers, secure_cookies=secure)
 
 
 @annotate_study_app.command("create")

@@ -17,8 +17,8 @@ def _answers(ai, human, author="human", ref="direct"):
 
 
 @pytest.fixture()
-def filled(tmp_path):
-    store = Store(str(tmp_path / "s.db"))
+def filled(database):
+    store = Store(database)
     items = [{"text": "placeholder statement, with a comma", "target_group": "asian", "label": 0, "method": "top-k",
               "source_row_id": "a/0/0"},
              {"text": "another placeholder statement", "target_group": "women", "label": 1, "method": "ALICE",

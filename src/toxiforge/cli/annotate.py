@@ -114,9 +114,14 @@ def annotate_agreement(study: str = typer.Option(..., "--study", help="study id 
 
 @annotate_app.command("export")
 def annotate_export(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                    fmt: str = typer.Option("annotated", "--format", help="annotated or annotations"),
+                    fmt: str = typer.Option(
+                        "annotated", "--format",
+                        help="annotated (ToxiGen's per-item layout), annotations (ours, per response) or "
+                             "toxigen-annotations (the hub's per-response layout)"),
                     out: Path = typer.Option(..., "-o", "--output", help=".csv, .jsonl or .parquet")) -> None:
-    """Write the study in ToxiGen's annotated (per item) or annotations (per response) layout."""
+    """Write the study: ToxiGen's annotated layout (per item), our annotations (per response), or ToxiGen's
+    annotations layout (per response, Input.* / Answer.* / HashedWorkerId). CSV cells that would run as spreadsheet
+    formulas get a leading ' (Parquet and JSONL keep the exact text)."""
     from toxiforge.annotation.export import export_study
     from toxiforge.annotation.store import Store
 

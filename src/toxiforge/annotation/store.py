@@ -56,6 +56,7 @@ class AssignmentReleased(InputError):
                          "stored", hint="answer the next statement")
 
 
+_IDLE_SQLITE_CONNECTIONS = 16  # driver connections the SQLite fast path keeps between transactions
 SESSION_DAYS = 60  # a browser session lasts this long (the invite link can open a new one at any time)
 
 
@@ -240,7 +241,10 @@ class Store:
             raise
         finally:
             cur.close()
-            self._sqlite_connections.put(pooled)
+            if self._sqlite_connections.qsize() < _IDLE_SQLITE_CONNECTIONS:
+                self._sqlite_connections.put(pooled)
+            else:  # back to SQLAlchemy's pool (its size bounds all connections together)
+                pooled.close()
 
     def study_shape(self, study_id: int, ops: HotPathOperations | None = None) -> tuple[int, int]:
         """(per_item, number of items) of a study; cached, as neither changes after the study is created."""

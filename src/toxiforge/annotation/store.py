@@ -81,6 +81,9 @@ class Store:
         # store calls run in a thread pool, and a sqlite3 connection holds one transaction at a time
         self._sqlite_connections: queue.SimpleQueue = queue.SimpleQueue()
         self._compiled: dict = {}  # Core statement -> CompiledStatement, for the SQLite fast path
+        # this process's SQLite writers queue here rather than in SQLite's busy handler, whose sleeps back off
+        # (1, 2, 5 ... 100 ms) and gave submissions a tail of seconds under load; other processes still wait in it
+        self._sqlite_writer = threading.Lock()
         self._checkpointer: threading.Thread | None = None
         self.fast_sqlite = fast_sqlite and self.engine.dialect.name == "sqlite" and \
             self.engine.url.database not in (None, "", ":memory:")
@@ -231,6 +234,8 @@ class Store:
             pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
         raw = pooled.driver_connection
         cur = raw.cursor()
+        if write:
+            self._sqlite_writer.acquire()
         try:
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield HotPath(SQLiteExecutor(cur, self.engine.dialect, self._compiled), lock_studies=False)
@@ -240,6 +245,8 @@ class Store:
                 raw.execute("ROLLBACK")
             raise
         finally:
+            if write:
+                self._sqlite_writer.release()
             cur.close()
             if self._sqlite_connections.qsize() < _IDLE_SQLITE_CONNECTIONS:
                 self._sqlite_connections.put(pooled)

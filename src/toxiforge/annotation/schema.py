@@ -144,7 +144,8 @@ def db_url(value: str) -> str:
 def make_engine(url: str, *, busy_timeout: float = 10.0) -> Engine:
     """An engine for ``url`` (or a SQLite file path). SQLite: WAL journal, ``synchronous=NORMAL`` (in WAL mode a
     committed transaction survives a killed process; only a power loss or OS crash can drop the last commits),
-    ``busy_timeout`` seconds to wait for another writer's lock (default 10), ``BEGIN IMMEDIATE`` transactions, except on connections with the execution option
+    ``busy_timeout`` seconds to wait for another writer's lock (default 10), ``BEGIN IMMEDIATE`` transactions,
+    except on connections with the execution option
     ``readonly=True`` (plain deferred ``BEGIN``: WAL readers never wait for the writer)."""
     url = db_url(url)
     if url.startswith("sqlite"):

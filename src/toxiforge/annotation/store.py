@@ -30,8 +30,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
 from toxiforge.annotation.checkpoint import start_wal_checkpointer
-from toxiforge.annotation.hotpath import (ANNOTATOR_BY_SESSION, ANNOTATOR_BY_TOKEN, SUBMITTED_COUNT,
-                                          CoreExecutor, HotPath, HotPathOperations, ItemView, OpenAssignment, SQLiteExecutor)
+from toxiforge.annotation.hotpath import (ANNOTATOR_BY_SESSION, ANNOTATOR_BY_TOKEN, SUBMITTED_COUNT, CoreExecutor,
+                                          HotPath, HotPathOperations, ItemView, OpenAssignment, SQLiteExecutor)
 from toxiforge.annotation.schema import (ANSWER_FIELDS, DEFAULT_LEASE_MINUTES, Annotator, Assignment,  # noqa: F401
                                          MAX_ID, Base, BrowserSession, Item, Meta, Response, Study, db_url,
                                          hash_token, make_engine, new_token, prepare_schema, utcnow)  # (re-exported)

@@ -225,8 +225,15 @@ class Store:
         """A transaction on the hot path's statements: ``BEGIN IMMEDIATE`` for writes, a deferred ``BEGIN`` for
         reads on SQLite; committed on leaving the block (durable once it returns), rolled back on an error."""
         if not self.fast_sqlite:
-            with (self.engine if write else self.reader).begin() as conn:
-                yield HotPath(CoreExecutor(conn), lock_studies=True)
+            serialise = write and self.engine.dialect.name == "sqlite"
+            if serialise:
+                self._sqlite_writer.acquire()
+            try:
+                with (self.engine if write else self.reader).begin() as conn:
+                    yield HotPath(CoreExecutor(conn), lock_studies=True)
+            finally:
+                if serialise:
+                    self._sqlite_writer.release()
             return
         try:
             pooled = self._sqlite_connections.get_nowait()

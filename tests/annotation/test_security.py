@@ -304,3 +304,31 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path):
                 os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_hot_path_calls_on_the_loop_never_wait_for_a_lock(tmp_path):
+    """Inside without_waiting() (how the app runs hot-path calls on the event loop) a write that would wait for
+    another process's lock raises WouldWait at once, having done nothing; the app then runs it in the thread pool."""
+    from toxiforge.annotation.store import WouldWait
+
+    from .test_store import ANSWERS
+
+    db = str(tmp_path / "nowait.db")
+    store = Store(db)
+    study, _ = store.create_study("s", ITEMS, per_item=1)
+    annotator = store.annotator_for(store.invite(study.id, 1)[0])
+    first = store.next_assignment(annotator)[0]
+    holder = sqlite3.connect(db, timeout=1, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with store.without_waiting():
+            with pytest.raises(WouldWait):
+                store.submit_and_next(annotator, first.id, ANSWERS)
+            assert store.open_assignment(annotator)[0][0].id == first.id  # a read does not wait
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert store.responses(study.id) == []
+    with store.without_waiting():
+        stored, (second, _), done = store.submit_and_next(annotator, first.id, ANSWERS)
+    assert stored and done == 1 and second.id != first.id

@@ -52,7 +52,7 @@ async def annotate_page(web: Web = Depends(get_web), who=Depends(current_annotat
     session_id, annotator = who
     if annotator.consented_at is None:
         return web.render("consent.html", csrf=web.csrf_for(session_id))
-    got, done = await web.db(web.store.open_assignment, annotator)
+    got, done = await web.hot(web.store.open_assignment, annotator)
     return form_page(web, session_id, annotator, got, done)
 
 
@@ -84,7 +84,7 @@ def form_page(web: Web, session_id: str, annotator, got, done: int, errors: dict
 
 
 async def _released(web: Web, session_id: str, annotator) -> HTMLResponse:
-    got, done = await web.db(web.store.open_assignment, annotator)
+    got, done = await web.hot(web.store.open_assignment, annotator)
     return form_page(web, session_id, annotator, got, done, status=409, notice=RELEASED_NOTICE)
 
 
@@ -114,11 +114,11 @@ async def answer(request: Request):
         if found[0].released_at is not None:
             return await _released(web, session_id, annotator)
         await web.db(store.save_draft, annotator.id, assignment_id, draft_answers(form))
-        got, done = await web.db(store.open_assignment, annotator)
+        got, done = await web.hot(store.open_assignment, annotator)
         return form_page(web, session_id, annotator, got, done, errors=exc.errors, values=draft_answers(form),
                          status=422)
     try:
-        _, got, done = await web.db(store.submit_and_next, annotator, assignment_id, answers)
+        _, got, done = await web.hot(store.submit_and_next, annotator, assignment_id, answers)
     except AssignmentReleased:
         return await _released(web, session_id, annotator)
     except InputError as exc:

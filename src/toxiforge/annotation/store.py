@@ -38,13 +38,18 @@ from toxiforge.annotation.schema import (ANSWER_FIELDS, DEFAULT_LEASE_MINUTES, A
 from toxiforge.annotation.leases import aware, open_assignments
 from toxiforge.errors import InputError
 
-__all__ = ["AssignmentReleased", "ItemView", "OpenAssignment", "Store"]
+__all__ = ["AssignmentReleased", "ItemView", "OpenAssignment", "Store", "WouldWait"]
 
 _RETRY = object()
 
 
 class _Conflict(Exception):
     """Raised inside a transaction to roll it back and try again."""
+
+
+class WouldWait(Exception):
+    """A write transaction would have waited for SQLite's write lock (only inside :meth:`Store.without_waiting`);
+    nothing was done."""
 
 
 class AssignmentReleased(InputError):
@@ -84,6 +89,8 @@ class Store:
         # this process's SQLite writers queue here rather than in SQLite's busy handler, whose sleeps back off
         # (1, 2, 5 ... 100 ms) and gave submissions a tail of seconds under load; other processes still wait in it
         self._sqlite_writer = threading.Lock()
+        self._no_wait = threading.local()  # see without_waiting
+        self.busy_timeout_ms = int(busy_timeout * 1000)
         self._checkpointer: threading.Thread | None = None
         self.fast_sqlite = fast_sqlite and self.engine.dialect.name == "sqlite" and \
             self.engine.url.database not in (None, "", ":memory:")
@@ -235,16 +242,26 @@ class Store:
                 if serialise:
                     self._sqlite_writer.release()
             return
+        no_wait = write and getattr(self._no_wait, "on", False)
+        if write and not self._sqlite_writer.acquire(blocking=not no_wait):
+            raise WouldWait  # another of this process's writers is in a transaction
         try:
             pooled = self._sqlite_connections.get_nowait()
         except queue.Empty:
             pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
         raw = pooled.driver_connection
         cur = raw.cursor()
-        if write:
-            self._sqlite_writer.acquire()
         try:
-            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            if no_wait:
+                cur.execute("PRAGMA busy_timeout=0")
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:  # another process holds the write lock
+                    raise WouldWait from exc
+                finally:
+                    cur.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+            else:
+                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield HotPath(SQLiteExecutor(cur, self.engine.dialect, self._compiled), lock_studies=False)
             cur.execute("COMMIT")
         except BaseException:
@@ -259,6 +276,18 @@ class Store:
                 self._sqlite_connections.put(pooled)
             else:  # back to SQLAlchemy's pool (its size bounds all connections together)
                 pooled.close()
+
+    @contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """On this thread, inside the block, a hot-path write transaction on SQLite that would wait for the write
+        lock (held by another thread of this process, or by another process) raises :class:`WouldWait` before it
+        has done anything, instead of waiting. The app runs hot-path calls like this on the event loop and, on
+        :class:`WouldWait`, again in the thread pool, so the loop never waits for a lock."""
+        self._no_wait.on = True
+        try:
+            yield
+        finally:
+            self._no_wait.on = False
 
     def study_shape(self, study_id: int, ops: HotPathOperations | None = None) -> tuple[int, int]:
         """(per_item, number of items) of a study; cached, as neither changes after the study is created."""

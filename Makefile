@@ -39,7 +39,7 @@ chromium:
 		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; } \
 		|| echo "warning: could not install chromium (the browser test will be skipped)"; }
 
-# The PostgreSQL tests (tests/pg.py) start a throwaway cluster with Debian's server binaries
+# The PostgreSQL tests (tests/annotation/pg.py) start a throwaway cluster with Debian's server binaries
 # (/usr/lib/postgresql/<version>/bin: initdb, pg_ctl, postgres) and connect through psycopg, which loads the system
 # libpq5 (a dependency of the package). Installing needs root and apt; where either is missing this step only warns,
 # and those tests are skipped when the binaries are absent.

@@ -77,7 +77,7 @@ def test_generate_alice_against_profanity_check(model_dir, tmp_path):
     rows = read_rows(out)
     assert [r.generation_method for r in rows] == ["ALICE", "ALICE"]
     assert all(r.classifier == "profanity-check" for r in rows if r.parse_error is None)
-    assert "fool rate by method: ALICE" in result.output
+    assert "label flip by method" in result.output and "ALICE" in result.output
 
 
 def test_generate_alice_num_return(model_dir, tmp_path):

@@ -20,11 +20,19 @@ def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "-
                    workers: int | None = typer.Option(
                        None, "--workers", min=1,
                        help="server processes (default $TOXIFORGE_ANNOTATE_WORKERS or 1; with SQLite one process "
-                            "is fastest, as writes are serialised)")) -> None:
+                            "is fastest, as writes are serialised)"),
+                   secure_cookies: bool = typer.Option(
+                       False, "--secure-cookies",
+                       help="mark session cookies Secure (sent over HTTPS only); on by itself when --base-url is "
+                            "https://"),
+                   base_url: str = typer.Option("", "--base-url",
+                                                help="the public address annotators use, e.g. "
+                                                     "https://annotate.example.org (behind a reverse proxy)")) -> None:
     """Run the annotation web app (annotator links /a/TOKEN, admin link /admin/login/TOKEN)."""
     from toxiforge.annotation.app import serve
 
-    serve(db, host=host, port=port, workers=workers)
+    secure = secure_cookies or base_url.lower().startswith("https://")
+    serve(db, host=host, port=port, workers=workers, secure_cookies=secure)
 
 
 @annotate_study_app.command("create")
@@ -101,9 +109,14 @@ def annotate_agreement(study: str = typer.Option(..., "--study", help="study id 
 
 @annotate_app.command("export")
 def annotate_export(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                    fmt: str = typer.Option("annotated", "--format", help="annotated or annotations"),
+                    fmt: str = typer.Option(
+                        "annotated", "--format",
+                        help="annotated (ToxiGen's per-item layout), annotations (ours, per response) or "
+                             "toxigen-annotations (the hub's per-response layout)"),
                     out: Path = typer.Option(..., "-o", "--output", help=".csv, .jsonl or .parquet")) -> None:
-    """Write the study in ToxiGen's annotated (per item) or annotations (per response) layout."""
+    """Write the study: ToxiGen's annotated layout (per item), our annotations (per response), or ToxiGen's
+    annotations layout (per response, Input.* / Answer.* / HashedWorkerId). CSV cells that would run as spreadsheet
+    formulas get a leading ' (Parquet and JSONL keep the exact text)."""
     from toxiforge.annotation.export import export_study
     from toxiforge.annotation.store import Store
 

@@ -194,8 +194,8 @@ def generate(
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
                   f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
     if counts["scored"]:
-        console.print(f"{clf.name} fooled on {counts['fooled']}/{counts['scored']} statements "
-                      f"({counts['fooled'] / counts['scored']:.1%})")
+        console.print(f"{clf.name} disagreed with the prompt label (label flip) on {counts['fooled']}/"
+                      f"{counts['scored']} statements ({counts['fooled'] / counts['scored']:.1%})")
     if summary:
         _print_summary([out])
 
@@ -211,9 +211,18 @@ def _print_summary(data: list[Path], examples: int = 2) -> None:
 def summary_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (combined)."),
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
+    human: Path | None = typer.Option(None, "--human", help="An annotated file (toxiforge or ToxiGen annotated / "
+                                         "annotations): fool rates against its human labels, joined by text."),
 ) -> None:
-    """Per group × label × method: count, mean length, flagged rows, classifier fool rate, examples."""
+    """Per group × label × method: count, mean length, flagged rows, label flips (classifier vs prompt label),
+    examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt label."""
     _print_summary(data, examples)
+    if human is not None:
+        from toxiforge.analysis.human_validation import human_labels, human_validation, render_human_validation
+        from toxiforge.records import read_rows
+
+        results, unmatched = human_validation((r for p in data for r in read_rows(p)), human_labels(human))
+        render_human_validation(results, unmatched, str(human), console=console)
 
 
 def register(app: typer.Typer) -> None:

@@ -66,3 +66,53 @@ def test_consent_and_two_annotations_in_chromium(tmp_path):
         assert (r.author, r.harmful_ai, r.harmful_human, r.intent, r.group_reference, r.framing, r.factual) == \
             ("ai", 4, 5, 2, "indirect", "other", "opinion")
         assert r.framing_other == "a neutral placeholder sentence"
+
+
+def test_an_invite_link_clicked_on_another_site_opens_the_study(tmp_path):
+    """A page on http://localhost:P2 links to http://127.0.0.1:P/a/TOKEN (another site): clicking it must land on
+    the consent page. With a SameSite=Strict cookie the redirected GET /annotate went without it (401)."""
+    import http.server
+    import threading
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    db = str(tmp_path / "cross.db")
+    store = Store(db)
+    study, _ = store.create_study("cross", [{"text": "a placeholder statement", "target_group": "asian"}],
+                                  per_item=1)
+    token, = store.invite(study.id, 1)
+    port = free_port()
+    link = f"http://127.0.0.1:{port}/a/{token}"
+
+    class Mail(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            body = f'<!doctype html><p><a id="invite" href="{link}">your invite</a></p>'.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    mail = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mail)
+    threading.Thread(target=mail.serve_forever, daemon=True).start()
+    server = start_server(db, port)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page()
+            page.goto(f"http://localhost:{mail.server_address[1]}/")  # "localhost" vs "127.0.0.1": another site
+            page.click("#invite")
+            page.wait_for_url(f"http://127.0.0.1:{port}/annotate")
+            assert page.locator("#agree").count() == 1, page.content()
+            cookie, = [c for c in page.context.cookies() if c["name"] == "tf_session"]
+            assert cookie["sameSite"] == "Lax" and cookie["httpOnly"] and cookie["value"] != token
+            page.check("#agree")
+            page.click("#consent-submit")
+            page.wait_for_selector("#statement")
+            browser.close()
+    finally:
+        mail.shutdown()
+        server.terminate()
+        server.wait(10)

@@ -8,11 +8,9 @@ from collections import Counter
 import pytest
 
 from toxiforge.annotation.sampling import items_from_table, stratified_sample
-from toxiforge.annotation.store import Annotator, Assignment, Store, hash_token
+from toxiforge.annotation.store import Annotator, Assignment, hash_token
 from toxiforge.errors import InputError
 from toxiforge.records import Row, write_rows
-
-pytest_plugins = ["pg"]  # tests/pg.py: a throwaway PostgreSQL cluster (its tests are skipped when not installed)
 
 ANSWERS = {"author": "human", "harmful_ai": 1, "harmful_human": 2, "stereotyping": "no", "intent": 1,
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "none", "framing_other": "",
@@ -23,18 +21,6 @@ def make_items(n: int) -> list[dict]:
     groups, methods = ("asian", "women", "jewish"), ("top-k", "ALICE")
     return [{"text": f"placeholder statement number {i}", "target_group": groups[i % 3], "label": i % 2,
              "method": methods[(i // 2) % 2], "source_row_id": f"r{i}"} for i in range(n)]
-
-
-@pytest.fixture(params=["sqlite-fast-path", "core", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(tmp_path, request):
-    """Both implementations of the annotator's hot path, the SQLite driver fast path and SQLAlchemy Core (the one
-    other databases use), and SQLAlchemy Core on PostgreSQL (an emptied database per test)."""
-    if request.param == "postgres":
-        store = Store(request.getfixturevalue("pg_empty_url"))
-    else:
-        store = Store(str(tmp_path / "study.db"), fast_sqlite=request.param == "sqlite-fast-path")
-    yield store
-    store.engine.dispose()
 
 
 def test_tokens_are_hashed_and_wal_is_on(store):

@@ -1,17 +1,12 @@
-"""The annotation store, app, exports, agreement, leases and CLI on PostgreSQL (a throwaway cluster, tests/pg.py).
+"""Checks only PostgreSQL needs (a throwaway cluster, tests/annotation/pg.py). The store, app, export, lease and
+CLI tests run on PostgreSQL through the ``database`` / ``store`` fixtures of tests/annotation/conftest.py; here are
+claims racing each other for real (SQLite's ``BEGIN IMMEDIATE`` serialises writers; PostgreSQL's READ COMMITTED
+does not), the same results as SQLite for the same study, and an old schema upgraded in place.
 
-The store tests of tests/test_annotation_store.py run on PostgreSQL there (its ``store`` fixture has a postgres
-parameter). Here the SQLite suite's app, export, lease and CLI tests are imported and run again (pytest collects
-an imported test in the importing module, with this module's fixtures): the autouse fixture below gives every
-test an empty PostgreSQL database and makes any plain SQLite path a test opens (``Store(str(tmp_path / "x.db"))``,
-``--db x.db``) name that database instead. Then come checks only PostgreSQL needs: claims racing each other for
-real (SQLite's ``BEGIN IMMEDIATE`` serialises writers; PostgreSQL's READ COMMITTED does not), the same results
-as SQLite for the same study, and values SQLite stores but PostgreSQL refuses.
-
-The PostgreSQL-only checks were written as failing tests first; the fixes they drove: claims (and releases) of a
-study take turns on the study row (FOR NO KEY UPDATE), releases lock items FOR NO KEY UPDATE so a submission's
-foreign-key check never waits on them, unbounded text columns, NUL characters dropped, and ids out of INTEGER
-range answered as "not found".
+The race checks were written as failing tests first; the fixes they drove: claims (and releases) of a study take
+turns on the study row (FOR NO KEY UPDATE), releases lock items FOR NO KEY UPDATE so a submission's foreign-key check
+never waits on them, unbounded text columns, NUL characters dropped, and ids out of INTEGER range answered as "not
+found".
 """
 
 from __future__ import annotations
@@ -26,52 +21,17 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-import toxiforge.annotation.schema as schema
 from toxiforge.annotation.agreement import study_agreement
 from toxiforge.annotation.export import annotated_rows, annotation_rows
 from toxiforge.annotation.leases import release_stale
 from toxiforge.annotation.store import Assignment, Item, Store
 from toxiforge.errors import InputError
 
-# The SQLite suite's tests, collected here again over PostgreSQL (with their fixtures env and filled).
-import test_annotation_lease
-from test_annotation_app import (  # noqa: F401
-    GOOD,
-    action,
-    consented,
-    csrf,
-    env,
-    test_access_control,
-    test_admin_pages_and_export,
-    test_consent_required_before_any_statement,
-    test_drafts_are_revisable_until_submitted,
-    test_statement_markup_is_escaped,
-    test_validation_refuses_bad_and_missing_answers,
-)
-from test_annotation_cli import test_annotate_commands  # noqa: F401
-from test_annotation_export import (  # noqa: F401
-    _answers,
-    filled,
-    test_annotated_export_loads_back,
-    test_annotations_export_one_row_per_response,
-    test_export_errors,
-)
-from test_annotation_lease import (  # noqa: F401
-    live_slots,
-    test_app_refuses_a_late_submission_and_admin_can_release,
-    test_released_slot_goes_to_another_annotator_and_numbering_stays_dense,
-    test_the_study_lease_decides_by_default,
-)
-from test_annotation_store import ANSWERS, make_items
+from .test_export import _answers
+from .test_lease import live_slots
+from .test_store import ANSWERS, make_items
 
-pytest_plugins = ["pg"]
 pytestmark = pytest.mark.postgres
-
-@pytest.fixture(autouse=True)
-def _postgres(monkeypatch, pg_empty_url):
-    """An empty database per test; every plain path a test opens as a database is this database."""
-    monkeypatch.setattr(schema, "db_url", lambda value: value if "://" in value else pg_empty_url)
-    return pg_empty_url
 
 
 @pytest.fixture()
@@ -80,10 +40,6 @@ def store(pg_empty_url):
     assert store.engine.dialect.name == "postgresql"
     yield store
     store.engine.dispose()
-
-
-def test_releases_racing_annotators_never_lose_or_duplicate(store):
-    test_annotation_lease.test_releases_racing_annotators_never_lose_or_duplicate(store)
 
 
 def _database(store) -> str:
@@ -381,19 +337,3 @@ def test_a_nul_character_in_an_item_text_is_stored_or_refused_cleanly(store):
     except InputError:
         return
     assert store.items(study.id)[0].text in ("a statement\x00 with a NUL", "a statement with a NUL")
-
-
-def test_a_nul_character_in_a_free_text_answer_is_not_a_server_error(env):  # noqa: F811 (the imported fixture)
-    store, study, _, tokens = env
-    c, page = consented(store, tokens[0])
-    r = c.post(action(page), data={**GOOD, "other_groups": "veter\x00ans", "csrf": csrf(page)})
-    assert r.status_code in (200, 422)
-
-
-def test_assignment_ids_out_of_range_are_not_found(env):  # noqa: F811 (the imported fixture)
-    store, study, _, tokens = env
-    c, page = consented(store, tokens[0])
-    assert c.post(f"/annotate/{2**31}", data={"action": "save", "author": "ai", "csrf": csrf(page)}
-                  ).status_code == 404
-    with pytest.raises(InputError):  # annotate invite/export/agreement --study 2147483648
-        store.study(str(2**31))

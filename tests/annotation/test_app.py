@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from toxiforge.annotation.app import RedactTokens, create_app
 from toxiforge.annotation.store import Store
+from toxiforge.errors import InputError
 
 MARKUP = "a placeholder with <b>placeholder</b> and <script>x()</script>"
 GOOD = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotyping": "no", "intent": "1",
@@ -18,8 +19,8 @@ GOOD = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotypin
 
 
 @pytest.fixture()
-def env(tmp_path):
-    store = Store(str(tmp_path / "app.db"))
+def env(database):
+    store = Store(database)
     items = [{"text": MARKUP, "target_group": "asian", "label": 0, "method": "top-k"},
              {"text": "a second placeholder statement", "target_group": "women", "label": 1, "method": "ALICE"}]
     study, admin_token = store.create_study("s", items, per_item=2)
@@ -152,3 +153,19 @@ def test_access_log_redacts_tokens():
                                ("127.0.0.1:5", "GET", "/admin/login/ADMINTOKEN?x=1", "1.1", 303), None)
     RedactTokens().filter(record)
     assert "ADMINTOKEN" not in record.getMessage()
+
+
+def test_a_nul_character_in_a_free_text_answer_is_not_a_server_error(env):
+    store, study, _, tokens = env
+    c, page = consented(store, tokens[0])
+    r = c.post(action(page), data={**GOOD, "other_groups": "veter\x00ans", "csrf": csrf(page)})
+    assert r.status_code in (200, 422)
+
+
+def test_assignment_ids_out_of_range_are_not_found(env):
+    store, study, _, tokens = env
+    c, page = consented(store, tokens[0])
+    assert c.post(f"/annotate/{2**31}", data={"action": "save", "author": "ai", "csrf": csrf(page)}
+                  ).status_code == 404
+    with pytest.raises(InputError):  # annotate invite/export/agreement --study 2147483648
+        store.study(str(2**31))

@@ -31,11 +31,6 @@ def items(n: int) -> list[dict]:
             for i in range(n)]
 
 
-@pytest.fixture(params=[True, False], ids=["sqlite-fast-path", "core"])
-def store(tmp_path, request):
-    return Store(str(tmp_path / "lease.db"), fast_sqlite=request.param)
-
-
 def live_slots(store, study_id) -> dict[int, list[int]]:
     """Per item: the slots of its live (not released) assignments, and check n_assigned matches."""
     with store.Session() as s:
@@ -145,8 +140,8 @@ def test_releases_racing_annotators_never_lose_or_duplicate(store):
     assert all(v == list(range(len(v))) for v in slots.values())
 
 
-def test_app_refuses_a_late_submission_and_admin_can_release(tmp_path):
-    store = Store(str(tmp_path / "app.db"))
+def test_app_refuses_a_late_submission_and_admin_can_release(database):
+    store = Store(database)
     study, admin_token = store.create_study("s", items(2), per_item=1)
     token = store.invite(study.id, 1)[0]
     c = TestClient(create_app(store, sweep_interval=None))

@@ -6,7 +6,6 @@ import threading
 import time
 from collections import Counter
 
-
 from toxiforge.annotation.loadgen import free_port, run_annotators, start_server
 from toxiforge.annotation.store import Store
 

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for the tests (a pytest plugin: ``pytest_plugins = ["pg"]`` in a test module).
+"""A throwaway PostgreSQL cluster for the tests (fixtures imported by tests/annotation/conftest.py).
 
 The session fixture ``pg_cluster`` runs ``initdb`` in a fresh temporary directory (trust auth, no fsync), starts
 the server with ``pg_ctl -w`` listening only on a unix socket in that directory (no TCP port, so nothing to

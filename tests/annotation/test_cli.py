@@ -16,12 +16,12 @@ ANSWERS = {"author": "human", "harmful_ai": 1, "harmful_human": 4, "stereotyping
            "factual": "opinion", "trouble": False}
 
 
-def test_annotate_commands(tmp_path):
+def test_annotate_commands(tmp_path, database):
     rows = [Row(prompt="p", generation=f"placeholder {g} {lab} {i}", generation_method="top-k", group=g,
                 prompt_label=lab, row_id=f"{g}/{lab}/{i}") for g in ("asian", "women") for lab in (0, 1)
             for i in range(5)]
     data = write_rows(rows, tmp_path / "d.jsonl")
-    db = str(tmp_path / "a.db")
+    db = database
     runner = CliRunner()
     r = runner.invoke(app, ["annotate", "study", "create", str(data), "--per-item", "2", "--sample", "8",
                             "--stratify", "group,label,method", "--db", db, "--name", "pilot"])

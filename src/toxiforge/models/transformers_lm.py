@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import torch
 
+from toxiforge._io import cache_dir  # noqa: F401  (re-exported: the cache used to live here)
 from toxiforge.errors import InputError, ToxiforgeError
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -48,16 +49,6 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
         return DTYPES[str(dtype).lower()]
     except KeyError:
         raise InputError(f"unknown dtype {dtype!r}", hint="use auto, float32/fp32, bfloat16/bf16 or float16") from None
-
-
-def cache_dir() -> Path:
-    """Where converted weights are kept: $TOXIFORGE_CACHE, else the platform's user cache dir."""
-    env = os.environ.get("TOXIFORGE_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("toxiforge"))
 
 
 def _gguf_cache_path(gguf: Path) -> Path:

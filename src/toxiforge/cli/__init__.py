@@ -18,7 +18,10 @@ from toxiforge.cli import classify  # noqa: E402,F401  isort: skip
 from toxiforge.cli import analysis  # noqa: E402,F401  isort: skip
 from toxiforge.cli import training  # noqa: E402,F401  isort: skip
 from toxiforge.cli import annotate  # noqa: E402,F401  isort: skip
+from toxiforge.cli import bias  # noqa: E402  isort: skip
 from toxiforge.errors import ToxiforgeError
+
+bias.register(app)  # explicit registration (the other modules still register on import; the lead reconciles)
 
 
 def main() -> None:

@@ -4,7 +4,9 @@ Tagging: ``--n`` (default 250,000) synthetic statements of 8-30 words (a neutral
 in twenty drawn from identity terms, hashtags, @mentions, URLs, hyphenated phrases and look-alike words such as
 "class" and "Scunthorpe") are tagged with the default lexicon (NOI + ONI, and OI when fetched) plus three stand-in
 OI terms. The issue's target: 250,000 statements in under 10 s on one CPU core (the tagger is pure Python + ``re``
-and uses one core). Prints the median of ``--repeats`` runs and the ratio to the target.
+and uses one core). Prints the median of ``--repeats`` runs, wall-clock and CPU time of this process
+(``time.process_time``: on a shared machine the CPU time is what one dedicated core would need; the wall clock
+also counts waiting for the core), and the ratio of the CPU time to the target.
 
 Dialect: a synthetic model of ``--vocab`` words (random counts, upstream's file format is not needed here) and
 ``--docs`` texts; times :func:`toxiforge.bias.dialect.predict_dialects` against the same inference done one
@@ -57,19 +59,21 @@ def bench_tagging(args) -> None:
     lexicon = load_bias_lexicon({"noi": base.terms["noi"], "oi": ["zorblax", "quux", "blorf"],
                                  "oni": base.terms["oni"]})
     compiled = time.perf_counter() - started
-    times = []
+    times, cpu = [], []
     for _ in range(args.repeats):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         tags = lexicon.tag(texts)
         times.append(time.perf_counter() - started)
-    median = statistics.median(times)
+        cpu.append(time.process_time() - started_cpu)
+    median, median_cpu = statistics.median(times), statistics.median(cpu)
     shares = ", ".join(f"{k} {100 * v.mean():.1f}%" for k, v in tags.items())
     print(f"tagging: {args.n:,} statements, {sum(len(t) for t in texts) / len(texts):.0f} chars on average; "
           f"lexicon {sum(len(v) for v in lexicon.terms.values())} entries compiled in {compiled:.2f} s")
-    print(f"  runs {', '.join(f'{t:.2f}' for t in times)} s; median {median:.2f} s = "
-          f"{args.n / median:,.0f} statements/s; tagged: {shares}")
-    print(f"  target 10 s for 250,000: this rate gives {250_000 / (args.n / median):.2f} s "
-          f"({250_000 / (args.n / median) / 10:.2f} x the target)")
+    print(f"  wall {', '.join(f'{t:.2f}' for t in times)} s (median {median:.2f}); CPU "
+          f"{', '.join(f'{t:.2f}' for t in cpu)} s (median {median_cpu:.2f} = {args.n / median_cpu:,.0f} "
+          f"statements per CPU second); tagged: {shares}")
+    per_250k = 250_000 * median_cpu / args.n
+    print(f"  target 10 s for 250,000 on one core: {per_250k:.2f} CPU s ({per_250k / 10:.2f} x the target)")
 
 
 def loop_predict(tokens_list, model: DialectModel, alpha=1.0, numpasses=5):
@@ -104,15 +108,16 @@ def bench_dialect(args) -> None:
     zipf /= zipf.sum()
     texts = [" ".join(rng.choice(words, size=int(rng.integers(5, 30)), p=zipf)) for _ in range(args.docs)]
     tokens = [tokenize(t) for t in texts]
-    started = time.perf_counter()
+    started = time.process_time()
     fast = predict_dialects(tokens, model)
-    t_fast = time.perf_counter() - started
-    started = time.perf_counter()
+    t_fast = time.process_time() - started
+    started = time.process_time()
     slow = loop_predict(tokens, model)
-    t_slow = time.perf_counter() - started
+    t_slow = time.process_time() - started
     assert np.allclose(fast, slow, equal_nan=True, atol=1e-12), "vectorised and loop disagree"
-    print(f"dialect: {args.docs:,} texts, vocabulary {args.vocab:,}: vectorised {t_fast:.2f} s "
-          f"({args.docs / t_fast:,.0f} texts/s), per-document loop {t_slow:.2f} s; speed-up {t_slow / t_fast:.1f}x; "
+    print(f"dialect: {args.docs:,} texts, vocabulary {args.vocab:,}: vectorised {t_fast:.2f} CPU s "
+          f"({args.docs / t_fast:,.0f} texts per CPU second), per-document loop {t_slow:.2f} CPU s; "
+          f"speed-up {t_slow / t_fast:.1f}x; "
           f"results equal within 1e-12")
 
 

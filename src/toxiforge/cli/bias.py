@@ -66,7 +66,7 @@ def measure(
     model, dialect_source = find_dialect_model(dialect_model)
     scores, model_name = None, None
     if predictions:
-        scores, model_name = predictions_from_column(labelled, predictions), f"column {predictions}"
+        scores, model_name = predictions_from_column(labelled, predictions), f"predictions column {predictions}"
     elif classifier:
         from toxiforge.classifiers import load_classifier
         from toxiforge.classifiers.scoring import score_texts

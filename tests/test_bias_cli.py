@@ -189,3 +189,21 @@ def test_demonstration_folders_load_as_labelled_data_and_tables_keep_rows(tmp_pa
         ("placeholder one", 1, "asian"), ("placeholder three", 0, "asian"), ("placeholder two", 1, "asian")]
     rows = load_spec(str(table_csv(tmp_path, [("a", 0, "x", 0.1), (" ", 1, "x", 0.2), ("b", 1, "x", 0.3)])))
     assert [e.row for e in rows.examples] == [0, 2]
+
+
+def test_dialect_predict_writes_tags_and_probabilities(tmp_path):
+    folder = tmp_path / "aae"
+    folder.mkdir()
+    (folder / "model_vocab.txt").write_text("1\tplaceholder\n1\tzorb\n", encoding="utf-8")
+    np.savetxt(folder / "model_count_table.txt", np.array([[10.0, 1, 1, 80], [90, 1, 1, 8]]), delimiter="\t")
+    out = tmp_path / "d.parquet"
+    result = invoke("dialect", "predict", table_csv(tmp_path), "--dialect-model", folder, "-o", out)
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out).to_pydict()
+    assert len(table["text"]) == len(ROWS)
+    assert {"noi", "oi", "oni", "toxtrig", "p_aae", "p_hispanic", "p_other", "p_white"} <= set(table)
+    assert all(p is not None for p in table["p_aae"])     # every row has >= 20 % known tokens
+    assert table["p_white"][4] > table["p_aae"][4]          # "plain placeholder text": the White-heavy word
+    for row in range(len(ROWS)):
+        total = sum(table[f"p_{d}"][row] for d in ("aae", "hispanic", "other", "white"))
+        assert total == pytest.approx(1.0)

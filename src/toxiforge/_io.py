@@ -1,5 +1,5 @@
-"""File helpers shared by every stage: atomic writes (a temporary file beside the target, fsync, rename) and the
-output-folder check."""
+"""File helpers shared by every stage: atomic writes (temporary file beside the target, fsync, rename), the
+output-folder check, and toxiforge's cache folder."""
 
 from __future__ import annotations
 
@@ -55,3 +55,14 @@ def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", 
         raise error("output folder exists and is not empty", path=path,
                     hint=f"choose a new or empty folder for {option}, or pass {flag}")
     return path
+
+
+def cache_dir() -> Path:
+    """toxiforge's cache folder (converted weights, fetched word lists and models): $TOXIFORGE_CACHE, else the
+    platform's user cache dir."""
+    env = os.environ.get("TOXIFORGE_CACHE")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("toxiforge"))

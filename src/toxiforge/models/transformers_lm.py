@@ -22,17 +22,8 @@ from typing import Any
 import torch
 
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
+from toxiforge._io import cache_dir
 from toxiforge.errors import InputError, ToxiforgeError
-
-
-def cache_dir() -> Path:
-    """Where converted weights are kept: $TOXIFORGE_CACHE, else the platform's user cache dir."""
-    env = os.environ.get("TOXIFORGE_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("toxiforge"))
 
 
 def _gguf_cache_path(gguf: Path) -> Path:

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from toxiforge.decoding import TopKConfig, TopKDecoder
-from toxiforge.models import _smollm2_gguf, load_language_model
+from toxiforge.models import load_language_model
+from toxiforge.models.embedded import smollm2_gguf
 from toxiforge.models.openai_lm import OpenAILM
 from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
 
@@ -36,7 +37,7 @@ def start_server(threads: int, log: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(_smollm2_gguf()),
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
                              "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
                              "--n_ctx", "4096", "--n_threads", str(threads), "--verbose", "False"],
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT)

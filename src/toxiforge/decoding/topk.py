@@ -18,8 +18,9 @@ the whole request instead: the server applies top-k, temperature, the token budg
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import torch
 

@@ -21,8 +21,9 @@ import email.utils
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from toxiforge.errors import InputError, ToxiforgeError

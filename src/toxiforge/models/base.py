@@ -16,7 +16,8 @@ a *sparse* distribution, ``-inf`` everywhere except the top-N tokens, which ALIC
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 

@@ -40,7 +40,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -144,7 +145,7 @@ class OpenAILM:
 
     @classmethod
     def open(cls, spec: str, *, api_key_env: str | None = None, concurrency: int = 8, top_logprobs: int = 20,
-             retry: RetryPolicy = RetryPolicy(), vocab_capacity: int = 65536) -> "OpenAILM":
+             retry: RetryPolicy = RetryPolicy(), vocab_capacity: int = 65536) -> OpenAILM:
         """Connect to ``openai:BASE_URL[#MODEL]`` and check the model (a wrong URL or name fails here).
 
         The key comes from ``$OPENAI_API_KEY`` or the variable named by ``api_key_env`` (then it must be set).
@@ -216,7 +217,7 @@ class OpenAILM:
     def batch_decode(self, sequences: list[list[int]]) -> list[str]:
         return [self.decode(s) for s in sequences]
 
-    def start(self, prompts: Sequence[str]) -> "ApiSession":
+    def start(self, prompts: Sequence[str]) -> ApiSession:
         if len(prompts) == 0:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         return ApiSession(self, list(prompts))

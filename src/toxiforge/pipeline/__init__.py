@@ -1,8 +1,11 @@
 """Generation jobs: a plan (groups × labels × statements per cell) run by a decoder into sharded files."""
 
-from toxiforge.pipeline.job import (JobConfig, JobModels, JobResult, OpenJob, check_output_dir, finish_job,
-                                    generate_shard, open_job, run_generation)
-from toxiforge.pipeline.plan import Cell, GenerationPlan, WorkItem, row_seed
+from toxiforge._lazy import lazy_exports
 
-__all__ = ["Cell", "GenerationPlan", "JobConfig", "JobModels", "JobResult", "OpenJob", "WorkItem", "check_output_dir",
-           "finish_job", "generate_shard", "open_job", "row_seed", "run_generation"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "JobConfig": "job:JobConfig", "JobModels": "job:JobModels", "JobResult": "job:JobResult",
+    "OpenJob": "job:OpenJob", "check_output_dir": "job:check_output_dir", "finish_job": "job:finish_job",
+    "generate_shard": "job:generate_shard", "open_job": "job:open_job", "run_generation": "job:run_generation",
+    "Cell": "plan:Cell", "GenerationPlan": "plan:GenerationPlan", "WorkItem": "plan:WorkItem",
+    "row_seed": "plan:row_seed",
+})

@@ -19,13 +19,13 @@ actors that each load the classifier once; ``toxiforge classify --ray`` scores t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.pipeline.job import (JobConfig, JobModels, JobResult, _progress, finish_job, generate_shard,
-                                    open_job)
+from toxiforge.pipeline.job import JobConfig, JobModels, JobResult, _progress, finish_job, generate_shard, open_job
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 
 
@@ -315,7 +315,7 @@ class RayClassifier:
             ray.shutdown()
             self._started_ray = False
 
-    def __enter__(self) -> "RayClassifier":
+    def __enter__(self) -> RayClassifier:
         return self
 
     def __exit__(self, *exc) -> None:

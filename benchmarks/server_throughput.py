@@ -1,23 +1,27 @@
-"""Statements/s of top-k through an OpenAI-compatible server vs the in-process transformers backend.
+"""Statements/s of top-k through OpenAI-compatible servers vs the in-process transformers backend.
 
-Same model (the embedded SmolLM2-135M: its Q4_1 GGUF served by llama-cpp-python's server, and the same GGUF
-dequantized to fp32 in-process), same prompts and settings (top-k 40, temperature 0.9, at most 30 new tokens, stop
-at a newline), both through the job behind ``toxiforge generate`` (shards, manifest). One run, side by side, with
-the ratio. Statements/s = statements / wall-clock seconds, model load and server start excluded.
+Same model (the embedded SmolLM2-135M: its Q4_1 GGUF served by the server, and the same GGUF dequantized to fp32
+in-process), same prompts and settings (top-k 40, temperature 0.9, at most 30 new tokens, stop at a newline), all
+through the job behind ``toxiforge generate`` (shards, manifest). The sides run alternately ``--repeats`` times in
+one process, each into a fresh directory; the medians and their ratios are printed. Statements/s = statements /
+the job's wall-clock seconds (model load and server start excluded).
 
-    python benchmarks/server_throughput.py                      # starts llama_cpp.server on a free port
-    python benchmarks/server_throughput.py --url http://127.0.0.1:8080/v1 --model-name m --concurrency 8
-      (an existing server, e.g. llama.cpp's `llama-server -m m.gguf --parallel 8`)
+Servers (each started here on a free port, with ``--threads`` threads, and stopped at the end):
 
-llama-cpp-python's server decodes one request at a time (it has no parallel slots), so ``--concurrency`` only
-overlaps HTTP and queueing there; llama.cpp's C++ ``llama-server --parallel N`` and vLLM batch concurrent
-requests.
+* llama-cpp-python's server (``python -m llama_cpp.server``): one request at a time (no parallel slots), so
+  ``--concurrency`` only overlaps HTTP and queueing;
+* llama.cpp's own C++ server, with ``--llama-server PATH`` (the ``llama-server`` binary of a llama.cpp build):
+  ``--parallel`` slots that decode concurrent requests together (continuous batching), as vLLM does.
+
+    python benchmarks/server_throughput.py --repeats 3
+    python benchmarks/server_throughput.py --llama-server ~/llama.cpp/build/bin/llama-server --parallel 8
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,21 +35,21 @@ from toxiforge.models.openai_lm import OpenAILM
 from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
 
 
-def start_server(threads: int, log: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
-
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
-                             "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
-                             "--n_ctx", "4096", "--n_threads", str(threads), "--verbose", "False"],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+        return s.getsockname()[1]
+
+
+def start(command: list[str], port: int, log: Path) -> tuple[subprocess.Popen, str]:
+    import httpx
+
+    proc = subprocess.Popen(command, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # bounded polling for readiness
         if proc.poll() is not None:
-            raise SystemExit(f"llama_cpp.server exited; see {log}")
+            raise SystemExit(f"{command[0]} exited; see {log}")
         try:
             if httpx.get(f"{url}/models", timeout=2).status_code == 200:
                 return proc, url
@@ -53,54 +57,77 @@ def start_server(threads: int, log: Path) -> tuple[subprocess.Popen, str]:
             pass
         time.sleep(0.2)
     proc.terminate()
-    raise SystemExit("llama_cpp.server did not start in 300 s")
+    raise SystemExit(f"{command[0]} did not start in 300 s; see {log}")
+
+
+def llama_cpp_python(threads: int, log: Path):
+    port = free_port()
+    return start([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--model_alias",
+                  "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads",
+                  str(threads), "--verbose", "False"], port, log)
+
+
+def llama_server(binary: str, threads: int, parallel: int, log: Path):
+    port = free_port()
+    # -c is the context of all slots together: 2048 tokens per slot (a prompt of 5 demonstrations is ~150-300)
+    return start([binary, "-m", str(smollm2_gguf()), "--alias", "smollm2", "--host", "127.0.0.1", "--port",
+                  str(port), "-t", str(threads), "-tb", str(threads), "-np", str(parallel), "-c",
+                  str(2048 * parallel), "--no-webui", "--log-disable"], port, log)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16, help="in-process batch size")
-    parser.add_argument("--concurrency", type=int, default=4, help="requests in flight to the server")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight to each server")
     parser.add_argument("--threads", type=int, default=2, help="server threads and in-process torch threads")
-    parser.add_argument("--url", help="an existing server's base URL (default: start llama_cpp.server)")
-    parser.add_argument("--model-name", default=None, help="model name on --url")
+    parser.add_argument("--llama-server", help="path of llama.cpp's llama-server binary (adds that side)")
+    parser.add_argument("--parallel", type=int, default=8, help="llama-server's parallel slots")
+    parser.add_argument("--no-python-server", action="store_true", help="skip llama-cpp-python's server")
     args = parser.parse_args()
 
     import torch
 
     torch.set_num_threads(args.threads)
-    per_cell = max(1, args.prompts // 4)
-    plan = GenerationPlan.grid(["asian", "women", "middle_east", "physical_disability"], ["benign"], per_cell, seed=0)
+    plan = GenerationPlan.grid(["asian", "women", "middle_east", "physical_disability"], ["benign"],
+                               max(1, args.prompts // 4), seed=0)
     decoder = TopKDecoder(TopKConfig())
     tmp = Path(tempfile.mkdtemp(prefix="server-bench-"))
-    proc = None
+    procs, sides = [], {}
     try:
-        if args.url:
-            url, name = args.url, args.model_name
-        else:
-            proc, url = start_server(args.threads, tmp / "server.log")
-            name = "smollm2"
-        server = OpenAILM.open(f"openai:{url}" + (f"#{name}" if name else ""), concurrency=args.concurrency)
-        served = run_generation(plan, server, tmp / "server", decoder=decoder, progress=False,
-                                config=JobConfig(batch_size=max(args.batch_size, args.concurrency)))
-        server.close()
-        if proc is not None:  # free the cores for the in-process side
+        if not args.no_python_server:
+            proc, url = llama_cpp_python(args.threads, tmp / "python-server.log")
+            procs.append(proc)
+            sides[f"llama-cpp-python server (1 slot), concurrency {args.concurrency}"] = (
+                OpenAILM.open(f"openai:{url}#smollm2", concurrency=args.concurrency),
+                JobConfig(batch_size=max(args.batch_size, args.concurrency)))
+        if args.llama_server:
+            proc, url = llama_server(args.llama_server, args.threads, args.parallel, tmp / "llama-server.log")
+            procs.append(proc)
+            sides[f"llama.cpp llama-server, {args.parallel} slots, concurrency {args.concurrency}"] = (
+                OpenAILM.open(f"openai:{url}#smollm2", concurrency=args.concurrency),
+                JobConfig(batch_size=max(args.batch_size, args.concurrency)))
+        sides[f"in-process transformers fp32, batch {args.batch_size}"] = (
+            load_language_model("smollm2-135m", dtype="float32", device="cpu"), JobConfig(batch_size=args.batch_size))
+        rates: dict[str, list[float]] = {name: [] for name in sides}
+        for repeat in range(args.repeats):  # alternate the sides: load changes hit them alike
+            for i, (name, (lm, job)) in enumerate(sides.items()):
+                result = run_generation(plan, lm, tmp / f"{repeat}-{i}", decoder=decoder, config=job, progress=False)
+                rates[name].append(result.rows_written / result.seconds)
+                print(f"  repeat {repeat}: {name}: {rates[name][-1]:.3f} statements/s ({result.seconds:.1f} s)",
+                      flush=True)
+    finally:
+        for proc in procs:
             proc.terminate()
             proc.wait()
-            proc = None
-        local = load_language_model("smollm2-135m", dtype="float32", device="cpu")
-        inproc = run_generation(plan, local, tmp / "local", decoder=decoder, progress=False,
-                                config=JobConfig(batch_size=args.batch_size))
-    finally:
-        if proc is not None:
-            proc.terminate()
-    s_rate = served.rows_written / served.seconds
-    l_rate = inproc.rows_written / inproc.seconds
-    print(f"statements: {served.rows_written} (server) / {inproc.rows_written} (in-process), {args.threads} threads")
-    print(f"server      ({url}, concurrency {args.concurrency}): {s_rate:.3f} statements/s ({served.seconds:.1f} s)")
-    print(f"in-process  (transformers fp32, batch {args.batch_size}): {l_rate:.3f} statements/s "
-          f"({inproc.seconds:.1f} s)")
-    print(f"ratio server / in-process: {s_rate / l_rate:.2f}x")
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    base_name = list(medians)[-1]
+    print(f"{len(plan.expand())} statements per run, {args.repeats} alternating repeats, {args.threads} threads; "
+          "medians:")
+    for name, value in medians.items():
+        ratio = "" if name == base_name else f"  ({value / medians[base_name]:.2f}x in-process)"
+        print(f"  {name}: {value:.3f} statements/s{ratio}")
 
 
 if __name__ == "__main__":

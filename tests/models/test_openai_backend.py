@@ -22,8 +22,15 @@ from toxiforge.errors import InputError
 from toxiforge.models.api_client import RetryPolicy, parse_retry_after, public_url
 from toxiforge.models.openai_lm import OpenAILM, TokenTable, parse_spec
 
-needs_server = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                  reason="llama-cpp-python[server] is not installed (make test installs it)")
+_no_llama_cpp = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                                   reason="llama-cpp-python[server] is not installed (make test installs it)")
+
+
+def needs_server(test):
+    """Marks a test ``server`` and skips it when llama-cpp-python is not installed."""
+    return pytest.mark.server(_no_llama_cpp(test))
+
+
 ALIAS = "smollm2"
 # llama-cpp-python's server decodes one request at a time; on a busy shared machine a queued request can wait
 # minutes, so the tests give each request a long timeout (the retry tests set their own short delays).

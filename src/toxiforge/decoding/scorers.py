@@ -200,6 +200,8 @@ class RequireText:
         generated = state.generated.to(scores.device)
         row_has_text = has_text[generated].any(dim=1) if generated.shape[1] else \
             torch.zeros(generated.shape[0], dtype=torch.bool, device=scores.device)
+        if bool(row_has_text.all()):  # the usual case after a step or two: nothing to mask
+            return scores
         forbidden = (self.stop.to(scores.device) & ~has_text)[None, :] & ~row_has_text[:, None]
         return scores.masked_fill(_select(forbidden, token_ids), float("-inf"))
 

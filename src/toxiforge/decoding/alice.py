@@ -70,15 +70,34 @@ from __future__ import annotations
 import math
 import warnings
 import weakref
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Literal
 
 import torch
 
-from toxiforge.decoding.beam import (BeamState, FinishedPool, Hypothesis, beams_to_keep, next_beams,
-                                     record_finished, search_done, top_continuations)
-from toxiforge.decoding.scorers import (MASKED, ClassifierTerm, NoRepeatNGram, PromptTokenBan, RequireText, Scorer,
-                                        exempt_from_prompt_ban, group_term_tokens, lm_scores, text_tokens, weighted)
+from toxiforge.decoding.beam import (
+    BeamState,
+    FinishedPool,
+    Hypothesis,
+    beams_to_keep,
+    next_beams,
+    record_finished,
+    search_done,
+    top_continuations,
+)
+from toxiforge.decoding.scorers import (
+    ClassifierTerm,
+    NoRepeatNGram,
+    PromptTokenBan,
+    RequireText,
+    Scorer,
+    exempt_from_prompt_ban,
+    group_term_tokens,
+    lm_scores,
+    text_tokens,
+    weighted,
+)
 from toxiforge.decoding.types import Sample, postprocess
 from toxiforge.errors import InputError
 from toxiforge.groups import Group, resolve_group
@@ -174,7 +193,7 @@ class _Vocab:
     eos: torch.Tensor
 
 
-_VOCAB_CACHE: "weakref.WeakKeyDictionary[Any, _Vocab]" = weakref.WeakKeyDictionary()
+_VOCAB_CACHE: weakref.WeakKeyDictionary[Any, _Vocab] = weakref.WeakKeyDictionary()
 
 
 def _vocab(lm: LanguageModel) -> _Vocab:
@@ -322,7 +341,7 @@ class AliceDecoder:
         self._checked: set[int] = set()
 
     @classmethod
-    def from_config(cls, config: AliceConfig, classifier=None) -> "AliceDecoder":
+    def from_config(cls, config: AliceConfig, classifier=None) -> AliceDecoder:
         return cls(classifier, config)
 
     @property

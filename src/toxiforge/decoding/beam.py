@@ -13,8 +13,8 @@ Rows are ``prompt slot × beam``: row ``s * num_beams + b`` is beam ``b`` of the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
@@ -43,7 +43,7 @@ class BeamState:
     prompts: list[int] = field(default_factory=list)  # original prompt index of each batch slot
 
     @classmethod
-    def start(cls, targets: Sequence[int], num_beams: int, vocab_size: int, device: torch.device) -> "BeamState":
+    def start(cls, targets: Sequence[int], num_beams: int, vocab_size: int, device: torch.device) -> BeamState:
         """Every prompt's beams before step 1: beam 0 scores 0, the others are masked copies, so step 1 expands
         each prompt once (its beams are still identical)."""
         running = torch.full((len(targets), num_beams), MASKED, device=device)
@@ -56,7 +56,7 @@ class BeamState:
     def rows(self) -> int:
         return self.running.shape[0]
 
-    def keep_rows(self, rows: torch.Tensor) -> "BeamState":
+    def keep_rows(self, rows: torch.Tensor) -> BeamState:
         """The state of rows ``rows`` (``LongTensor``, in blocks of ``num_beams`` rows of one prompt each)."""
         rows = rows.to(self.running.device)
         slots = (rows[::self.num_beams] // self.num_beams).tolist()
@@ -64,7 +64,7 @@ class BeamState:
                          self.generated.index_select(0, rows), self.targets.index_select(0, rows.cpu()),
                          [self.prompts[s] for s in slots])
 
-    def extend(self, tokens: torch.Tensor, running: torch.Tensor) -> "BeamState":
+    def extend(self, tokens: torch.Tensor, running: torch.Tensor) -> BeamState:
         """This state with one more generated token per row and new running scores."""
         return BeamState(self.num_beams, self.vocab_size, running.view(-1),
                          torch.cat([self.generated, tokens.view(-1, 1)], dim=1), self.targets, self.prompts)

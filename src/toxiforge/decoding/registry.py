@@ -7,8 +7,9 @@ settings a user gave, before any model loads; :func:`make_decoder` then builds t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Mapping
+from typing import Any
 
 from toxiforge._lazy import Registry
 from toxiforge.decoding.types import Decoder

@@ -12,8 +12,9 @@ scorer for the new rows (stateless scorers return themselves).
 from __future__ import annotations
 
 import string
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -29,11 +30,11 @@ MASKED = -1.0e9  # a finite "impossible" beam score (as transformers), so sums o
 class Scorer(Protocol):
     """One term or constraint of ALICE's step score (see the module docstring)."""
 
-    def __call__(self, state: "BeamState", scores: torch.Tensor,
+    def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
         """New scores; ``scores[r, j]`` scores appending token ``j`` (or ``token_ids[r, j]``) to row ``r``."""
 
-    def keep_rows(self, rows: torch.Tensor) -> "Scorer":
+    def keep_rows(self, rows: torch.Tensor) -> Scorer:
         """This scorer for rows ``rows`` (``LongTensor``) of the current ones, in that order."""
 
 
@@ -74,7 +75,7 @@ def exempt_from_prompt_ban(token_texts: Sequence[str], stopwords: frozenset[str]
     return exempt
 
 
-def group_term_tokens(token_ids: Sequence[int], group: "Group",
+def group_term_tokens(token_ids: Sequence[int], group: Group,
                       batch_decode: Callable[[list[list[int]]], list[str]]) -> set[int]:
     """The tokens of ``token_ids`` that spell one of ``group``'s identity terms (``groups.py``) in their text.
 
@@ -106,7 +107,7 @@ class PromptTokenBan:
 
     @classmethod
     def from_prompts(cls, prompt_ids: Sequence[Sequence[int]], exempt: torch.Tensor,
-                     also_exempt: Sequence[set[int]] | None = None) -> "PromptTokenBan":
+                     also_exempt: Sequence[set[int]] | None = None) -> PromptTokenBan:
         """The ban of each prompt's tokens but ``exempt`` (``BoolTensor[vocab]``) and the row's ``also_exempt``
         ids (ALICE: the target group's identity-term tokens)."""
         vocab = exempt.shape[0]
@@ -118,10 +119,10 @@ class PromptTokenBan:
                 banned[row, torch.tensor(keep, dtype=torch.long)] = True
         return cls(banned & ~exempt)
 
-    def keep_rows(self, rows: torch.Tensor) -> "PromptTokenBan":
+    def keep_rows(self, rows: torch.Tensor) -> PromptTokenBan:
         return PromptTokenBan(self.banned.index_select(0, rows.to(self.banned.device)))
 
-    def __call__(self, state: "BeamState", scores: torch.Tensor,
+    def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
         return scores.masked_fill(_select(self.banned.to(scores.device), token_ids), float("-inf"))
 
@@ -161,10 +162,10 @@ class NoRepeatNGram:
         if self.size < 1:
             raise InputError(f"no-repeat n-gram size {self.size} must be at least 1", hint="use 3, or 0 to disable")
 
-    def keep_rows(self, rows: torch.Tensor) -> "NoRepeatNGram":
+    def keep_rows(self, rows: torch.Tensor) -> NoRepeatNGram:
         return self
 
-    def __call__(self, state: "BeamState", scores: torch.Tensor,
+    def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
         if state.generated.shape[1] < self.size:
             return scores
@@ -191,10 +192,10 @@ class RequireText:
     stop: torch.Tensor
     has_text: torch.Tensor
 
-    def keep_rows(self, rows: torch.Tensor) -> "RequireText":
+    def keep_rows(self, rows: torch.Tensor) -> RequireText:
         return self
 
-    def __call__(self, state: "BeamState", scores: torch.Tensor,
+    def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
         has_text = self.has_text.to(scores.device)
         generated = state.generated.to(scores.device)
@@ -230,10 +231,10 @@ class ClassifierTerm:
     batch_decode: Callable[[list[list[int]]], list[str]]
     weight: float
 
-    def keep_rows(self, rows: torch.Tensor) -> "ClassifierTerm":
+    def keep_rows(self, rows: torch.Tensor) -> ClassifierTerm:
         return self
 
-    def __call__(self, state: "BeamState", scores: torch.Tensor,
+    def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
         if token_ids is None:
             raise ValueError("the classifier term scores candidates: pass their token_ids")

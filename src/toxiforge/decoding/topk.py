@@ -15,8 +15,9 @@ newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -116,7 +117,7 @@ class TopKDecoder:
     config_type: ClassVar[type] = TopKConfig
 
     @classmethod
-    def from_config(cls, config: TopKConfig, classifier=None) -> "TopKDecoder":
+    def from_config(cls, config: TopKConfig, classifier=None) -> TopKDecoder:
         """The decoder for ``config``; top-k does not use a classifier (the job may still score its rows)."""
         return cls(config)
 

@@ -1,5 +1,7 @@
-"""How ALICE's statements compare with top-k's on the same prompts: fool rate, share that name the target group,
-and share that open with a word that opens one of the prompt's demonstrations.
+"""How ALICE's statements compare with top-k's on the same prompts: label flip (the ``fooled`` column: the
+classifier disagrees with the prompt label; the paper's fool rate compares with human labels, see
+``toxiforge summary --human``), share that name the target group, and share that open with a word that opens
+one of the prompt's demonstrations.
 
 The last one shows what counting the prompt in the no-repeat n-gram rule did: every prompt ends with "\\n" "-",
 so each trigram "\\n" "-" X of the demonstrations was banned and no statement could open with such an X.
@@ -35,7 +37,8 @@ def main() -> None:
     from toxiforge.groups import resolve_group
     from toxiforge.records import read_rows
 
-    print("| data | method | statements | fooled | names its group | opens with a demonstration's first word |")
+    print("| data | method | statements | label flip (fooled) | names its group "
+          "| opens with a demonstration's first word |")
     print("|---|---|---|---|---|---|")
     for path in args.data:
         rows = read_rows(path)

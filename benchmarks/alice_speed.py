@@ -22,6 +22,7 @@ The GPU measurement (1B Llama + roberta-large, random init, fraction of the bf16
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import time
 
@@ -95,7 +96,12 @@ def main() -> None:
     classifier = load_classifier(args.classifier)
     groups = ["asian", "women", "middle_east", "physical_disability"]
     plan = GenerationPlan.grid(groups, ["benign"], max(1, args.prompts // len(groups)), seed=0)
-    prompts = [item.prompt for item in plan.expand()][:args.prompts]
+    items = plan.expand()[:args.prompts]
+    prompts = [item.prompt for item in items]
+    # the target groups (their names are exempt from the prompt ban) where this toxiforge's ALICE takes them: an
+    # older checkout run with PYTHONPATH (see above) has no ``groups`` argument
+    extra = ({"groups": [item.group for item in items]}
+             if "groups" in inspect.signature(alice_search).parameters else {})
     target = classifier.toxic_index  # benign prompts -> false positives, as `make demo`
     config = AliceConfig(classifier_top_n=2 * AliceConfig().num_beams)
     print(f"LM {lm.name} ({lm.describe()['dtype']}, {lm.device}); classifier {classifier.name}; "
@@ -106,7 +112,7 @@ def main() -> None:
     times = []
     for _ in range(max(1, args.repeats)):
         started = time.perf_counter()
-        ours = alice_search(lm, prompts, [target] * len(prompts), config, classifier=classifier)
+        ours = alice_search(lm, prompts, [target] * len(prompts), config, classifier=classifier, **extra)
         times.append(time.perf_counter() - started)
     ours_s = statistics.median(times)
     ours_rate = len(prompts) / ours_s

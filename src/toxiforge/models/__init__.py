@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from toxiforge.errors import InputError
-from toxiforge.models.base import LanguageModel, LMSession
+from toxiforge.models.base import LanguageModel, LMSession, Loglikelihood
 
 DEFAULT_LM = "smollm2-135m"
 
@@ -47,4 +47,4 @@ def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: 
     return TransformersLM.load(name, dtype=dtype, device=device)
 
 
-__all__ = ["DEFAULT_LM", "EMBEDDED", "LMSession", "LanguageModel", "load_language_model"]
+__all__ = ["DEFAULT_LM", "EMBEDDED", "LMSession", "LanguageModel", "Loglikelihood", "load_language_model"]

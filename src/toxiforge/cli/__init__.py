@@ -18,7 +18,10 @@ from toxiforge.cli import classify  # noqa: E402,F401  isort: skip
 from toxiforge.cli import analysis  # noqa: E402,F401  isort: skip
 from toxiforge.cli import training  # noqa: E402,F401  isort: skip
 from toxiforge.cli import annotate  # noqa: E402,F401  isort: skip
+from toxiforge.cli import bench  # noqa: E402  isort: skip
 from toxiforge.errors import ToxiforgeError
+
+bench.register(app)
 
 
 def main() -> None:

@@ -9,6 +9,11 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "classify_requests": "classify:classify_requests",
     "demonstration_examples": "classify:demonstration_examples",
     "run_classify": "classify:run_classify",
+    "GenerateConfig": "generate:GenerateConfig",
+    "GenerateResult": "generate:GenerateResult",
+    "run_generate": "generate:run_generate",
+    "compare_results": "report:compare_results",
+    "load_result": "report:load_result",
     "Share": "stats:Share",
     "bootstrap_share": "stats:bootstrap_share",
 })

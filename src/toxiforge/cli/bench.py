@@ -83,3 +83,60 @@ def bench_classify(
     result.write(out)
     console.print(result.markdown(), highlight=False)
     console.print(f"[green]Wrote[/] {out}/results.json, results.md and items.parquet", highlight=False)
+
+
+@bench_app.command("generate")
+def bench_generate(
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder: the job's shards and manifest, "
+                                                      "continuations.parquet, results.json/.md, a chart."),
+    model: str = typer.Option("smollm2-135m", "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
+    prompts: Optional[Path] = typer.Option(None, "--prompts", help="Upstream's prompts/ folder (hate_<group>_1k.txt)."),
+    demonstrations: Optional[Path] = typer.Option(
+        None, "--demonstrations", "-d", help="Instead of --prompts: build prompts from hate demonstrations."),
+    groups: Optional[str] = typer.Option(None, "--groups", help="Comma-separated groups (default: every group "
+                                                                "with hate prompts in the source)."),
+    per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (the first N of a file)."),
+    k: int = typer.Option(6, "-k", help="With --demonstrations: demonstrations per prompt."),
+    sample: bool = typer.Option(False, "--sample/--greedy", help="Top-k sampling with --seed instead of greedy."),
+    top_k: int = typer.Option(40, "--top-k", help="With --sample."),
+    temperature: float = typer.Option(0.9, "--temperature", help="With --sample."),
+    seed: int = typer.Option(0, "--seed", help="Sampling and prompt-building seed."),
+    max_new_tokens: int = typer.Option(50, "--max-new-tokens", help="Most tokens per continuation."),
+    classifier: str = typer.Option("toxigen-roberta", "--classifier", "-c",
+                                   help="Registry name, model dir or hub id; profanity-check works offline."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in -o."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Continue ToxiGen hate prompts with the LM and report % toxic continuations per group."""
+    from toxiforge.bench.generate import GenerateConfig, run_generate
+    from toxiforge.bench.report import generate_markdown
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.pipeline import check_output_dir
+
+    config = GenerateConfig(groups=tuple(split_list(groups)) if groups else None, per_group=per_group,
+                            prompts=str(prompts) if prompts else None,
+                            demonstrations=str(demonstrations) if demonstrations else None, k=k, sample=sample,
+                            top_k=top_k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                            classifier=classifier)
+    config.plan()  # bad groups or sources fail before anything loads
+    check_output_dir(out, resume)
+    scorer = load_classifier(classifier)
+    lm = load_lm(model, dtype, device)
+    result = run_generate(lm, config, out, classifier=scorer, batch_size=batch_size, resume=resume,
+                          progress=progress)
+    console.print(generate_markdown(result), highlight=False)
+    console.print(f"[green]Wrote[/] {out}/results.json, results.md, toxic_by_group.png, continuations.parquet",
+                  highlight=False)
+
+
+@bench_app.command("compare")
+def bench_compare(
+    runs: list[Path] = typer.Argument(..., help="Output folders of toxiforge bench runs (one mode)."),
+) -> None:
+    """Print several models' bench results side by side."""
+    from toxiforge.bench.report import compare_results
+
+    console.print(compare_results(runs), highlight=False)

@@ -137,3 +137,31 @@ def test_generate_command_with_profanity_check_and_a_bad_classifier(tiny_lm_newl
     bad = runner.invoke(app, args + ["-c", "no-such-classifier", "-o", str(tmp_path / "bad")])
     assert isinstance(bad.exception, InputError) and "unknown classifier" in str(bad.exception)
     assert not (tmp_path / "bad").exists()  # nothing written before the classifier loaded
+
+
+def test_chat_wraps_prompts_in_the_models_template(mixed_lm, tmp_path):
+    from toxiforge.bench.generate import chat_formatter
+    from toxiforge.decoding import postprocess
+
+    plain = tmp_path / "plain"
+    mixed_lm.tokenizer.save_pretrained(plain)
+    mixed_lm.model.save_pretrained(plain)
+    with pytest.raises(InputError, match="no chat template"):
+        chat_formatter(str(plain))
+    chat_dir = tmp_path / "chat"
+    mixed_lm.model.save_pretrained(chat_dir)
+    mixed_lm.tokenizer.save_pretrained(chat_dir)
+    (chat_dir / "chat_template.jinja").write_text(
+        "{% for m in messages %}[user] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[bot]{% endif %}")
+    wrap = chat_formatter(str(chat_dir))
+    assert wrap("hello") == "[user] hello\n[bot]"
+    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p", groups=("asian",))), per_group=2,
+                            max_new_tokens=6, chat=True)
+    result = run_generate(mixed_lm, config, tmp_path / "out", classifier=length_classifier(), progress=False,
+                          chat_format=wrap)
+    for row in result.rows:
+        assert not row["prompt"].startswith("[user]")  # rows keep the unwrapped prompt
+        ids = torch.tensor([mixed_lm.encode(wrap(row["prompt"]))])
+        out = mixed_lm.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6,
+                                      pad_token_id=mixed_lm.tokenizer.pad_token_id)
+        assert row["continuation"] == postprocess(mixed_lm.decode(out[0, ids.shape[1]:].tolist())).text

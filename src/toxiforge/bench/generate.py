@@ -18,6 +18,9 @@ Departures, and choices upstream leaves open:
 * The mean P(toxic) counts an empty continuation as 0, consistent with the line above.
 * ``overall`` pools every continuation; ``macro`` averages the groups' shares (equal weight per group). With the
   same N per group they are equal.
+* ``--chat`` wraps each prompt as one user message in the model's own chat template (with the generation prompt),
+  as open-instruct's ``--use_chat_format`` does with its template; rows keep the unwrapped prompt. The template is
+  read from the model's tokenizer files (:func:`chat_formatter`), since the LM protocol has no chat method.
 * ``--max-new-tokens`` defaults to 50: a continuation is one line, so decoding stops at its newline; a model that
   never writes one is cut off there.
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -52,6 +55,7 @@ class GenerateConfig:
     seed: int = 0
     max_new_tokens: int = 50
     classifier: str = "toxigen-roberta"
+    chat: bool = False                      # wrap prompts in the model's chat template (see ChatDecoder)
 
     def __post_init__(self) -> None:
         if (self.prompts is None) == (self.demonstrations is None):
@@ -120,6 +124,56 @@ class GenerateConfig:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class ChatDecoder:
+    """A decoder that wraps each prompt with ``wrap`` (a chat template) before ``inner`` decodes it."""
+
+    inner: Any
+    wrap: Callable[[str], str]
+
+    @property
+    def method(self) -> str:
+        return self.inner.method
+
+    @property
+    def num_return(self) -> int:
+        return getattr(self.inner, "num_return", 1)
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.inner.settings(), "chat_template": True}
+
+    def decode(self, lm, prompts, seeds, labels):
+        return self.inner.decode(lm, [self.wrap(p) for p in prompts], seeds, labels)
+
+
+def chat_formatter(model: str) -> Callable[[str], str]:
+    """``prompt -> text`` with ``prompt`` as one user turn in the chat template of ``model`` (a name that
+    :func:`toxiforge.models.load_language_model` takes), ending with the assistant's generation prompt."""
+    from transformers import AutoTokenizer
+
+    from toxiforge.models import EMBEDDED
+    from toxiforge.models.transformers_lm import convert_gguf
+
+    source: Any = model
+    if model in EMBEDDED:
+        source = convert_gguf(EMBEDDED[model][0]())
+    elif str(model).endswith(".gguf"):
+        source = convert_gguf(Path(model))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as exc:
+        raise InputError(f"could not read the tokenizer of {model!r} for --chat: {exc}",
+                         hint="drop --chat, or pass a model whose tokenizer files are reachable") from exc
+    if not getattr(tokenizer, "chat_template", None):
+        raise InputError(f"model {model!r} has no chat template", hint="drop --chat for a base (non-chat) model")
+
+    def wrap(prompt: str) -> str:
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+
+    return wrap
+
+
 @dataclass
 class GenerateResult:
     """Per-group shares of toxic continuations; ``rows`` are the continuations with their scores."""
@@ -164,10 +218,12 @@ def continuation_rows(job_rows) -> list[dict[str, Any]]:
 
 
 def run_generate(lm, config: GenerateConfig, out_dir: str | Path, *, classifier=None, batch_size: int = 16,
-                 shard_size: int = 128, resume: bool = False, progress: bool = True) -> GenerateResult:
+                 shard_size: int = 128, resume: bool = False, progress: bool = True,
+                 chat_format: Callable[[str], str] | None = None) -> GenerateResult:
     """Generate, score and summarize into ``out_dir`` (the job's shards and manifest, ``continuations.parquet``,
     ``results.json``, ``results.md`` and ``toxic_by_group.png``). ``classifier``: a loaded classifier, else
-    ``config.classifier`` is loaded by name."""
+    ``config.classifier`` is loaded by name. With ``config.chat``, ``chat_format`` wraps the prompts (default:
+    :func:`chat_formatter` of ``lm.name``)."""
     from toxiforge.bench.report import write_generate_report
     from toxiforge.pipeline import JobConfig, check_output_dir, run_generation
     from toxiforge.records import read_rows
@@ -178,7 +234,10 @@ def run_generate(lm, config: GenerateConfig, out_dir: str | Path, *, classifier=
         from toxiforge.classifiers import load_classifier
 
         classifier = load_classifier(config.classifier)
-    job = run_generation(plan, lm, out_dir, decoder=config.decoder(), classifier=classifier, resume=resume,
+    decoder = config.decoder()
+    if config.chat:
+        decoder = ChatDecoder(decoder, chat_format or chat_formatter(lm.name))
+    job = run_generation(plan, lm, out_dir, decoder=decoder, classifier=classifier, resume=resume,
                          config=JobConfig(batch_size=batch_size, shard_size=shard_size), progress=progress)
     rows = continuation_rows(r for shard in job.shards for r in read_rows(shard))
     groups, overall = summarize(rows)

@@ -97,6 +97,7 @@ def bench_generate(
                                                                 "with hate prompts in the source)."),
     per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (the first N of a file)."),
     k: int = typer.Option(6, "-k", help="With --demonstrations: demonstrations per prompt."),
+    chat: bool = typer.Option(False, "--chat", help="Wrap each prompt in the model's chat template (chat models)."),
     sample: bool = typer.Option(False, "--sample/--greedy", help="Top-k sampling with --seed instead of greedy."),
     top_k: int = typer.Option(40, "--top-k", help="With --sample."),
     temperature: float = typer.Option(0.9, "--temperature", help="With --sample."),
@@ -111,7 +112,7 @@ def bench_generate(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Continue ToxiGen hate prompts with the LM and report % toxic continuations per group."""
-    from toxiforge.bench.generate import GenerateConfig, run_generate
+    from toxiforge.bench.generate import GenerateConfig, chat_formatter, run_generate
     from toxiforge.bench.report import generate_markdown
     from toxiforge.classifiers import load_classifier
     from toxiforge.pipeline import check_output_dir
@@ -120,13 +121,14 @@ def bench_generate(
                             prompts=str(prompts) if prompts else None,
                             demonstrations=str(demonstrations) if demonstrations else None, k=k, sample=sample,
                             top_k=top_k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                            classifier=classifier)
+                            classifier=classifier, chat=chat)
     config.plan()  # bad groups or sources fail before anything loads
     check_output_dir(out, resume)
+    chat_format = chat_formatter(model) if chat else None
     scorer = load_classifier(classifier)
     lm = load_lm(model, dtype, device)
     result = run_generate(lm, config, out, classifier=scorer, batch_size=batch_size, resume=resume,
-                          progress=progress)
+                          progress=progress, chat_format=chat_format)
     console.print(generate_markdown(result), highlight=False)
     console.print(f"[green]Wrote[/] {out}/results.json, results.md, toxic_by_group.png, continuations.parquet",
                   highlight=False)

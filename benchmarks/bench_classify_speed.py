@@ -1,0 +1,77 @@
+"""Classification mode: toxiforge's items/s against lm-evaluation-harness's HFLM on the same requests and model.
+
+Both score the same (context, " No"/" Yes") requests of :func:`toxiforge.bench.classify.classify_requests` with
+the same model object at the same batch size: ours through ``TransformersLM.loglikelihood``, the harness's
+through ``HFLM(pretrained=model, tokenizer=tokenizer).loglikelihood(instances)``. Runs alternate (ours, harness,
+ours, ...) so background load hits both alike; the medians are compared. The largest per-request difference of
+the log-likelihoods is printed as a check.
+
+Items are the toxigen-dev demonstrations (hate and neutral sentences, every group, in file order, the first
+``--items``); without them, placeholder sentences.
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_classify_speed.py --items 96 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+TOXIGEN_DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--items", type=int, default=96)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from toxiforge.bench.classify import classify_requests, demonstration_examples
+    from toxiforge.models import load_language_model
+
+    torch.manual_seed(0)
+    if TOXIGEN_DEV.is_dir():
+        texts, source = demonstration_examples(TOXIGEN_DEV).texts[:args.items], "toxigen-dev demonstrations"
+    else:
+        texts, source = [f"placeholder statement {i} about group alpha" for i in range(args.items)], "placeholders"
+    lm = load_language_model(args.model, dtype="float32", device="cpu")
+    requests = classify_requests(texts)
+    instances = [Instance(request_type="loglikelihood", doc={}, arguments=r, idx=i) for i, r in enumerate(requests)]
+    harness = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=args.batch_size)
+
+    def ours():
+        return [x.logprob for x in lm.loglikelihood(requests, batch_size=args.batch_size)]
+
+    def theirs():
+        return [x[0] for x in harness.loglikelihood(instances, disable_tqdm=True)]
+
+    a, b = ours(), theirs()  # warm-up, and the agreement check
+    diff = max(abs(x - y) for x, y in zip(a, b))
+    times: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
+    for _ in range(args.repeats):
+        for name, fn in (("toxiforge", ours), ("lm-eval HFLM", theirs)):
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    print(f"{len(texts)} items ({len(requests)} requests) from {source}; {args.model} float32 on CPU "
+          f"({torch.get_num_threads()} threads), batch size {args.batch_size}, {args.repeats} runs each, alternating")
+    rates = {}
+    for name, ts in times.items():
+        rates[name] = len(texts) / statistics.median(ts)
+        print(f"  {name:14s} median {statistics.median(ts):6.2f} s  -> {rates[name]:6.2f} items/s  "
+              f"(runs: {', '.join(f'{t:.2f}' for t in ts)} s)")
+    print(f"  ratio toxiforge / lm-eval: {rates['toxiforge'] / rates['lm-eval HFLM']:.2f}x   "
+          f"max |log-likelihood difference|: {diff:.2e}")
+
+
+if __name__ == "__main__":
+    main()

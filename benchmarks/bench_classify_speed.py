@@ -56,12 +56,14 @@ def main() -> None:
 
     a, b = ours(), theirs()  # warm-up, and the agreement check
     diff = max(abs(x - y) for x, y in zip(a, b))
+    print(f"warm-up done; max |log-likelihood difference| {diff:.2e}", flush=True)
     times: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
     for _ in range(args.repeats):
         for name, fn in (("toxiforge", ours), ("lm-eval HFLM", theirs)):
             started = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - started)
+            print(f"  run: {name} {times[name][-1]:.2f} s", flush=True)  # partial results survive a timeout
     print(f"{len(texts)} items ({len(requests)} requests) from {source}; {args.model} float32 on CPU "
           f"({torch.get_num_threads()} threads), batch size {args.batch_size}, {args.repeats} runs each, alternating")
     rates = {}

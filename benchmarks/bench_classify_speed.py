@@ -20,12 +20,14 @@ import statistics
 import time
 from pathlib import Path
 
+from toxiforge.models.embedded import DEFAULT_LM
+
 TOXIGEN_DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--model", default=DEFAULT_LM)
     parser.add_argument("--items", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)

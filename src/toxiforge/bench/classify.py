@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class ClassifyResult:
         import pyarrow as pa
 
         from toxiforge._io import atomic_write_text
-        from toxiforge.classifiers.scoring import write_table
+        from toxiforge.records import write_table
 
         out = Path(out_dir)
         atomic_write_text(out / "results.json", json.dumps(self.to_dict(), indent=2) + "\n")

@@ -27,9 +27,10 @@ Departures, and choices upstream leaves open:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -151,14 +152,14 @@ def chat_formatter(model: str) -> Callable[[str], str]:
     :func:`toxiforge.models.load_language_model` takes), ending with the assistant's generation prompt."""
     from transformers import AutoTokenizer
 
-    from toxiforge.models import EMBEDDED
+    from toxiforge.models.embedded import EMBEDDED
     from toxiforge.models.transformers_lm import convert_gguf
 
     source: Any = model
-    if model in EMBEDDED:
-        source = convert_gguf(EMBEDDED[model][0]())
-    elif str(model).endswith(".gguf"):
-        source = convert_gguf(Path(model))
+    if model in EMBEDDED:  # the embedded LM's weights: a .gguf file or a model folder
+        source = EMBEDDED.get(model).locate()
+    if str(source).endswith(".gguf"):
+        source = convert_gguf(Path(source))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as exc:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from toxiforge.bench.stats import Share
 from toxiforge.errors import InputError
@@ -61,7 +62,7 @@ def write_generate_report(result, out_dir: str | Path) -> Path:
 
     from toxiforge._io import atomic_write_text
     from toxiforge.bench.generate import CONTINUATIONS
-    from toxiforge.classifiers.scoring import write_table
+    from toxiforge.records import write_table
 
     out = Path(out_dir)
     atomic_write_text(out / "results.json", json.dumps(result.to_dict(), indent=2) + "\n")

@@ -7,8 +7,8 @@ group the interval is a few points wide either side; it is there so a reader doe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from toxiforge.cli._app import console, load_lm, split_list
+from toxiforge.models.embedded import DEFAULT_LM
 
 bench_app = typer.Typer(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
                              "HumanVal classification (lm-evaluation-harness's toxigen task).", no_args_is_help=True)
@@ -44,16 +44,16 @@ class _progress_bar:
 def bench_classify(
     out: Path = typer.Option(..., "-o", "--out", help="New or empty folder for results.json, results.md and "
                                                       "items.parquet."),
-    model: str = typer.Option("smollm2-135m", "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
-    on: Optional[str] = typer.Option(None, "--on", help="Data spec, e.g. humanval:annotated_test.parquet, "
+    model: str = typer.Option(DEFAULT_LM, "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
+    on: str | None = typer.Option(None, "--on", help="Data spec, e.g. humanval:annotated_test.parquet, "
                                                         "humanval:hub, table:mine.csv (toxiforge evaluate's specs)."),
-    demonstrations: Optional[Path] = typer.Option(
+    demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d", help="Instead of --on: demonstration files as a labelled table (hate = 1, "
                                              "neutral = 0; not HumanVal)."),
-    groups: Optional[str] = typer.Option(None, "--groups", help="With --demonstrations: only these groups."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of a table."),
-    label_column: Optional[str] = typer.Option(None, "--label-column", help="0/1 label column of a table."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Score only the first N items."),
+    groups: str | None = typer.Option(None, "--groups", help="With --demonstrations: only these groups."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of a table."),
+    label_column: str | None = typer.Option(None, "--label-column", help="0/1 label column of a table."),
+    limit: int | None = typer.Option(None, "--limit", help="Score only the first N items."),
     batch_size: int = typer.Option(16, "--batch-size", help="Sequences per forward pass."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -89,11 +89,11 @@ def bench_classify(
 def bench_generate(
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: the job's shards and manifest, "
                                                       "continuations.parquet, results.json/.md, a chart."),
-    model: str = typer.Option("smollm2-135m", "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
-    prompts: Optional[Path] = typer.Option(None, "--prompts", help="Upstream's prompts/ folder (hate_<group>_1k.txt)."),
-    demonstrations: Optional[Path] = typer.Option(
+    model: str = typer.Option(DEFAULT_LM, "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
+    prompts: Path | None = typer.Option(None, "--prompts", help="Upstream's prompts/ folder (hate_<group>_1k.txt)."),
+    demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d", help="Instead of --prompts: build prompts from hate demonstrations."),
-    groups: Optional[str] = typer.Option(None, "--groups", help="Comma-separated groups (default: every group "
+    groups: str | None = typer.Option(None, "--groups", help="Comma-separated groups (default: every group "
                                                                 "with hate prompts in the source)."),
     per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (the first N of a file)."),
     k: int = typer.Option(6, "-k", help="With --demonstrations: demonstrations per prompt."),

@@ -13,7 +13,7 @@ log-softmax over the whole vocabulary at every position, most of which it throws
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -16,7 +16,8 @@ into a backend's model or tokenizer.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 

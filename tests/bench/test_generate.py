@@ -30,10 +30,13 @@ def write_prompt_files(folder, groups=("asian", "women"), n=4):
     return folder
 
 
-def length_classifier():
+def even_length(texts):
     """P(toxic) = 0.9 for continuations with an even number of characters, else 0.1: a rule the test can redo."""
-    return CallableClassifier(lambda texts: np.array([0.9 if len(t) % 2 == 0 else 0.1 for t in texts]),
-                              name="even-length")
+    return np.array([0.9 if len(t) % 2 == 0 else 0.1 for t in texts])
+
+
+def length_classifier():
+    return CallableClassifier(even_length, name="even-length")
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +167,85 @@ def test_chat_wraps_prompts_in_the_models_template(mixed_lm, tmp_path):
         out = mixed_lm.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6,
                                       pad_token_id=mixed_lm.tokenizer.pad_token_id)
         assert row["continuation"] == postprocess(mixed_lm.decode(out[0, ids.shape[1]:].tolist())).text
+
+
+def test_seeded_sampling_is_reproducible_and_every_row_records_method_model_and_seed(mixed_lm, tmp_path):
+    prompts = write_prompt_files(tmp_path / "p", groups=("asian",))
+    sampled = GenerateConfig(prompts=str(prompts), per_group=4, max_new_tokens=8, sample=True, seed=3)
+
+    def run(config, name):
+        return run_generate(mixed_lm, config, tmp_path / name, classifier=length_classifier(), batch_size=2,
+                            progress=False)
+
+    first, again = run(sampled, "a"), run(sampled, "b")
+    greedy = run(GenerateConfig(prompts=str(prompts), per_group=4, max_new_tokens=8), "greedy")
+    texts = [r["continuation"] for r in first.rows]
+    assert texts == [r["continuation"] for r in again.rows]  # same seed, same continuations
+    assert texts != [r["continuation"] for r in greedy.rows]  # and they are sampled, not the argmax path
+    for result, method in ((first, "top-k"), (greedy, "greedy")):
+        assert all(r["machine_generated"] and r["method"] == method and r["model"] == "tiny-llama-1"
+                   and r["seed"] is not None for r in result.rows)
+    assert len({r["seed"] for r in first.rows}) == 4  # a seed per row, so any row can be redone alone
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["config"]["method"] == "top-k" and manifest["config"]["decoding"]["top_k"] == 40
+
+
+def test_a_crashed_run_resumes_to_the_uninterrupted_rows(mixed_lm, tmp_path):
+    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), per_group=4, max_new_tokens=8)
+    reference = run_generate(mixed_lm, config, tmp_path / "ref", classifier=length_classifier(), batch_size=2,
+                             shard_size=2, progress=False)
+    calls = []
+
+    def crash_on_third_shard(texts):
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise RuntimeError("simulated crash")
+        return even_length(texts)
+
+    crashing = CallableClassifier(crash_on_third_shard, name="even-length")
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_generate(mixed_lm, config, tmp_path / "out", classifier=crashing, batch_size=2, shard_size=2,
+                     progress=False)
+    assert not (tmp_path / "out" / "results.json").exists()
+    resumed = run_generate(mixed_lm, config, tmp_path / "out", classifier=length_classifier(), batch_size=2,
+                           shard_size=2, resume=True, progress=False)
+    assert resumed.rows == reference.rows and resumed.overall == reference.overall
+
+
+def test_a_classifier_that_fails_to_load_stops_the_run_before_anything_is_written(tiny_lm_newlines, tmp_path):
+    from transformers import RobertaConfig
+
+    from toxiforge.cli import app
+    from toxiforge.errors import ToxiforgeError
+
+    prompts = write_prompt_files(tmp_path / "p")
+    no_config = tmp_path / "no-config"
+    no_config.mkdir()
+    no_weights = tmp_path / "no-weights"  # a config.json and nothing else: no tokenizer, no weights
+    RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,
+                  num_labels=2).save_pretrained(no_weights)
+    for bad, message in ((no_config, "no config.json"), (no_weights, "could not load classifier")):
+        config = GenerateConfig(prompts=str(prompts), per_group=2, max_new_tokens=4, classifier=str(bad))
+        with pytest.raises(ToxiforgeError, match=message):
+            run_generate(tiny_lm_newlines, config, tmp_path / "out", progress=False)
+        assert not (tmp_path / "out").exists()
+    result = runner.invoke(app, ["bench", "generate", "--prompts", str(prompts), "-c", str(no_weights),
+                                 "-o", str(tmp_path / "cli"), "--model", "no-such-model-is-loaded"])
+    assert isinstance(result.exception, ToxiforgeError) and "could not load classifier" in str(result.exception)
+    assert not (tmp_path / "cli").exists()  # the classifier fails before the model is loaded
+
+
+def test_a_group_without_prompts_is_an_error_naming_the_groups_that_have_them(tmp_path):
+    from toxiforge.cli import app
+
+    demos = tmp_path / "demos"
+    demos.mkdir()
+    (demos / "hate_asian.txt").write_text("\n".join(f"- {s}" for s in SENTENCES) + "\n")
+    (demos / "neutral_women.txt").write_text("\n".join(f"- {s}" for s in SENTENCES) + "\n")
+    with pytest.raises(InputError, match="no hate demonstrations for group 'women'") as err:
+        GenerateConfig(demonstrations=str(demos), groups=("women",)).plan()
+    assert "groups with them: asian" in err.value.hint
+    for source in (["--demonstrations", str(demos)], ["--prompts", str(write_prompt_files(tmp_path / "p"))]):
+        result = runner.invoke(app, ["bench", "generate", *source, "--groups", "zorblax", "-o", str(tmp_path / "o")])
+        assert isinstance(result.exception, InputError) and "zorblax" in str(result.exception)
+    assert not (tmp_path / "o").exists()

@@ -206,7 +206,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]]
 
 
 def continuation_rows(job_rows) -> list[dict[str, Any]]:
-    """One dict per continuation: group, prompt, continuation, raw output, P(toxic), toxic, empty flag."""
+    """One dict per continuation: group, prompt, continuation, raw output, P(toxic), toxic, empty flag, and the
+    provenance of a machine-generated row (method, model, seed)."""
     out = []
     for r in job_rows:
         empty = r.parse_error is not None or not r.generation
@@ -214,7 +215,7 @@ def continuation_rows(job_rows) -> list[dict[str, Any]]:
         out.append({"row_id": r.row_id, "group": r.group, "prompt": r.prompt, "continuation": r.generation,
                     "raw_output": r.raw_output, "finish_reason": r.finish_reason, "empty": empty,
                     "p_toxic": p, "toxic": bool(p is not None and p >= THRESHOLD), "classifier": r.classifier,
-                    "model": r.model, "seed": r.seed, "machine_generated": True})
+                    "method": r.generation_method, "model": r.model, "seed": r.seed, "machine_generated": True})
     return out
 
 

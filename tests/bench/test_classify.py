@@ -161,3 +161,25 @@ def test_demonstrations_become_a_labelled_table():
     assert 0 < data.counts()["benign"] < len(data)
     with pytest.raises(InputError, match="no demonstrations"):
         demonstration_examples(TOXIGEN_DEV, groups=["women"])
+
+
+def test_data_without_its_label_columns_is_an_error_before_the_model_loads(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from toxiforge.cli import app
+
+    no_human = tmp_path / "annotated.parquet"  # ToxiGen annotated without toxicity_human: no gold label
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != "toxicity_human"} for r in ROWS]),
+                   no_human)
+    unlabelled = tmp_path / "t.csv"
+    unlabelled.write_text("sentence,score\nplaceholder a,1\n")
+    cases = [([f"humanval:{no_human}"], "missing column(s) ['toxicity_human']"),
+             ([f"table:{unlabelled}"], "no label column (looked for label,"),
+             ([f"table:{unlabelled}", "--label-column", "hateful"], "no label column 'hateful'")]
+    for (spec, *options), message in cases:
+        result = runner.invoke(app, ["bench", "classify", "--on", spec, *options, "-o", str(tmp_path / "out"),
+                                     "--model", "no-such-model-is-loaded"])
+        assert isinstance(result.exception, InputError) and message in str(result.exception), result.output
+        assert "columns found are" in str(result.exception) and result.exception.hint
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -91,6 +91,11 @@ def test_empty_continuations_are_kept_flagged_and_not_toxic(tiny_lm_newlines, tm
     result = run_generate(tiny_lm_newlines, config, tmp_path / "out", classifier=always_toxic, progress=False)
     assert len(result.rows) == 4 and all(r["empty"] and r["p_toxic"] is None and not r["toxic"] for r in result.rows)
     assert result.overall["empty"] == 4 and result.overall["toxic"]["value"] == 0.0
+    import pyarrow.parquet as pq
+
+    saved = pq.read_table(tmp_path / "out" / "continuations.parquet").to_pylist()  # kept in the output, flagged
+    assert [(r["continuation"], r["empty"], r["toxic"]) for r in saved] == [("", True, False)] * 4
+    assert "| asian | 2 | 2 | 0.0" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_summary_counts_empty_continuations_as_not_toxic():

@@ -4,7 +4,8 @@ Both score the same (context, " No"/" Yes") requests of :func:`toxiforge.bench.c
 the same model object at the same batch size: ours through ``TransformersLM.loglikelihood``, the harness's
 through ``HFLM(pretrained=model, tokenizer=tokenizer).loglikelihood(instances)``. Runs alternate (ours, harness,
 ours, ...) so background load hits both alike; the medians are compared. The largest per-request difference of
-the log-likelihoods is printed as a check.
+the log-likelihoods is printed as a check. Wall and process CPU time are both reported (CPU time is steadier on
+a shared machine), with the load average before and after.
 
 Items are the toxigen-dev demonstrations (hate and neutral sentences, every group, in file order, the first
 ``--items``); without them, placeholder sentences.
@@ -59,23 +60,29 @@ def main() -> None:
     a, b = ours(), theirs()  # warm-up, and the agreement check
     diff = max(abs(x - y) for x, y in zip(a, b))
     print(f"warm-up done; max |log-likelihood difference| {diff:.2e}", flush=True)
+    load_before = os.getloadavg()
     times: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
+    cpu: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
     for _ in range(args.repeats):
         for name, fn in (("toxiforge", ours), ("lm-eval HFLM", theirs)):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - started)
-            print(f"  run: {name} {times[name][-1]:.2f} s", flush=True)  # partial results survive a timeout
+            cpu[name].append(time.process_time() - cpu_started)
+            print(f"  run: {name} {times[name][-1]:.2f} s wall, {cpu[name][-1]:.2f} s CPU", flush=True)
     print(f"{len(texts)} items ({len(requests)} requests) from {source}; {args.model} float32 on CPU "
-          f"({torch.get_num_threads()} threads), batch size {args.batch_size}, {args.repeats} runs each, alternating")
-    rates = {}
+          f"({torch.get_num_threads()} threads), batch size {args.batch_size}, {args.repeats} runs each, alternating; "
+          f"load average (1 min) {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    rates, cpu_rates = {}, {}
     for name, ts in times.items():
         rates[name] = len(texts) / statistics.median(ts)
-        print(f"  {name:14s} median {statistics.median(ts):6.2f} s  -> {rates[name]:6.2f} items/s  "
-              f"(runs: {', '.join(f'{t:.2f}' for t in ts)} s)")
-    print(f"  ratio toxiforge / lm-eval: {rates['toxiforge'] / rates['lm-eval HFLM']:.2f}x   "
+        cpu_rates[name] = len(texts) / statistics.median(cpu[name])
+        print(f"  {name:14s} median {statistics.median(ts):6.2f} s wall -> {rates[name]:6.2f} items/s; "
+              f"median {statistics.median(cpu[name]):6.2f} s CPU -> {cpu_rates[name]:6.2f} items per CPU-s  "
+              f"(wall runs: {', '.join(f'{t:.2f}' for t in ts)} s)")
+    print(f"  ratio toxiforge / lm-eval: {rates['toxiforge'] / rates['lm-eval HFLM']:.2f}x wall, "
+          f"{cpu_rates['toxiforge'] / cpu_rates['lm-eval HFLM']:.2f}x CPU   "
           f"max |log-likelihood difference|: {diff:.2e}")
-
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from toxiforge.bench.generate import GenerateConfig, run_generate, summarize
 from toxiforge.bench.report import compare_results
+from toxiforge.bench.stats import Share
 from toxiforge.classifiers.wrap import CallableClassifier
 from toxiforge.errors import InputError
 
@@ -193,6 +194,9 @@ def test_seeded_sampling_is_reproducible_and_every_row_records_method_model_and_
     assert len({r["seed"] for r in first.rows}) == 4  # a seed per row, so any row can be redone alone
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["config"]["method"] == "top-k" and manifest["config"]["decoding"]["top_k"] == 40
+    table = compare_results([tmp_path / "a", tmp_path / "greedy"])  # one column per run, in the order given
+    cells = [Share(**r.groups["asian"]["toxic"]).cell() for r in (first, greedy)]
+    assert f"| asian | {cells[0]} | {cells[1]} |" in table and "tiny-llama-1 (a) | tiny-llama-1 (greedy)" in table
 
 
 def test_a_crashed_run_resumes_to_the_uninterrupted_rows(mixed_lm, tmp_path):

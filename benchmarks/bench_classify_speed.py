@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -42,6 +43,8 @@ def main() -> None:
     from toxiforge.models import load_language_model
 
     torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if TOXIGEN_DEV.is_dir():
         texts, source = demonstration_examples(TOXIGEN_DEV).texts[:args.items], "toxigen-dev demonstrations"
     else:

@@ -38,7 +38,7 @@ CASES = [
 
 def reference_parameters(statement, dialect, params):
     """What SQLAlchemy itself sends: construct_params, then each bind's processor, in positional order."""
-    compiled = statement.compile(dialect=dialect, column_keys=list(params) if statement.is_insert else None)
+    compiled = statement.compile(dialect=dialect)
     values = compiled.construct_params(params)
     out = []
     for name in compiled.positiontup:
@@ -50,11 +50,11 @@ def reference_parameters(statement, dialect, params):
 def test_precomputed_parameters_equal_sqlalchemys(tmp_path):
     dialect = make_engine(str(tmp_path / "p.db")).dialect
     for statement, params in CASES:
-        compiled = CompiledStatement(statement, dialect, list(params) if statement.is_insert else None)
-        assert compiled.parameters(params) == reference_parameters(statement, dialect, params), compiled.sql
+        compiled = CompiledStatement(statement, dialect)
+        assert list(compiled.parameters(params)) == reference_parameters(statement, dialect, params), compiled.sql
     # spot checks by hand: LIMIT 1 OFFSET 0 fixed, the SQLite DATETIME string, booleans as 1/0
     assert CompiledStatement(hotpath.OPEN_ASSIGNMENT, dialect).parameters({"annotator_id": 7}) == [7, 1, 0]
-    response = CompiledStatement(hotpath.NEW_RESPONSE, dialect, list(RESPONSE)).parameters(RESPONSE)
+    response = CompiledStatement(hotpath.NEW_RESPONSE, dialect).parameters(RESPONSE)
     assert response[-3:] == [1, "2026-11-23 13:05:07.123456", "2026-11-23 13:05:07.123456"]
     marked = CompiledStatement(hotpath.MARK_SUBMITTED, dialect).parameters({"assignment_id": 11, "owner_id": 7})
     assert marked[0] == 1 and marked[2:] == [11, 7]

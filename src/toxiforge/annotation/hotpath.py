@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -88,8 +89,10 @@ MARK_SUBMITTED = (update(ASSIGNMENTS)
 RELEASED_STATE = (select(ASSIGNMENTS.c.released_at.is_not(None))
                   .where(ASSIGNMENTS.c.id == bindparam("assignment_id"),
                          ASSIGNMENTS.c.annotator_id == bindparam("annotator_id")))
-NEW_ASSIGNMENT = insert(ASSIGNMENTS)  # executed with a parameter dict: the columns come from its keys
-NEW_RESPONSE = insert(RESPONSES)
+ASSIGNMENT_COLUMNS = ("item_id", "annotator_id", "slot", "submitted", "draft", "assigned_at")
+# the columns are part of the statements (one bind each, typed by its column), so one compilation serves every call
+NEW_ASSIGNMENT = insert(ASSIGNMENTS).values({c: bindparam(c) for c in ASSIGNMENT_COLUMNS})
+NEW_RESPONSE = insert(RESPONSES).values({c: bindparam(c) for c in RESPONSE_COLUMNS})
 STUDY_SHAPE = select(STUDIES.c.per_item, select(func.count()).select_from(ITEMS)
                      .where(ITEMS.c.study_id == STUDIES.c.id).scalar_subquery()
                      ).where(STUDIES.c.id == bindparam("study_id"))
@@ -130,8 +133,8 @@ class CompiledStatement:
     types that have one (DateTime, Boolean, JSON). Fixed values cannot be overridden per execution (the hot path
     never does), and binds with a callable value or rendered at execution time (``IN`` lists) are refused."""
 
-    def __init__(self, statement, dialect: Dialect, column_keys: Sequence[str] | None = None):
-        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
+    def __init__(self, statement, dialect: Dialect):
+        compiled = statement.compile(dialect=dialect)
         if compiled.post_compile_params:
             raise ValueError(f"statement binds values at execution time, not supported here: {compiled}")
         self.sql = str(compiled)
@@ -148,12 +151,16 @@ class CompiledStatement:
             else:
                 plan.append((None, param.value if process is None else process(param.value), None))
         self.plan = tuple(plan)
-        self.keys = tuple(key for key, _, _ in plan)  # (for tests and debugging: None marks a fixed value)
+        self.keys = tuple(key for key, _, _ in plan)  # (None marks a fixed value)
+        if plan and all(key is not None and process is None for key, _, process in plan):
+            # the common case, values as they are: one C call (itemgetter of one key returns the bare value)
+            get = itemgetter(*self.keys)
+            self.parameters = get if len(plan) > 1 else lambda params: (get(params),)
         result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None)
                        for c in statement.exported_columns)  # selected or RETURNING columns
         self.converted = tuple((i, p) for i, p in enumerate(result) if p is not None)
 
-    def parameters(self, params: dict[str, Any]) -> list:
+    def parameters(self, params: dict[str, Any]) -> Sequence[Any]:
         """The positional parameters of one execution, from a dict with a value for every required bind."""
         return [fixed if key is None else params[key] if process is None else process(params[key])
                 for key, fixed, process in self.plan]
@@ -177,25 +184,21 @@ class SQLiteExecutor:
     def __init__(self, cursor, dialect: Dialect, cache: dict):
         self.cursor, self.dialect, self.cache = cursor, dialect, cache
 
-    def _compiled(self, statement, params) -> CompiledStatement:
-        # an INSERT's columns come from its parameter keys: one compilation per set of keys
-        key = (statement, tuple(params)) if statement.is_insert else statement
-        found = self.cache.get(key)
-        if found is None:
-            found = self.cache[key] = CompiledStatement(statement, self.dialect,
-                                                        tuple(params) if statement.is_insert else None)
+    def _compile(self, statement) -> CompiledStatement:
+        found = self.cache[statement] = CompiledStatement(statement, self.dialect)
         return found
 
     def rows(self, statement, params):
-        compiled = self._compiled(statement, params)
-        return compiled.rows(self.cursor.execute(compiled.sql, compiled.parameters(params)).fetchall())
+        compiled = self.cache.get(statement) or self._compile(statement)
+        rows = self.cursor.execute(compiled.sql, compiled.parameters(params)).fetchall()
+        return compiled.rows(rows) if compiled.converted else rows
 
     def rowcount(self, statement, params) -> int:
-        compiled = self._compiled(statement, params)
+        compiled = self.cache.get(statement) or self._compile(statement)
         return self.cursor.execute(compiled.sql, compiled.parameters(params)).rowcount
 
     def insert(self, statement, params) -> int:
-        compiled = self._compiled(statement, params)
+        compiled = self.cache.get(statement) or self._compile(statement)
         return self.cursor.execute(compiled.sql, compiled.parameters(params)).lastrowid
 
 
@@ -264,4 +267,4 @@ class HotPath:
         return None if row is None else bool(row[0])
 
     def new_response(self, values) -> None:
-        self.executor.insert(NEW_RESPONSE, {c: values[c] for c in RESPONSE_COLUMNS})
+        self.executor.insert(NEW_RESPONSE, values)  # values: one per RESPONSE_COLUMNS

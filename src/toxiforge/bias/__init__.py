@@ -1,0 +1,1 @@
+"""Measure and reduce the biases of toxicity classifiers (Zhou et al., 2021)."""

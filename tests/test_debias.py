@@ -1,4 +1,4 @@
-"""Bias mitigation (Zhou et al. 2021 §3): DataMaps and the label-ratio subsets.
+"""Bias mitigation (Zhou et al. 2021 §3): DataMaps, AFLite, the random baseline and LEARNED-MIXIN(+H).
 
 Everything trains a tiny random BERT with a word-level tokenizer built in-process, on neutral placeholder text.
 The planted-shortcut proofs (the stand-in token "zorblax" occurs almost only in toxic training rows) are at the
@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from toxiforge.bias.aflite import AFLiteConfig, aflite, predictability, run_aflite
 from toxiforge.bias.datamaps import REGIONS, DataMapRecorder, Dynamics, region_subset, run_datamap, \
     training_dynamics
 from toxiforge.bias.subsets import keep_label_ratio, label_quota, pearson_r, random_subset
@@ -177,3 +178,127 @@ def test_datamap_writes_dynamics_subsets_and_plot(base_dir, tmp_path):
     assert log["epochs"] == 3 and log["sizes"] == {"easy": 20, "ambiguous": 20, "hard": 20}
     with pytest.raises(InputError, match="at least 2 whole epochs"):
         run_datamap(rows, tmp_path / "dm2", tiny_config(base_dir, epochs=1))
+
+
+# --- AFLite ----------------------------------------------------------------------------------------------------
+
+
+def test_ridge_ensemble_equals_scikit_learn_ridge_classifier():
+    """One ensemble member, rebuilt from the same random draws, against RidgeClassifier on its training rows."""
+    from sklearn.linear_model import RidgeClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((640, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.7 * rng.standard_normal(640) > 0).astype(int)
+    config = AFLiteConfig(target_size=400, ensemble_size=1, train_size=200).resolved(640)
+    p = predictability(X, y, config, np.random.default_rng(1))
+    draws = np.random.default_rng(1)
+    blocks = np.array_split(draws.permutation(640), 64)
+    chosen = draws.choice(64, size=20, replace=False)  # 200 rows / 10-row slices
+    train = np.concatenate([blocks[j] for j in chosen])
+    test = np.setdiff1d(np.arange(640), train)
+    expected = RidgeClassifier(alpha=1.0).fit(X[train], y[train]).predict(X[test]) == y[test]
+    assert np.isnan(p[train]).all() and np.array_equal(p[test], expected.astype(float))
+
+
+def test_aflite_removes_the_predictable_rows_first():
+    """Half the rows carry their label in feature 0 (predictable), half are noise: AFLite keeps the noise."""
+    rng = np.random.default_rng(0)
+    n = 800
+    y = rng.integers(0, 2, n)
+    X = rng.standard_normal((n, 8)).astype(np.float32)
+    easy = np.arange(n) < n // 2
+    X[easy, 0] = np.where(y[easy] == 1, 3.0, -3.0)
+    X[~easy, 0] = 0.0
+    result = aflite(X, y, AFLiteConfig(target_size=400, ensemble_size=16, cut_size=100, seed=0))
+    assert len(result.kept) == 400 and not result.stopped_early
+    assert easy[result.kept].mean() < 0.1
+    assert [h["removed"] for h in result.history] == [100, 100, 100, 100]
+    assert (result.removed_at[result.kept] == -1).all() and (result.removed_at >= 0).sum() == 400
+
+
+def test_aflite_stops_early_when_nothing_reaches_tau():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((400, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 400)
+    result = aflite(X, y, AFLiteConfig(target_size=100, ensemble_size=8, cut_size=50, threshold=0.95))
+    assert result.stopped_early and len(result.kept) > 100
+
+
+def test_aflite_logistic_and_bad_parameters():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((200, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    result = aflite(X, y, AFLiteConfig(target_size=150, ensemble_size=4, cut_size=25, classifier="logistic"))
+    assert len(result.kept) == 150
+    with pytest.raises(InputError, match="not smaller than the data"):
+        aflite(X, y, AFLiteConfig(target_size=200))
+    with pytest.raises(InputError, match="below the target size"):
+        AFLiteConfig(target_size=10, train_size=10)
+    with pytest.raises(InputError, match="unknown AFLite classifier"):
+        AFLiteConfig(target_size=10, classifier="svm")
+
+
+def test_run_aflite_writes_scores_and_a_ratio_keeping_subset(tmp_path):
+    rows = shortcut_data(200, seed=3)
+    X = bag_of_words(rows)
+    result, subset = run_aflite(rows, tmp_path / "af", AFLiteConfig(target_size=100, ensemble_size=8, seed=0),
+                                embeddings=X, subset_size=66, embed_seconds=0.5)
+    table = pq.read_table(tmp_path / "af" / "aflite.parquet")
+    assert table.num_rows == 66 and sum(table.column("label").to_pylist()) == 33
+    assert set(table.column("id").to_pylist()) <= set(result.kept.tolist())
+    scores = pq.read_table(tmp_path / "af" / "scores.parquet")
+    assert scores.num_rows == 200 and (np.array(scores.column("removed_at")) == -1).sum() == len(result.kept)
+    log = json.loads((tmp_path / "af" / "aflite.json").read_text())
+    assert log["embed_seconds"] == 0.5 and log["config"]["train_size"] == 50 and log["subset"] == 66
+
+
+def bag_of_words(rows) -> np.ndarray:
+    """Word-presence vectors: a transparent stand-in for sentence embeddings."""
+    vocab = {w: i for i, w in enumerate(["placeholder", "note", SHORTCUT] + SIGNALS + FILLERS)}
+    X = np.zeros((len(rows), len(vocab)), dtype=np.float32)
+    for r, e in enumerate(rows):
+        for w in e.text.split():
+            X[r, vocab[w]] = 1.0
+    return X
+
+
+# --- command line ----------------------------------------------------------------------------------------------
+
+
+def write_table(rows, path):
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"text": [e.text for e in rows], "label": [e.label for e in rows]}), path)
+    return path
+
+
+def test_cli_datamap(base_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+
+    data = write_table(shortcut_data(30, seed=4), tmp_path / "train.parquet")
+    result = CliRunner().invoke(app, ["bias", "datamap", str(data), "-o", str(tmp_path / "dm"), "--base-model",
+                                      str(base_dir), "--epochs", "2", "--batch-size", "8", "--lr", "5e-3",
+                                      "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "ambiguous 10" in result.output
+    assert pq.read_table(tmp_path / "dm" / "hard.parquet").num_rows == 10
+    again = CliRunner().invoke(app, ["bias", "datamap", str(data), "-o", str(tmp_path / "dm"), "--base-model",
+                                     str(base_dir)])
+    assert isinstance(again.exception, InputError) and "not empty" in str(again.exception)
+
+
+@pytest.mark.embedded
+def test_cli_aflite_on_minilm_embeddings(tmp_path):
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+
+    data = write_table(shortcut_data(120, seed=5), tmp_path / "train.parquet")
+    result = CliRunner().invoke(app, ["bias", "aflite", str(data), "-o", str(tmp_path / "af"), "-m", "8"])
+    assert result.exit_code == 0, result.output
+    log = json.loads((tmp_path / "af" / "aflite.json").read_text())
+    assert log["config"]["target_size"] == 60 and log["embed_seconds"] > 0 and log["encoder"] == "all-minilm-l6-v2"
+    assert pq.read_table(tmp_path / "af" / "aflite.parquet").num_rows == min(40, log["kept"])

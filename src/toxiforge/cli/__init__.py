@@ -18,7 +18,10 @@ from toxiforge.cli import classify  # noqa: E402,F401  isort: skip
 from toxiforge.cli import analysis  # noqa: E402,F401  isort: skip
 from toxiforge.cli import training  # noqa: E402,F401  isort: skip
 from toxiforge.cli import annotate  # noqa: E402,F401  isort: skip
+from toxiforge.cli import debias  # noqa: E402  isort: skip
 from toxiforge.errors import ToxiforgeError
+
+debias.register(app)  # stand-in `bias` group; at merge cli/bias.py calls debias.register_bias_commands(bias_app)
 
 
 def main() -> None:

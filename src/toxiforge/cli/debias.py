@@ -1,0 +1,135 @@
+"""Commands: bias datamap, bias aflite (Zhou et al. 2021 §3.2 data filtering).
+
+The ``bias`` command group belongs to ``cli/bias.py`` (issue 10). This module only defines command functions and
+:func:`register_bias_commands`, which adds them to that group. :func:`register` builds a stand-in ``bias`` group
+for branches where ``cli/bias.py`` does not exist yet; at merge, ``cli/bias.py`` calls
+``register_bias_commands(bias_app)`` and ``cli/__init__.py`` stops calling :func:`register`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from toxiforge.cli._app import console, err_console, split_list
+
+_DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen-train, toxiforge, sbf, ihc, dynahate, "
+              "table); several separated by commas are concatenated.")
+
+
+def _load_examples(data: str, label_column: Optional[str], text_column: Optional[str]):
+    from toxiforge.data import load_specs
+
+    datasets = load_specs(split_list(data), label_column=label_column, text_column=text_column)
+    return [e for d in datasets for e in d.examples]
+
+
+def datamap_command(
+    data: str = typer.Argument(..., help=_DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder: dynamics.parquet, easy|ambiguous|hard.parquet, "
+                                                     "datamap.png, datamap.json."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help="Encoder whose training dynamics "
+                                   "are recorded (see `toxiforge train --help`)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer"),
+    epochs: int = typer.Option(3, "--epochs", help="Whole epochs to record (at least 2)."),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length"),
+    fraction: float = typer.Option(0.33, "--fraction", help="Size of each region's subset (share of the data)."),
+    pool_fraction: float = typer.Option(0.5, "--pool-fraction", help="Each region is cut to this share first, "
+                                        "then sampled down to --fraction with the original label ratio."),
+    label_column: Optional[str] = typer.Option(None, "--label-column"),
+    text_column: Optional[str] = typer.Option(None, "--text-column"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("auto", "--device"),
+    keep_model: bool = typer.Option(False, "--keep-model", help="Also save the trained model in OUT/model."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """DataMaps (Swayamdipta et al. 2020): train, record per-example training dynamics, write the regions."""
+    from toxiforge._io import require_empty_dir
+    from toxiforge.bias.datamaps import run_datamap
+    from toxiforge.training.trainer import TrainConfig
+
+    require_empty_dir(out, overwrite)
+    rows = _load_examples(data, label_column, text_column)
+    config = TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, batch_size=batch_size,
+                         learning_rate=learning_rate, max_length=max_length, seed=seed, device=device)
+    console.print(f"recording training dynamics of {base_model} on {len(rows)} rows for {epochs} epochs",
+                  highlight=False, soft_wrap=True)
+    result = run_datamap(rows, out, config, fraction=fraction, pool_fraction=pool_fraction,
+                         model_dir=out / "model" if keep_model else None, progress=progress, console=err_console,
+                         overwrite=overwrite)
+    sizes = ", ".join(f"{r} {n}" for r, n in result.log["sizes"].items())
+    console.print(f"wrote {out}/dynamics.parquet, datamap.png and the regions ({sizes} rows) after "
+                  f"{result.log['train_seconds']:.1f} s of training", highlight=False, soft_wrap=True)
+
+
+def aflite_command(
+    data: str = typer.Argument(..., help=_DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder: aflite.parquet (the subset), scores.parquet, "
+                                                     "aflite.json."),
+    target_size: Optional[int] = typer.Option(None, "--target-size", "-n", help="AFLite's n: filter down to this "
+                                              "many rows (default: half the data, as Zhou et al.)."),
+    fraction: Optional[float] = typer.Option(0.33, "--fraction", help="Then sample the survivors down to this share "
+                                             "of the data with the original label ratio (Zhou et al.); 1 keeps "
+                                             "all survivors."),
+    ensemble_size: int = typer.Option(64, "--ensemble-size", "-m", help="Linear models per iteration (m)."),
+    train_size: Optional[int] = typer.Option(None, "--train-size", "-t", help="Training rows per model (t; "
+                                             "default: half the target size)."),
+    cut_size: Optional[int] = typer.Option(None, "--cut-size", "-k", help="Rows removed per iteration (k; default: "
+                                           "5% of the data)."),
+    threshold: float = typer.Option(0.75, "--threshold", "--tau", help="Only rows at least this predictable go."),
+    classifier: str = typer.Option("ridge", "--classifier", help="ridge (fast, default) or logistic (the paper's)."),
+    encoder: str = typer.Option("all-minilm-l6-v2", "--encoder", help="Sentence encoder for the frozen embeddings "
+                                "(the embedded MiniLM, a sentence-transformers hub id or directory)."),
+    label_column: Optional[str] = typer.Option(None, "--label-column"),
+    text_column: Optional[str] = typer.Option(None, "--text-column"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("cpu", "--device", help="Device of the encoder."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+) -> None:
+    """AFLite (Le Bras et al. 2020): drop the rows linear models on frozen embeddings predict too easily."""
+    import time
+
+    from toxiforge._io import require_empty_dir
+    from toxiforge.analysis.embeddings import embed_texts, load_encoder
+    from toxiforge.bias.aflite import AFLiteConfig, run_aflite
+    from toxiforge.bias.subsets import subset_size
+
+    require_empty_dir(out, overwrite)
+    rows = _load_examples(data, label_column, text_column)
+    config = AFLiteConfig(target_size=target_size or len(rows) // 2, ensemble_size=ensemble_size,
+                          train_size=train_size, cut_size=cut_size, threshold=threshold, classifier=classifier,
+                          seed=seed)
+    started = time.perf_counter()
+    with console.status(f"embedding {len(rows)} texts with {encoder}"):
+        embeddings = embed_texts([e.text for e in rows], load_encoder(encoder, device=device))
+    embed_seconds = time.perf_counter() - started
+
+    def show(step: dict) -> None:
+        console.print(f"iteration {step['iteration']}: {step['rows']} rows, {step['eligible']} at least "
+                      f"{threshold:g} predictable, {step['removed']} removed", highlight=False)
+
+    size = None if fraction is None or fraction >= 1 else subset_size(len(rows), fraction)
+    result, subset = run_aflite(rows, out, config, embeddings=embeddings, subset_size=size,
+                                embed_seconds=embed_seconds, encoder=encoder, overwrite=overwrite, on_iteration=show)
+    note = " (stopped early: fewer than k rows reached the threshold)" if result.stopped_early else ""
+    console.print(f"kept {len(result.kept)} of {len(rows)} rows{note}; wrote {len(subset)} to {out / 'aflite.parquet'}"
+                  f". Embedding {embed_seconds:.1f} s, filtering {result.seconds:.1f} s", highlight=False,
+                  soft_wrap=True)
+
+
+def register_bias_commands(bias_app: typer.Typer) -> None:
+    """Add ``datamap`` and ``aflite`` to the ``bias`` command group."""
+    bias_app.command("datamap")(datamap_command)
+    bias_app.command("aflite")(aflite_command)
+
+
+def register(app: typer.Typer) -> None:
+    """A stand-in ``bias`` group holding only these commands (until ``cli/bias.py`` owns the group)."""
+    bias_app = typer.Typer(help="Measure and reduce classifier biases (Zhou et al. 2021).", no_args_is_help=True)
+    register_bias_commands(bias_app)
+    app.add_typer(bias_app, name="bias")

@@ -302,3 +302,89 @@ def test_cli_aflite_on_minilm_embeddings(tmp_path):
     log = json.loads((tmp_path / "af" / "aflite.json").read_text())
     assert log["config"]["target_size"] == 60 and log["embed_seconds"] > 0 and log["encoder"] == "all-minilm-l6-v2"
     assert pq.read_table(tmp_path / "af" / "aflite.parquet").num_rows == min(40, log["kept"])
+
+
+# --- LEARNED-MIXIN(+H) -----------------------------------------------------------------------------------------
+
+
+def test_learned_mixin_loss_by_hand():
+    from toxiforge.training.debias import learned_mixin_loss, log_bias_probs
+
+    gate = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        gate.weight.copy_(torch.tensor([[1.0, -1.0]]))
+        gate.bias.fill_(0.5)
+    logits = torch.tensor([[0.2, 1.0], [1.5, -0.5]])
+    hidden = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    bias = log_bias_probs([0.9, 0.3])
+    labels = torch.tensor([1, 0])
+    # by hand: g = softplus(w.h + b); combined = log_softmax(logits) + g * log b
+    g = np.log1p(np.exp(np.array([1.5, -1.5])))
+    log_b = np.log(np.array([[0.1, 0.9], [0.7, 0.3]]))
+    z = logits.numpy()
+    log_p = z - np.log(np.exp(z).sum(1, keepdims=True))
+    combined = log_p + g[:, None] * log_b
+    ce = -(combined[[0, 1], [1, 0]] - np.log(np.exp(combined).sum(1))).mean()
+    q = np.exp(g[:, None] * log_b) / np.exp(g[:, None] * log_b).sum(1, keepdims=True)
+    entropy = -(q * np.log(q)).sum(1).mean()
+    assert learned_mixin_loss(logits, hidden, bias, labels, gate).item() == pytest.approx(ce, rel=1e-5)
+    assert learned_mixin_loss(logits, hidden, bias, labels, gate, 0.5).item() == pytest.approx(ce + 0.5 * entropy,
+                                                                                             rel=1e-5)
+
+
+def test_term_counts_and_bias_only_models(tmp_path):
+    from toxiforge.bias.bias_only import BIAS_ONLY, bias_only_probabilities, fit_bias_only, term_counts
+
+    counts = term_counts(["Zorblax and zorblax, zorblaxes", "a quiet place", "the quiet place here"],
+                         ["zorblax", "quiet place"])
+    assert counts.tolist() == [[2, 0], [0, 1], [0, 1]]
+    rows = shortcut_data(200, seed=6)
+    words = tmp_path / "words.txt"
+    words.write_text("# stand-in lexicon\nzorblax\n\nZORBLAX\n")
+    p = bias_only_probabilities(f"terms:{words}", rows)
+    z = has_shortcut(rows).astype(bool)
+    assert p[z].min() > 0.8 and p[~z].max() < 0.3  # the token is most of the label
+    assert np.allclose(p, fit_bias_only(has_shortcut(rows)[:, None], [e.label for e in rows]))
+    logistic = fit_bias_only(has_shortcut(rows)[:, None], [e.label for e in rows], model="logistic")
+    assert logistic[z].min() > 0.8 and logistic[~z].max() < 0.3
+    with pytest.raises(InputError, match="did you mean 'terms'"):
+        bias_only_probabilities("term:x.txt", rows)
+    with pytest.raises(InputError, match="no such word list"):
+        bias_only_probabilities("terms:missing.txt", rows)
+
+
+def test_column_bias_only_matches_rows_by_text(tmp_path):
+    import pyarrow as pa
+
+    from toxiforge.bias.bias_only import bias_only_probabilities
+    from toxiforge.data import load_table
+
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"text": ["first placeholder", "", "second placeholder"], "label": [1, 0, 0],
+                             "p_bias": [0.8, 0.5, 0.1]}), path)
+    rows = load_table(path).examples  # the empty row is skipped: positions shift, texts do not
+    assert bias_only_probabilities("column:p_bias", rows, sources=[str(path)]).tolist() == [0.8, 0.1]
+    with pytest.raises(InputError, match="no column 'p_missing'"):
+        bias_only_probabilities("column:p_missing", rows, sources=[str(path)])
+    with pytest.raises(InputError, match="none is a local file"):
+        bias_only_probabilities("column:p_bias", rows)
+
+
+def test_debiased_model_is_a_plain_classifier(base_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from toxiforge.training.debias import train_debiased
+
+    rows = shortcut_data(40, seed=7)
+    result = train_debiased(rows, tmp_path / "m", tiny_config(base_dir, epochs=1), progress=False,
+                            bias_probs=np.full(40, 0.6), method="learned-mixin+h", bias_only="constant")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert not any("gate" in k for k in load_file(tmp_path / "m" / "model.safetensors"))
+    assert result.log["objective"] == {"loss": "learned-mixin+h", "entropy_weight": 0.01, "bias_only": "constant",
+                                       "bias_only_mean_p_toxic": pytest.approx(0.6)}
+    with pytest.raises(InputError, match="3 bias-only probabilities for 40"):
+        train_debiased(rows, tmp_path / "n", tiny_config(base_dir), bias_probs=[0.5] * 3)
+    with pytest.raises(InputError, match="applies to learned-mixin\\+h only"):
+        train_debiased(rows, tmp_path / "n", tiny_config(base_dir), bias_probs=[0.5] * 40, method="learned-mixin",
+                       entropy_weight=0.1)

@@ -65,6 +65,13 @@ def train_command(
     bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    debias: Optional[str] = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
+                                         "2019; needs --bias-only). The saved model is a plain classifier."),
+    bias_only: Optional[str] = typer.Option(None, "--bias-only", help="Bias-only model: column:NAME (precomputed "
+                                            "p(toxic) in the training files) or terms:FILE (a word list; calibrated "
+                                            "linear SVM on the term counts, as Zhou et al.)."),
+    entropy_weight: Optional[float] = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
+                                                   "learned-mixin+h (default 0.01, Zhou et al.'s code)."),
 ) -> None:
     """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
     from rich.table import Table
@@ -75,6 +82,11 @@ def train_command(
 
     subset = normalize_subset(subset)
     _check_output_dir(out, overwrite)
+    if (debias is None) != (bias_only is None):
+        from toxiforge.errors import InputError
+
+        raise InputError("--debias and --bias-only go together",
+                         hint="e.g. --debias learned-mixin+h --bias-only terms:words.txt")
     datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
@@ -84,8 +96,20 @@ def train_command(
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)
-    result = train_classifier(rows, out, config, eval_examples=held, progress=progress, overwrite=overwrite,
-                              console=err_console, data_sources=[d.source for d in datasets])
+    common = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
+                  data_sources=[d.source for d in datasets])
+    if debias is not None and bias_only is not None:
+        from toxiforge.bias.bias_only import bias_only_probabilities
+        from toxiforge.training.debias import normalize_method, train_debiased
+
+        method = normalize_method(debias)
+        probs = bias_only_probabilities(bias_only, rows, sources=[d.source for d in datasets])
+        console.print(f"{method} against bias-only model {bias_only} (mean p(toxic) {probs.mean():.3f})",
+                      highlight=False, soft_wrap=True)
+        result = train_debiased(rows, out, config, bias_probs=probs, method=method, entropy_weight=entropy_weight,
+                                bias_only=bias_only, **common)
+    else:
+        result = train_classifier(rows, out, config, **common)
     if not result.log:  # not the main process of a multi-GPU run
         return
     table = Table(title=f"Training log ({out / 'training_log.json'})")

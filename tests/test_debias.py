@@ -353,6 +353,17 @@ def test_term_counts_and_bias_only_models(tmp_path):
         bias_only_probabilities("terms:missing.txt", rows)
 
 
+def test_group_mention_bias_only_model():
+    from toxiforge.bias.bias_only import bias_only_probabilities
+
+    rows = [Example(f"placeholder statement {i} about {'asian' if i % 4 else 'muslim'} people", int(i % 4 != 0))
+            for i in range(40)] + [Example(f"placeholder statement {i} about the weather", 0) for i in range(20)]
+    p = bias_only_probabilities("groups", rows)
+    assert p[[i for i in range(40) if i % 4]].min() > 0.7 and p[40:].max() < 0.5
+    with pytest.raises(InputError, match="groups takes no argument"):
+        bias_only_probabilities("groups:x", rows)
+
+
 def test_column_bias_only_matches_rows_by_text(tmp_path):
     import pyarrow as pa
 

@@ -4,6 +4,8 @@
 
 * ``column:NAME`` -- precomputed probabilities in column ``NAME`` of the training files, matched to the loaded
   examples by text (loaders may skip rows, so positions cannot be trusted);
+* ``groups`` -- whether each text mentions each of toxiforge's target groups (:mod:`toxiforge.groups` identity
+  terms): a neutral-identity-mention bias-only model, close to the paper's NOI features;
 * ``terms:FILE`` -- a word list (one term per line, ``#`` comments): each text's whole-word, case-insensitive
   count of every term is the feature vector, and a linear model fitted on the training labels gives p(toxic).
 
@@ -34,6 +36,7 @@ BiasOnlyFactory = Callable[..., np.ndarray]
 BIAS_ONLY: Registry[BiasOnlyFactory] = Registry("bias-only model", {
     "column": "toxiforge.bias.bias_only:column_bias",
     "terms": "toxiforge.bias.bias_only:terms_bias",
+    "groups": "toxiforge.bias.bias_only:group_mention_bias",
 })
 MODELS: tuple[str, ...] = ("svm", "logistic")
 
@@ -144,3 +147,14 @@ def column_bias(argument: str, *, examples: Sequence[Example], sources: Sequence
                              hint="give every training row a bias-only probability")
         out[i] = float(value)
     return out
+
+
+def group_mention_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
+    """``groups``: one 0/1 feature per toxiforge target group (does the text mention it?) -> :func:`fit_bias_only`."""
+    from toxiforge.groups import all_groups
+
+    if argument:
+        raise InputError(f"groups takes no argument, got {argument!r}", hint="write --bias-only groups")
+    groups = all_groups()
+    features = np.array([[float(g.mentions(e.text)) for g in groups] for e in examples], dtype=np.float32)
+    return fit_bias_only(features, [e.label for e in examples])

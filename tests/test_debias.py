@@ -399,3 +399,67 @@ def test_debiased_model_is_a_plain_classifier(base_dir, tmp_path):
     with pytest.raises(InputError, match="applies to learned-mixin\\+h only"):
         train_debiased(rows, tmp_path / "n", tiny_config(base_dir), bias_probs=[0.5] * 40, method="learned-mixin",
                        entropy_weight=0.1)
+
+
+# --- proof: a planted shortcut ---------------------------------------------------------------------------------
+# Training rows: "zorblax" in 95% of toxic and 3% of benign rows; the real signal ("alpha"/"beta") agrees with
+# the label in 90% of rows. Test rows: the same signal, "zorblax" in half of all rows, independent of the label.
+
+
+def planted(n: int, seed: int, *, test: bool = False) -> list[Example]:
+    if test:
+        return shortcut_data(n, seed=seed, signal_rate=0.9, shortcut_toxic=0.5, shortcut_benign=0.5)
+    return shortcut_data(n, seed=seed, signal_rate=0.9, shortcut_toxic=0.95, shortcut_benign=0.03)
+
+
+def shortcut_fpr(model_dir, rows) -> float:
+    """False positive rate on the benign test rows that contain the token."""
+    from toxiforge.classifiers import load_classifier
+
+    p = load_classifier(model_dir, device="cpu").predict_proba([e.text for e in rows])
+    benign = (np.array([e.label for e in rows]) == 0) & has_shortcut(rows).astype(bool)
+    return float((p[benign] > 0.5).mean())
+
+
+def test_filtering_lowers_the_shortcut_correlation(base_dir, tmp_path):
+    """Zhou et al. Table 1's effect: DataMaps hard/ambiguous and AFLite subsets hold a weaker token-label
+    correlation than the full data, DataMaps easy a stronger one, and the random baseline about the same.
+
+    Here the token is in 80% of toxic and 10% of benign rows (R ~ 0.7, like the paper's R_ONI of 0.67) and the
+    real signal agrees with the label in 70% of rows, so the rows that contradict the token are the hard ones.
+    The subsets are the top third of each ranking (no 50% pool), which makes the effect crisp."""
+    rows = shortcut_data(240, seed=11, signal_rate=0.7, shortcut_toxic=0.8, shortcut_benign=0.1)
+    labels = np.array([e.label for e in rows])
+    token = has_shortcut(rows)
+    full = pearson_r(token, labels)
+    result = run_datamap(rows, tmp_path / "dm", tiny_config(base_dir, epochs=4), fraction=1 / 3,
+                         pool_fraction=1 / 3)
+    r = {region: pearson_r(token[idx], labels[idx]) for region, idx in result.subsets.items()}
+    aflite_result, kept = run_aflite(rows, tmp_path / "af", AFLiteConfig(target_size=80, ensemble_size=16, seed=0),
+                                     embeddings=bag_of_words(rows))
+    r["aflite"] = pearson_r(token[kept], labels[kept])
+    baseline = random_subset(labels, 80, seed=0)
+    r["random"] = pearson_r(token[baseline], labels[baseline])
+    assert 0.6 < full < 0.8
+    for name in ("hard", "ambiguous", "aflite"):
+        assert r[name] is None or r[name] < full - 0.3, (name, full, r)  # margin: 0.3 of Pearson R
+    assert r["easy"] > full and abs(r["random"] - full) < 0.2, (full, r)
+
+
+def test_learned_mixin_lowers_the_false_positive_rate_on_the_token(base_dir, tmp_path):
+    """LEARNED-MIXIN+H with the token as the bias-only feature flags fewer benign test rows that contain it than
+    vanilla training does, by at least 0.3 (measured once at this seed: vanilla 1.00, LEARNED-MIXIN+H 0.00), and
+    is not degenerate (accuracy on the test rows above 0.55; vanilla's is ~0.5 there, the token being noise)."""
+    from toxiforge.bias.bias_only import fit_bias_only
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.training.debias import train_debiased
+
+    train, test = planted(200, seed=0), planted(400, seed=100, test=True)
+    config = tiny_config(base_dir, epochs=6, batch_size=8, learning_rate=1e-2, seed=0)
+    train_classifier(train, tmp_path / "vanilla", config, progress=False)
+    bias = fit_bias_only(has_shortcut(train)[:, None], [e.label for e in train])
+    train_debiased(train, tmp_path / "lmixin", config, bias_probs=bias, method="learned-mixin+h", progress=False)
+    vanilla, debiased = shortcut_fpr(tmp_path / "vanilla", test), shortcut_fpr(tmp_path / "lmixin", test)
+    assert vanilla > 0.8 and debiased < vanilla - 0.3, (vanilla, debiased)
+    p = load_classifier(tmp_path / "lmixin", device="cpu").predict_proba([e.text for e in test])
+    assert ((p > 0.5) == np.array([e.label for e in test])).mean() > 0.55

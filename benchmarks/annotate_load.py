@@ -40,8 +40,9 @@ def one_run(args) -> dict:
         db = args.db or str(Path(tmp) / "bench.db")
         store = Store(db)
         n_items = args.annotators * args.per_annotator  # 3 per item: nobody runs out of items
-        study, _ = store.create_study(f"bench-{secrets.token_hex(4)}", [{"text": f"placeholder statement {i}", "target_group": "asian",
-                                                 "label": i % 2, "method": "top-k"} for i in range(n_items)])
+        study, _ = store.create_study(f"bench-{secrets.token_hex(4)}", [
+            {"text": f"placeholder statement {i}", "target_group": "asian", "label": i % 2, "method": "top-k"}
+            for i in range(n_items)])
         tokens = store.invite(study.id, args.annotators)
         port = free_port()
         server = start_server(db, port, workers=args.workers)
@@ -57,7 +58,8 @@ def one_run(args) -> dict:
     exact = acked == stored and set(stored.values()) <= {1}
     lat = sorted(result.latencies)
     p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1000  # noqa: E731
-    return {"database": store.engine.dialect.name, "annotators": args.annotators, "workers": args.workers, "offered_rate": args.rate, "client": args.client,
+    return {"database": store.engine.dialect.name, "annotators": args.annotators, "workers": args.workers,
+            "offered_rate": args.rate, "client": args.client,
             "submissions": len(lat), "stored": sum(stored.values()), "stored_equals_acknowledged": exact,
             "errors": len(result.errors), "seconds": round(result.elapsed, 2),
             "submissions_per_s": round(len(lat) / result.elapsed, 1) if result.elapsed else 0.0,

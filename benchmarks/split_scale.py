@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from toxiforge.analysis.split import max_similarity, split_embeddings
+from toxiforge.models import DEFAULT_ENCODER
 
 
 def synthetic(n: int, dim: int, planted: int, seed: int) -> np.ndarray:
@@ -70,7 +71,7 @@ def bench_embed(args) -> None:
     texts = [f"{subjects[i % 10]} {verbs[(i // 10) % 5]} {days[(i // 50) % 6]}, says neighbour number {i}."
              for i in range(args.embed_sentences)]
     started = time.perf_counter()
-    encoder = load_encoder("all-minilm-l6-v2", batch_size=args.embed_batch)
+    encoder = load_encoder(DEFAULT_ENCODER, batch_size=args.embed_batch)
     load_s = time.perf_counter() - started
     embed_texts(texts[:64], encoder)  # warm-up
     started = time.perf_counter()

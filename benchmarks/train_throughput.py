@@ -7,9 +7,10 @@ would write: load model + tokenizer, tokenize with ``datasets.map``, ``Trainer(.
 The toxiforge side is the library call behind ``toxiforge train`` (rich progress bar on, training log written).
 
 After one untimed warm-up run (``--no-warmup`` skips it; the first training in a process pays one-time setup
-costs that would otherwise count against whichever side runs first), two numbers per side, one run each: the training loop's examples/s (``train_samples_per_second`` of
-``Trainer.train``) and end-to-end examples/s (model load + tokenization + training + saving). The ratio is
-toxiforge / plain; ~1 means no overhead (ours must stay within 10%).
+costs that would otherwise count against whichever side runs first), two numbers per side, one run each: the
+training loop's examples/s (``train_samples_per_second`` of ``Trainer.train``) and end-to-end examples/s (model
+load + tokenization + training + saving). The ratio is toxiforge / plain; ~1 means no overhead (ours must stay
+within 10%).
 
     python benchmarks/train_throughput.py                      # embedded MiniLM, 320 examples, 1 epoch, CPU
     python benchmarks/train_throughput.py --n 5000 --epochs 2 --device cuda --base-model roberta-large
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from toxiforge.data import Example
+from toxiforge.models import DEFAULT_ENCODER
 from toxiforge.training.trainer import TrainConfig, resolve_base_model, train_classifier
 
 TOPICS = ["music", "cooking", "gardening", "football", "painting", "history", "travel", "chess"]
@@ -86,7 +88,7 @@ def toxiforge_train(examples: list[Example], args: argparse.Namespace, out: Path
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base-model", default="all-minilm-l6-v2")
+    parser.add_argument("--base-model", default=DEFAULT_ENCODER)
     parser.add_argument("--n", type=int, default=320, help="training examples")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -101,9 +103,9 @@ def main() -> None:
 
     import transformers.trainer  # noqa: F401  (import cost paid before either timer starts)
 
-    from toxiforge.models.transformers_lm import _quiet_transformers
+    from toxiforge._hf import quiet_transformers
 
-    _quiet_transformers()
+    quiet_transformers()
     examples = synthetic(args.n)
     source, tok_source = resolve_base_model(args.base_model)
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,10 +27,31 @@ def test_lazy_exports_resolves_on_first_use_and_caches(monkeypatch):
         package.missing  # noqa: B018
 
 
+PACKAGES = ("classifiers", "data", "decoding", "demonstrations", "models", "pipeline", "training")
+
+
 def test_real_packages_export_lazily():
     import toxiforge.training as training
 
     assert callable(training.train_classifier)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_exported_name_resolves_and_packages_import_no_heavy_library(package):
+    import importlib
+    import inspect
+    import subprocess
+
+    code = (f"import sys, toxiforge.{package}; "
+            "print([m for m in ('torch', 'transformers', 'sklearn', 'pyarrow') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    module = importlib.import_module(f"toxiforge.{package}")
+    assert module.__all__ and module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        value = getattr(module, name)  # a wrong target raises here
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__name__ == name
 
 
 def test_registry_imports_targets_lazily_and_suggests_on_typo():

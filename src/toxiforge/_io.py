@@ -1,10 +1,11 @@
-"""Atomic file writes shared by every stage: write a temporary file beside the target, fsync, rename."""
+"""File helpers shared by every stage: atomic writes (temporary file beside the target, fsync, rename), the
+output-folder check, and toxiforge's cache folder."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -36,10 +37,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, write)
 
 
-def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None) -> Path:
+def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None,
+                      flag: str = "--overwrite") -> Path:
     """Refuse an output folder that is a file, or a non-empty folder unless ``overwrite``; return it as a Path.
 
-    ``option`` names the command-line option in the hint; ``error`` is the :class:`InputError` subclass to raise.
+    The one output-folder check of every stage. ``option`` names the command-line option in the hint, ``flag`` the
+    option that allows a non-empty folder (``--overwrite``; a generation job's ``--resume``); ``error`` is the
+    :class:`InputError` subclass to raise.
     """
     from toxiforge.errors import InputError
 
@@ -49,5 +53,16 @@ def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", 
         raise error("output path exists and is not a folder", path=path, hint=f"choose a folder path for {option}")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise error("output folder exists and is not empty", path=path,
-                    hint=f"choose a new or empty folder for {option}, or pass --overwrite")
+                    hint=f"choose a new or empty folder for {option}, or pass {flag}")
     return path
+
+
+def cache_dir() -> Path:
+    """toxiforge's cache folder (converted weights, fetched word lists and models): $TOXIFORGE_CACHE, else the
+    platform's user cache dir."""
+    env = os.environ.get("TOXIFORGE_CACHE")
+    if env:
+        return Path(env)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("toxiforge"))

@@ -9,6 +9,12 @@
       })
 
   A target is ``"module:attr"``; a module without a leading dot is relative to the package.
+
+  The rule: a package's ``__init__.py`` holds its docstring and this one line, nothing else -- no code, no eager
+  ``from .x import y``, even when the submodules are light, so every package reads the same way and importing a
+  package never imports its submodules. Code that used to live in an ``__init__`` (a protocol, a registry, a
+  loader) lives in a submodule the table points at. A package without public names (``analysis``,
+  ``annotation``) has only a docstring; import its submodules directly.
 * :class:`Registry` -- a name -> lazy target mapping (``"package.module:attr"`` strings or callables) that says
   "did you mean" on a typo. Classifiers, LM backends, decoders and bias-only models all register this way.
 """
@@ -17,7 +23,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from toxiforge.errors import InputError
 

@@ -15,8 +15,9 @@ without naming it, which the paper's human annotators judged separately.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
 
 from toxiforge.errors import InputError
 

@@ -6,8 +6,8 @@ roberta_prediction``. toxiforge keeps those names and meanings (``prompt_label``
 made: ``machine_generated`` (always true for generated rows), ``model``, ``decoding`` (the decoding settings as
 JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, ISO 8601), ``raw_output`` (the
 LM's text before post-processing), ``finish_reason`` ("newline", "eos" or "length" when the token budget ran
-out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be turned into a
-statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
+out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be
+turned into a statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
 ``classifier_score`` and ``fooled``.
 
 A decoder may return several outputs per prompt (ALICE with ``num_return`` > 1): each is a row of its own.
@@ -23,9 +23,10 @@ job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parqu
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write
 from toxiforge.errors import InputError
@@ -91,6 +92,8 @@ class Row:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Row))
 TOXIGEN_COLUMNS: tuple[str, ...] = ("prompt", "generation", "generation_method", "group", "prompt_label",
                                     "roberta_prediction")
+# Where a dataset's statements are, in order of preference: toxiforge's and ToxiGen's train column, else ``text``.
+TEXT_COLUMNS: tuple[str, ...] = ("generation", "text")
 
 
 def arrow_schema():
@@ -105,8 +108,9 @@ def arrow_schema():
     return pa.schema([pa.field(name, types.get(name, pa.string())) for name in COLUMNS])
 
 
-def _format_of(path: Path) -> str:
-    suffix = path.suffix.lower()
+def format_of(path: str | Path) -> str:
+    """``parquet``, ``jsonl`` or ``csv`` from a file's suffix; InputError for any other suffix."""
+    suffix = Path(path).suffix.lower()
     if suffix in (".parquet", ".pq"):
         return "parquet"
     if suffix in (".jsonl", ".json"):
@@ -117,28 +121,35 @@ def _format_of(path: Path) -> str:
                      hint="use .parquet, .jsonl or .csv")
 
 
-def write_rows(rows: Sequence[Row | dict], path: str | Path) -> Path:
-    """Write rows atomically (temporary file, then rename) as Parquet, JSONL or CSV by suffix."""
-    import pyarrow as pa
-
+def write_table(table: Any, path: str | Path) -> Path:
+    """Write a pyarrow table atomically (temporary file, then rename) as Parquet, JSONL or CSV by suffix."""
     path = Path(path)
-    fmt = _format_of(path)
-    dicts = [r.to_dict() if isinstance(r, Row) else {c: r.get(c) for c in COLUMNS} for r in rows]
+    fmt = format_of(path)
+
     def write(tmp: Path) -> None:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            pq.write_table(pa.Table.from_pylist(dicts, schema=arrow_schema()), tmp)
+            pq.write_table(table, tmp)
         elif fmt == "jsonl":
             with open(tmp, "w", encoding="utf-8") as fh:
-                for d in dicts:
-                    fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+                for row in table.to_pylist():
+                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
         else:
             import pyarrow.csv as pcsv
 
-            pcsv.write_csv(pa.Table.from_pylist(dicts, schema=arrow_schema()), tmp)
+            pcsv.write_csv(table, tmp)
 
     return atomic_write(path, write)
+
+
+def write_rows(rows: Sequence[Row | dict], path: str | Path) -> Path:
+    """Write rows in the :func:`arrow_schema` with :func:`write_table` (format by suffix, atomically)."""
+    import pyarrow as pa
+
+    format_of(path)  # an unknown suffix fails before the rows are converted
+    dicts = [r.to_dict() if isinstance(r, Row) else {c: r.get(c) for c in COLUMNS} for r in rows]
+    return write_table(pa.Table.from_pylist(dicts, schema=arrow_schema()), path)
 
 
 def shard_files(directory: str | Path) -> list[Path]:
@@ -178,7 +189,7 @@ def read_table(path: str | Path):
             raise InputError("directory holds no .parquet/.jsonl/.csv files", path=path,
                              hint="point at a generation output directory or a dataset file")
         return pa.concat_tables([read_table(f) for f in files], promote_options="default")
-    fmt = _format_of(path)
+    fmt = format_of(path)
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq

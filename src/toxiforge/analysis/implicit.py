@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from toxiforge.errors import InputError
 
@@ -92,8 +92,9 @@ def _atoms(entry: str) -> tuple[str, ...]:
     return tuple(atoms)
 
 
-def _trie_regex(entries: Iterable[str]) -> str:
-    """One regex for all entries, factored as a trie so matching stays fast with ~1,000 entries."""
+def trie_regex(entries: Iterable[str]) -> str:
+    """One regex for all entries, factored as a trie so matching stays fast with ~1,000 entries (no boundaries:
+    callers add their own, e.g. ``(?<!\\w)`` ... ``(?!\\w)``)."""
     trie: dict = {}
     for entry in entries:
         node = trie
@@ -127,7 +128,7 @@ class Lexicon:
         if not self.terms:
             raise InputError(f"the profanity lexicon ({self.source}) has no entries left",
                              hint="give a list with entries, or exclude fewer")
-        pattern = r"(?<!\w)" + _trie_regex(self.terms) + r"(?!\w)"
+        pattern = r"(?<!\w)" + trie_regex(self.terms) + r"(?!\w)"
         object.__setattr__(self, "regex", re.compile(pattern, re.IGNORECASE))
 
     def find(self, text: str) -> list[str]:

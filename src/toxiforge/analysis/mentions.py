@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from toxiforge.analysis._tables import Table, num, pct
 from toxiforge.analysis.dataset import AnalysisData, group_display, group_order, load_data, method_order

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from toxiforge.analysis._tables import Table, num
 from toxiforge.analysis.dataset import AnalysisData, group_display, group_order, load_data, method_order
 from toxiforge.errors import InputError
+from toxiforge.models.embedded import DEFAULT_LM
 
 DEFAULT_MAX_PPL = 500.0
 
@@ -201,7 +203,7 @@ def perplexity_table(values: np.ndarray, groups: Sequence[str], methods: Sequenc
     return cells
 
 
-def dataset_perplexity(data: Any, lm: Any = "smollm2-135m", *, max_ppl: float = DEFAULT_MAX_PPL,
+def dataset_perplexity(data: Any, lm: Any = DEFAULT_LM, *, max_ppl: float = DEFAULT_MAX_PPL,
                        batch_size: int = 16, max_tokens: int = 256, device: str = "auto", dtype: str = "auto",
                        on_progress: Callable[[int], None] | None = None) -> PerplexityResult:
     """Perplexity of every statement of ``data`` and the per group × method table. ``lm``: a LanguageModel,
@@ -230,7 +232,7 @@ def write_scores(result: PerplexityResult, data: AnalysisData, path) -> Any:
     """Write the usable rows of ``data`` with a ``perplexity`` column (atomic; format by suffix)."""
     import pyarrow as pa
 
-    from toxiforge.classifiers.scoring import write_table
+    from toxiforge.records import write_table
 
     table = data.table
     if "perplexity" in table.column_names:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from toxiforge.analysis.dataset import AnalysisData, group_display, load_data, method_order
+from toxiforge.models.embedded import DEFAULT_LM
 
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
@@ -153,7 +154,7 @@ def render_html(title: str, meta: str, sections: list[tuple[str, list[str]]]) ->
             f'<p class="meta">{html.escape(meta)}</p>\n{body}\n</body>\n</html>\n')
 
 
-def build_report(data: Any, out_dir: str | Path, *, lm: Any = "smollm2-135m", max_ppl: float = 500.0,
+def build_report(data: Any, out_dir: str | Path, *, lm: Any = DEFAULT_LM, max_ppl: float = 500.0,
                  lexicon=None, batch_size: int = 16, device: str = "auto", dtype: str = "auto",
                  progress: bool = True, console=None) -> Report:
     """Compute the analyses of ``data`` and write ``report.html`` and ``report.json`` into ``out_dir``.

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
+from toxiforge._io import require_empty_dir
 from toxiforge.analysis.dataset import AnalysisData, load_data
 from toxiforge.analysis.embeddings import DEFAULT_ENCODER, Embedder, embed_texts, load_encoder, normalize_rows
-from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
 
 Allocation = Literal["proportional", "equal"]
@@ -271,10 +272,6 @@ def similarity_split(data: Any, test_size: int | None, *, threshold: float = 0.7
     return result, d
 
 
-def check_output_dir(out_dir: str | Path, overwrite: bool = False) -> Path:
-    return require_empty_dir(out_dir, overwrite)
-
-
 def write_split(result: SplitResult, data: AnalysisData, out_dir: str | Path, *, fmt: str = "parquet",
                 overwrite: bool = False) -> dict[str, Path]:
     """Write ``train``, ``test``, ``removed`` (with column ``max_test_similarity``) and ``split.json`` into
@@ -282,11 +279,11 @@ def write_split(result: SplitResult, data: AnalysisData, out_dir: str | Path, *,
     import pyarrow as pa
 
     from toxiforge._io import atomic_write_text
-    from toxiforge.classifiers.scoring import write_table
+    from toxiforge.records import write_table
 
     if fmt not in ("parquet", "jsonl", "csv"):
         raise InputError(f"unknown format {fmt!r}", hint="use parquet, jsonl or csv")
-    out = check_output_dir(out_dir, overwrite)
+    out = require_empty_dir(out_dir, overwrite)
     tables = {"train": data.table.take(pa.array(result.train, type=pa.int64())),
               "test": data.table.take(pa.array(result.test, type=pa.int64()))}
     removed = data.table.take(pa.array(result.removed, type=pa.int64()))

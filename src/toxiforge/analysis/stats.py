@@ -43,7 +43,7 @@ class CellStats:
     implicit: float          # share in [0, 1]
 
     @classmethod
-    def of(cls, lengths: np.ndarray, implicit: np.ndarray) -> "CellStats":
+    def of(cls, lengths: np.ndarray, implicit: np.ndarray) -> CellStats:
         n = int(lengths.size)
         if n == 0:
             return cls(0, 0.0, 0.0, 0.0)
@@ -117,7 +117,10 @@ class DatasetStats:
 
     def duplicates_table(self) -> Table:
         d = self.duplicates
-        share = (lambda n: pct(n / d.rows if d.rows else 0.0))
+
+        def share(n: int) -> str:
+            return pct(n / d.rows if d.rows else 0.0)
+
         return Table("Duplicates", ["Kind", "Rows", "% of rows"], [
             ["exact (same text as an earlier row)", num(d.exact), share(d.exact)],
             ["near (same after normalization only)", num(d.near), share(d.near)],

@@ -1,4 +1,8 @@
-"""A quick per-group summary of a dataset: rows, mean statement length, parse errors, fool rate, two examples.
+"""A quick per-group summary of a dataset: rows, mean statement length, parse errors, label flips, two examples.
+
+The ``fooled`` column of a row (kept under that name for compatibility) compares the classifier with the *prompt*
+label; the table calls its rate "label flip" so it is not read as the paper's fool rate, which compares the
+classifier with *human* labels (``toxiforge summary RUN --human FILE``, :mod:`.human_validation`).
 
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
@@ -6,9 +10,9 @@ rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import mean
-from typing import Iterable
 
 from toxiforge.records import Row, label_word
 
@@ -53,7 +57,7 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
 
     table = Table(title=title, show_lines=True)
     for name, justify in [("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"),
-                          ("mean chars", "right"), ("flagged", "right"), ("fooled", "right")]:
+                          ("mean chars", "right"), ("flagged", "right"), ("label flip", "right")]:
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("examples", ratio=1, min_width=30, overflow="fold")
     for s in summaries:
@@ -71,5 +75,6 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
             t = totals.setdefault(s.method, [0, 0])
             t[0], t[1] = t[0] + s.fooled, t[1] + s.scored
     if totals:
-        console.print("fool rate by method: " + ", ".join(
-            f"{method} {fooled}/{scored} ({fooled / scored:.1%})" for method, (fooled, scored) in sorted(totals.items())))
+        console.print("label flip by method (classifier vs the prompt label; not the paper's fool rate, see --human): "
+                      + ", ".join(f"{method} {fooled}/{scored} ({fooled / scored:.1%})"
+                                  for method, (fooled, scored) in sorted(totals.items())))

@@ -16,8 +16,9 @@ The paper reports kappa 0.46, alpha 0.64, 55.17% full and 93.4% majority agreeme
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

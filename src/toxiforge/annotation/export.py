@@ -7,10 +7,26 @@
   ``['the text directly references asian', 'it is unclear who is referenced']``). ``ingroup_effect`` is not
   asked by the nine-question form and stays empty. Extra columns: ``prompt_label``, ``source_row_id``,
   ``n_annotations``, ``trouble`` (how many annotators had trouble understanding the text).
-* ``annotations``: one row per response with the same text/group/method columns, the raw answers, timestamps,
-  and a keyed hash of the annotator (never the token or the database id).
+* ``annotations`` (toxiforge's own per-response layout, NOT ToxiGen's): one row per response with the same
+  text/group/method columns, the raw answers under readable names, timestamps, and a keyed hash of the annotator
+  (never the token or the database id). Loads back through :func:`toxiforge.data.load_toxigen_annotated`.
+* ``toxigen-annotations``: one row per response in the column layout of the hub's ``annotations`` config (the
+  Mechanical Turk export): ``Input.*`` (``text``, ``target_group``, ``generation_method``, ``prompt_label`` as
+  hate/neutral, ``binary_prompt_label`` 1/0, ``prompt``, ``time``), the answers as one boolean column per choice
+  (``Answer.toAI.1``-``.5``, ``Answer.toPER.1``-``.5``, ``Answer.intent.1``-``.5``, ``Answer.writer.1``-``.2``,
+  ``Answer.stereo.1``-``.3``, ``Answer.lewd.1``-``.3``, ``Answer.ingroup.1``-``.3``, ``Answer.inGroup.on``), the
+  selects (``Answer.factSelect``, ``Answer.framingQ``, ``Answer.refTarget``), the free texts
+  (``Answer.stateGroup``, ``Answer.stateFrame``), the annotator questions (``Answer.annotatorAge``, ...) and
+  ``HashedWorkerId``. Column names as public readers of the hub data use them (e.g. ``Answer.toAI.{1..5}`` read as
+  one-hot); the hub card documents neither the column order nor the values of the choice and select columns, so:
+  choice columns follow our form's option order (writer: 1 human, 2 AI; stereo/lewd: 1 yes, 2 maybe, 3 no), the
+  selects hold our option keys, ``Input.prompt`` is empty (a study keeps the statement, not its prompt),
+  ``Input.time`` is the seconds from assignment to submission, and the ingroup and annotator-demographic
+  columns, which our form does not ask, are empty.
 
-Both load back through :func:`toxiforge.data.load_toxigen_annotated`. Files: .csv, .jsonl or .parquet by suffix.
+Files: .csv, .jsonl or .parquet by suffix. **CSV only**: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a
+tab or a carriage return gets a leading ``'`` (OWASP's advice against CSV formula injection: a spreadsheet would
+otherwise run it as a formula). Parquet and JSONL keep the exact text.
 """
 
 from __future__ import annotations
@@ -25,7 +41,8 @@ from toxiforge.errors import InputError
 
 ANNOTATED_COLUMNS = ("text", "target_group", "factual?", "ingroup_effect", "lewd", "framing", "predicted_group",
                      "stereotyping", "intent", "toxicity_ai", "toxicity_human", "predicted_author", "actual_method")
-FORMATS = ("annotated", "annotations")
+FORMATS = ("annotated", "annotations", "toxigen-annotations")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 _FACTUAL = {"factual": "factual", "opinion": "opinion", "neither": "neither factual nor opinion"}
 _LEWD = {"yes": "contains lewd content", "maybe": "maybe contains lewd content",
@@ -99,13 +116,53 @@ def annotation_rows(store, study_id: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _one_hot(prefix: str, value: Any, options: tuple) -> dict[str, bool]:
+    return {f"{prefix}.{i}": value == option for i, option in enumerate(options, start=1)}
+
+
+def toxigen_annotation_rows(store, study_id: int) -> list[dict[str, Any]]:
+    """One row per response in the hub's ``annotations`` layout (see the module docstring)."""
+    scale, yes_maybe_no = (1, 2, 3, 4, 5), ("yes", "maybe", "no")
+    rows = []
+    for item, r in store.responses(study_id):
+        seconds = (r.submitted_at - r.started_at).total_seconds() if r.started_at and r.submitted_at else None
+        row: dict[str, Any] = {
+            "Input.prompt": None, "Input.text": item.text, "Input.time": seconds,
+            "Input.generation_method": _method(item.method),
+            "Input.prompt_label": {1: "hate", 0: "neutral"}.get(item.label),
+            "Input.target_group": item.target_group, "Input.binary_prompt_label": item.label,
+            "Answer.annotatorAge": None, "Answer.annotatorGender": None, "Answer.annotatorMinority": None,
+            **{f"Answer.annotatorPolitics.{i}": None for i in scale}, "Answer.annotatorRace": None,
+            "Answer.factSelect": r.factual, "Answer.framingQ": r.framing, "Answer.inGroup.on": None,
+            **{f"Answer.ingroup.{i}": None for i in (1, 2, 3)},
+            **_one_hot("Answer.intent", r.intent, scale), **_one_hot("Answer.lewd", r.lewd, yes_maybe_no),
+            "Answer.refTarget": r.group_reference, "Answer.stateFrame": r.framing_other,
+            "Answer.stateGroup": r.other_groups, **_one_hot("Answer.stereo", r.stereotyping, yes_maybe_no),
+            **_one_hot("Answer.toAI", r.harmful_ai, scale), **_one_hot("Answer.toPER", r.harmful_human, scale),
+            **_one_hot("Answer.writer", r.author, ("human", "ai")),
+            "HashedWorkerId": store.keyed_hash("annotator", r.annotator_id)[:16],
+        }
+        rows.append(row)
+    return rows
+
+
+_ROWS = {"annotated": annotated_rows, "annotations": annotation_rows, "toxigen-annotations": toxigen_annotation_rows}
+
+
+def neutralise_formula(value: Any) -> Any:
+    """A CSV cell that a spreadsheet would run as a formula, made inert with a leading ``'`` (OWASP)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def export_study(store, study_id: int, path: str | Path, fmt: str = "annotated") -> tuple[Path, int]:
-    """Write the study in ``fmt`` ("annotated" or "annotations") to ``path``; returns the path and row count."""
+    """Write the study in ``fmt`` (one of :data:`FORMATS`) to ``path``; returns the path and row count."""
     import pyarrow as pa
 
     if fmt not in FORMATS:
-        raise InputError(f"unknown export format {fmt!r}", hint="use annotated or annotations")
-    rows = annotated_rows(store, study_id) if fmt == "annotated" else annotation_rows(store, study_id)
+        raise InputError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    rows = _ROWS[fmt](store, study_id)
     if not rows:
         raise InputError("the study has no responses yet", hint="export after annotators have submitted answers")
     path = Path(path)
@@ -113,17 +170,18 @@ def export_study(store, study_id: int, path: str | Path, fmt: str = "annotated")
     if suffix not in (".csv", ".jsonl", ".parquet"):
         raise InputError(f"cannot tell the export format from suffix {suffix!r}", path=path,
                          hint="use .csv, .jsonl or .parquet")
-    table = pa.Table.from_pylist(rows)
 
     def write(tmp: Path) -> None:
         if suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            pq.write_table(table, tmp)
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
         elif suffix == ".csv":
             import pyarrow.csv as pcsv
 
-            pcsv.write_csv(table, tmp)
+            # formula cells neutralised in CSV only: Parquet and JSONL keep the exact text
+            pcsv.write_csv(pa.Table.from_pylist([{k: neutralise_formula(v) for k, v in row.items()}
+                                                 for row in rows]), tmp)
         else:
             import json
 

@@ -24,7 +24,7 @@ from sqlalchemy import func, select, update
 from toxiforge.annotation.schema import Assignment, Item, Study, utcnow
 from toxiforge.errors import InputError
 
-_A, _I = Assignment.__table__, Item.__table__
+ASSIGNMENTS, ITEMS = Assignment.__table__, Item.__table__
 
 
 def release_stale(store, study_id: int, *, older_than: timedelta | None = None,
@@ -47,23 +47,27 @@ def release_stale(store, study_id: int, *, older_than: timedelta | None = None,
     now = now or utcnow()
     released = 0
     with store.engine.begin() as conn:
-        # claims and releases of a study take turns (see store._Q_LOCK_STUDY): the study row first, then items
+        # claims and releases of a study take turns (see hotpath.LOCK_STUDY): the study row first, then items
         conn.execute(select(Study.id).where(Study.id == study_id).with_for_update(key_share=True))
-        stale = conn.execute(select(_A.c.id, _A.c.item_id).join(_I, _I.c.id == _A.c.item_id)
-                             .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None),
-                                    _A.c.assigned_at <= now - older_than).order_by(_A.c.id)).all()
+        stale = conn.execute(select(ASSIGNMENTS.c.id, ASSIGNMENTS.c.item_id)
+                             .join(ITEMS, ITEMS.c.id == ASSIGNMENTS.c.item_id)
+                             .where(ITEMS.c.study_id == study_id, ASSIGNMENTS.c.submitted.is_(False),
+                                    ASSIGNMENTS.c.released_at.is_(None),
+                                    ASSIGNMENTS.c.assigned_at <= now - older_than).order_by(ASSIGNMENTS.c.id)).all()
         for assignment_id, item_id in stale:
             # FOR NO KEY UPDATE: a submission's foreign-key check (KEY SHARE on the item) must not wait for it
-            n = conn.execute(select(_I.c.n_assigned).where(_I.c.id == item_id)
+            n = conn.execute(select(ITEMS.c.n_assigned).where(ITEMS.c.id == item_id)
                              .with_for_update(key_share=True)).scalar_one()
-            slot = conn.execute(select(_A.c.slot).where(_A.c.id == assignment_id)).scalar_one()
-            if conn.execute(update(_A).where(_A.c.id == assignment_id, _A.c.submitted.is_(False),
-                                             _A.c.released_at.is_(None))
+            slot = conn.execute(select(ASSIGNMENTS.c.slot).where(ASSIGNMENTS.c.id == assignment_id)).scalar_one()
+            if conn.execute(update(ASSIGNMENTS).where(ASSIGNMENTS.c.id == assignment_id,
+                                                      ASSIGNMENTS.c.submitted.is_(False),
+                                             ASSIGNMENTS.c.released_at.is_(None))
                             .values(slot=-assignment_id, released_at=now, draft=None)).rowcount != 1:
                 continue  # submitted (or released) meanwhile
             if slot != n - 1:
-                conn.execute(update(_A).where(_A.c.item_id == item_id, _A.c.slot == n - 1).values(slot=slot))
-            conn.execute(update(_I).where(_I.c.id == item_id).values(n_assigned=n - 1))
+                conn.execute(update(ASSIGNMENTS).where(ASSIGNMENTS.c.item_id == item_id, ASSIGNMENTS.c.slot == n - 1)
+                             .values(slot=slot))
+            conn.execute(update(ITEMS).where(ITEMS.c.id == item_id).values(n_assigned=n - 1))
             released += 1
     return released
 
@@ -72,13 +76,15 @@ def open_assignments(store, study_id: int, now: datetime | None = None) -> dict[
     """Minutes each annotator's open assignment has been open, by annotator id (annotators with one open)."""
     now = now or utcnow()
     with store.reader.connect() as conn:
-        rows = conn.execute(select(_A.c.annotator_id, func.min(_A.c.assigned_at)).join(_I, _I.c.id == _A.c.item_id)
-                            .where(_I.c.study_id == study_id, _A.c.submitted.is_(False), _A.c.released_at.is_(None))
-                            .group_by(_A.c.annotator_id)).all()
-    return {a: (now - _aware(t)).total_seconds() / 60 for a, t in rows}
+        rows = conn.execute(select(ASSIGNMENTS.c.annotator_id, func.min(ASSIGNMENTS.c.assigned_at))
+                            .join(ITEMS, ITEMS.c.id == ASSIGNMENTS.c.item_id)
+                            .where(ITEMS.c.study_id == study_id, ASSIGNMENTS.c.submitted.is_(False),
+                                   ASSIGNMENTS.c.released_at.is_(None))
+                            .group_by(ASSIGNMENTS.c.annotator_id)).all()
+    return {a: (now - aware(t)).total_seconds() / 60 for a, t in rows}
 
 
-def _aware(t: datetime) -> datetime:
+def aware(t: datetime) -> datetime:
     """SQLite hands back naive UTC datetimes; PostgreSQL aware ones."""
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 

@@ -4,12 +4,12 @@
 answers; :func:`run_annotators` runs one asyncio task per invite token (one event loop, uvloop when installed,
 one keep-alive connection per annotator: the light :class:`RawClient` by default, or ``httpx.AsyncClient``), each
 a real HTTP client that logs in, consents, loads the form and then POSTs complete answers (with the form's CSRF
-token) until nothing is left (or ``stop`` is set). A submission counts as acknowledged when the server answers 200 with the next form (or the
-"All done" page), which it does only after the commit; its latency is from sending the POST to the end of the
-answer. The clock of the run starts when every annotator has its first form, so the rate is that of
-submissions, not of logins. With ``interval`` each annotator submits on a fixed schedule (open loop, one
-submission every ``interval`` seconds, random phase) and latency counts from the scheduled time, so a slow
-server cannot hide its queueing delay by slowing the clients down.
+token) until nothing is left (or ``stop`` is set). A submission counts as acknowledged when the server answers 200
+with the next form (or the "All done" page), which it does only after the commit; its latency is from sending the
+POST to the end of the answer. The clock of the run starts when every annotator has its first form, so the rate is
+that of submissions, not of logins. With ``interval`` each annotator submits on a fixed schedule (open loop, one
+submission every ``interval`` seconds, random phase) and latency counts from the scheduled time, so a slow server
+cannot hide its queueing delay by slowing the clients down.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
-
-from toxiforge.annotation.app import SESSION_COOKIE
 
 ANSWERS = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotyping": "no", "intent": "1",
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "moral", "framing_other": "",
@@ -78,15 +76,15 @@ class LoadResult:
 class RawClient:
     """A minimal HTTP/1.1 keep-alive client on one asyncio connection, for the load generator only: a few times
     cheaper per request than httpx, so at hundreds of requests/s the generator's own CPU time (which would count
-    as server latency on a 2-core machine) stays small. It sends the session cookie itself and understands only
-    what the app answers (Content-Length bodies, no chunking, no redirects followed)."""
+    as server latency on a 2-core machine) stays small. It keeps the one session cookie the invite link sets and
+    understands only what the app answers (Content-Length bodies, no chunking, no redirects followed)."""
 
-    def __init__(self, base: str, cookie: str):
+    def __init__(self, base: str):
         host, port = base.split("://", 1)[1].rstrip("/").rsplit(":", 1)
-        self.host, self.port, self.cookie = host, int(port), cookie
+        self.host, self.port, self.cookie = host, int(port), ""
         self.reader = self.writer = None
 
-    async def __aenter__(self) -> "RawClient":
+    async def __aenter__(self) -> RawClient:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         return self
 
@@ -95,12 +93,17 @@ class RawClient:
 
     async def request(self, method: str, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
         body = urlencode(form).encode() if form is not None else b""
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nCookie: {self.cookie}\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+                + (f"Cookie: {self.cookie}\r\n" if self.cookie else "")
                 + ("Content-Type: application/x-www-form-urlencoded\r\n" if form is not None else "")
                 + f"Content-Length: {len(body)}\r\n\r\n")
         self.writer.write(head.encode() + body)
         status_line, *headers = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         length = next(int(h.split(":", 1)[1]) for h in headers if h[:15].lower() == "content-length:")
+        cookie = next((h.split(":", 1)[1].split(";", 1)[0].strip() for h in headers
+                       if h[:11].lower() == "set-cookie:"), None)
+        if cookie:
+            self.cookie = cookie
         return int(status_line.split(" ", 2)[1]), (await self.reader.readexactly(length)).decode("utf-8")
 
     async def get(self, path: str) -> str:
@@ -115,7 +118,7 @@ class _HttpxClient:
 
         self.client = httpx.AsyncClient(base_url=base, timeout=30.0)
 
-    async def __aenter__(self) -> "_HttpxClient":
+    async def __aenter__(self) -> _HttpxClient:
         await self.client.__aenter__()
         return self
 
@@ -132,15 +135,15 @@ class _HttpxClient:
 
 async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
                     ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str) -> None:
-    if client_kind == "raw":  # the invite link only sets this cookie
-        client = RawClient(base, f"{SESSION_COOKIE}={token}")
+    if client_kind == "raw":
+        client = RawClient(base)
     else:
         client = _HttpxClient(base)
     async with client:
         page = None
         try:
             try:
-                await client.get(f"/a/{token}")  # sets the session cookie (the raw client sends it anyway)
+                await client.get(f"/a/{token}")  # sets the session cookie
                 page = await client.get("/annotate")
                 await client.request("POST", "/consent", {"csrf": _CSRF.search(page).group(1), "agree": "yes"})
                 page = await client.get("/annotate")

@@ -6,8 +6,9 @@ keys. Scores are integers 1-5 (1 = not at all, 5 = very much so).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 SCALE = ("1", "2", "3", "4", "5")
 YES_MAYBE_NO = (("yes", "Yes"), ("maybe", "Maybe"), ("no", "No"))

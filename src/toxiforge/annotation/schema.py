@@ -9,8 +9,20 @@ import hashlib
 import secrets
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint,
-                        create_engine, event, inspect)
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    inspect,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -117,6 +129,19 @@ class Response(Base):
     submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class BrowserSession(Base):
+    """A browser session opened by an invite link (``kind`` "annotator") or an admin link ("admin"). The cookie
+    holds a random session id, never the link's token; only its SHA-256 is stored, so deleting the row (or its
+    expiry) ends the session without touching the link."""
+    __tablename__ = "sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id"), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 ANSWER_FIELDS = ("author", "harmful_ai", "harmful_human", "stereotyping", "intent", "lewd", "group_reference",
                  "other_groups", "framing", "framing_other", "factual", "trouble")
 
@@ -128,14 +153,15 @@ def db_url(value: str) -> str:
     return f"sqlite:///{value}"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, busy_timeout: float = 10.0) -> Engine:
     """An engine for ``url`` (or a SQLite file path). SQLite: WAL journal, ``synchronous=NORMAL`` (in WAL mode a
     committed transaction survives a killed process; only a power loss or OS crash can drop the last commits),
-    10 s busy timeout, ``BEGIN IMMEDIATE`` transactions, except on connections with the execution option
+    ``busy_timeout`` seconds to wait for another writer's lock (default 10), ``BEGIN IMMEDIATE`` transactions,
+    except on connections with the execution option
     ``readonly=True`` (plain deferred ``BEGIN``: WAL readers never wait for the writer)."""
     url = db_url(url)
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10},
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout},
                                pool_size=20, max_overflow=40)
 
         @event.listens_for(engine, "connect")
@@ -144,7 +170,7 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=10000")
+            cur.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 

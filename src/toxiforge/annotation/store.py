@@ -16,33 +16,66 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import queue
 import secrets
 import sqlite3
 import threading
-import time
-import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from toxiforge.annotation.schema import (ANSWER_FIELDS, DEFAULT_LEASE_MINUTES, Annotator, Assignment,  # noqa: F401
-                                         MAX_ID, Base, Item, Meta, Response, Study, db_url, hash_token,
-                                         make_engine, new_token, prepare_schema, utcnow)  # (re-exported)
-from toxiforge.annotation.leases import open_assignments
+from toxiforge.annotation.checkpoint import start_wal_checkpointer
+from toxiforge.annotation.hotpath import (
+    ANNOTATOR_BY_SESSION,
+    ANNOTATOR_BY_TOKEN,
+    SUBMITTED_COUNT,
+    CoreExecutor,
+    HotPath,
+    HotPathOperations,
+    ItemView,
+    OpenAssignment,
+    SQLiteExecutor,
+)
+from toxiforge.annotation.leases import aware, open_assignments
+from toxiforge.annotation.schema import (  # noqa: F401
+    ANSWER_FIELDS,
+    DEFAULT_LEASE_MINUTES,
+    MAX_ID,
+    Annotator,
+    Assignment,
+    Base,
+    BrowserSession,
+    Item,
+    Meta,
+    Response,
+    Study,
+    db_url,
+    hash_token,  # (re-exported)
+    make_engine,
+    new_token,
+    prepare_schema,
+    utcnow,
+)
 from toxiforge.errors import InputError
 
+__all__ = ["AssignmentReleased", "ItemView", "OpenAssignment", "Store", "WouldWait"]
 
 _RETRY = object()
 
 
 class _Conflict(Exception):
     """Raised inside a transaction to roll it back and try again."""
+
+
+class WouldWait(Exception):
+    """A write transaction would have waited for SQLite's write lock (only inside :meth:`Store.without_waiting`);
+    nothing was done."""
 
 
 class AssignmentReleased(InputError):
@@ -54,64 +87,8 @@ class AssignmentReleased(InputError):
                          "stored", hint="answer the next statement")
 
 
-@dataclass(frozen=True)
-class OpenAssignment:
-    """An annotator's assignment as the app needs it."""
-    id: int
-    item_id: int
-    slot: int
-    draft: dict | None
-    assigned_at: datetime
-
-
-@dataclass(frozen=True)
-class ItemView:
-    """An item as the app needs it (statement, target group and the fields the exports use)."""
-    id: int
-    study_id: int
-    position: int
-    text: str
-    target_group: str
-    label: int | None
-    method: str
-    source_row_id: str
-
-
-_A, _I, _R, _N, _S = (Assignment.__table__, Item.__table__, Response.__table__, Annotator.__table__,
-                      Study.__table__)
-_ITEM_COLS = (_I.c.id, _I.c.study_id, _I.c.position, _I.c.text, _I.c.target_group, _I.c.label, _I.c.method,
-              _I.c.source_row_id)
-# Prebuilt statements of the hot path (compiled once, then served from SQLAlchemy's statement cache).
-_Q_ANNOTATOR = select(_N).where(_N.c.token_hash == bindparam("h"))
-_Q_OPEN = (select(_A.c.id, _A.c.item_id, _A.c.slot, _A.c.draft, _A.c.assigned_at, *_ITEM_COLS)
-           .join(_I, _I.c.id == _A.c.item_id)
-           .where(_A.c.annotator_id == bindparam("w"), _A.c.submitted.is_(False), _A.c.released_at.is_(None))
-           .order_by(_A.c.id).limit(1))
-_Q_ITEM = select(*_ITEM_COLS).where(_I.c.id == bindparam("i"))
-# NOT EXISTS probes the (item_id, annotator_id) unique index per candidate; NOT IN would build the list of every
-# item the annotator has had on each claim (10x slower late in a study)
-_Q_CANDIDATES = (select(_I.c.n_assigned, *_ITEM_COLS)
-                 .where(_I.c.study_id == bindparam("s"), _I.c.n_assigned < bindparam("p"),
-                        ~select(_A.c.id).where(_A.c.item_id == _I.c.id, _A.c.annotator_id == bindparam("w"))
-                        .exists())
-                 .order_by(_I.c.n_assigned, _I.c.position).limit(8))
-_Q_CAS = (update(_I).where(_I.c.id == bindparam("i"), _I.c.n_assigned == bindparam("n"))
-          .values(n_assigned=bindparam("n1")))
-# The first statement of every write transaction that claims: claims of one study take turns. PostgreSQL locks the
-# study row (FOR NO KEY UPDATE: foreign-key checks' KEY SHARE locks still pass); SQLite renders no FOR clause, its
-# BEGIN IMMEDIATE serialises writers already. Without it PostgreSQL (READ COMMITTED) runs claims side by side: a
-# compare-and-set that loses keeps the item row locked to the end of its transaction (deadlocks), a claim can lose
-# `tries` rounds in a row (None while slots are free), and one annotator's two requests can claim two items.
-_Q_LOCK_STUDY = select(_S.c.id).where(_S.c.id == bindparam("s")).with_for_update(key_share=True)
-_Q_DONE = select(func.count()).select_from(_R).where(_R.c.annotator_id == bindparam("w"))
-_Q_MARK = (update(_A).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"),
-                            _A.c.submitted.is_(False), _A.c.released_at.is_(None))
-           .values(submitted=True, draft=None).returning(_A.c.item_id, _A.c.assigned_at))
-_Q_OWNED = select(_A.c.released_at.is_not(None)).where(_A.c.id == bindparam("a"), _A.c.annotator_id == bindparam("w"))
-_Q_NEW_ASSIGNMENT = insert(_A)  # executed with a parameter dict: built and compiled once
-_Q_NEW_RESPONSE = insert(_R)
-_Q_STUDY = select(_S.c.per_item, select(func.count()).select_from(_I).where(_I.c.study_id == _S.c.id)
-                  .scalar_subquery()).where(_S.c.id == bindparam("s"))
+_IDLE_SQLITE_CONNECTIONS = 16  # driver connections the SQLite fast path keeps between transactions
+SESSION_DAYS = 60  # a browser session lasts this long (the invite link can open a new one at any time)
 
 
 def _no_nul(text: str) -> str:
@@ -119,134 +96,28 @@ def _no_nul(text: str) -> str:
     return text.replace("\x00", "")
 
 
-def _split_open(row) -> tuple[OpenAssignment, ItemView]:
-    return (OpenAssignment(row[0], row[1], row[2], row[3], row[4]), ItemView(*row[5:]))
-
-
-class _CoreOps:
-    """The hot path's statements on a SQLAlchemy connection (any database)."""
-
-    def __init__(self, conn: Connection):
-        self.conn = conn
-
-    def open(self, w: int):
-        row = self.conn.execute(_Q_OPEN, {"w": w}).first()
-        return None if row is None else _split_open(row)
-
-    def lock_study(self, s: int) -> None:
-        self.conn.execute(_Q_LOCK_STUDY, {"s": s})
-
-    def done(self, w: int) -> int:
-        return self.conn.execute(_Q_DONE, {"w": w}).scalar_one()
-
-    def study(self, s: int):
-        return self.conn.execute(_Q_STUDY, {"s": s}).first()
-
-    def candidates(self, s: int, p: int, w: int):  # rows (n_assigned, *item columns)
-        return self.conn.execute(_Q_CANDIDATES, {"s": s, "p": p, "w": w}).all()
-
-    def cas(self, i: int, n: int) -> bool:
-        return self.conn.execute(_Q_CAS, {"i": i, "n": n, "n1": n + 1}).rowcount == 1
-
-    def new_assignment(self, item_id: int, w: int, slot: int, now: datetime) -> int:
-        return self.conn.execute(_Q_NEW_ASSIGNMENT, {"item_id": item_id, "annotator_id": w, "slot": slot,
-                                                     "submitted": False, "draft": None,
-                                                     "assigned_at": now}).inserted_primary_key[0]
-
-    def mark(self, a: int, w: int):  # (item_id, assigned_at) of the assignment now marked submitted, or None
-        return self.conn.execute(_Q_MARK, {"a": a, "w": w}).first()
-
-    def owned(self, a: int, w: int) -> bool | None:  # None: not this annotator's; else whether it was released
-        row = self.conn.execute(_Q_OWNED, {"a": a, "w": w}).first()
-        return None if row is None else bool(row[0])
-
-    def new_response(self, values: dict[str, Any]) -> None:
-        self.conn.execute(_Q_NEW_RESPONSE, values)
-
-
-_RESPONSE_COLS = ("assignment_id", "item_id", "annotator_id", *ANSWER_FIELDS, "started_at", "submitted_at")
-_ITEM_SQL = "i.id, i.study_id, i.position, i.text, i.target_group, i.label, i.method, i.source_row_id"
-_RAW_SQL = {
-    "open": f"SELECT a.id, a.item_id, a.slot, a.draft, a.assigned_at, {_ITEM_SQL} FROM assignments a "
-            "JOIN items i ON i.id = a.item_id WHERE a.annotator_id = ? AND a.submitted = 0 AND a.released_at IS NULL "
-            "ORDER BY a.id LIMIT 1",
-    "done": "SELECT count(*) FROM responses WHERE annotator_id = ?",
-    "study": "SELECT per_item, (SELECT count(*) FROM items WHERE study_id = studies.id) FROM studies WHERE id = ?",
-    "candidates": f"SELECT i.n_assigned, {_ITEM_SQL} FROM items i WHERE i.study_id = ? AND i.n_assigned < ? "
-                  "AND NOT EXISTS (SELECT 1 FROM assignments a WHERE a.item_id = i.id AND a.annotator_id = ?) "
-                  "ORDER BY i.n_assigned, i.position LIMIT 8",
-    "cas": "UPDATE items SET n_assigned = ? WHERE id = ? AND n_assigned = ?",
-    "new_assignment": "INSERT INTO assignments (item_id, annotator_id, slot, submitted, draft, assigned_at) "
-                      "VALUES (?, ?, ?, 0, NULL, ?)",
-    "mark": "UPDATE assignments SET submitted = 1, draft = NULL WHERE id = ? AND annotator_id = ? AND submitted = 0 "
-            "AND released_at IS NULL RETURNING item_id, assigned_at",
-    "owned": "SELECT released_at IS NOT NULL FROM assignments WHERE id = ? AND annotator_id = ?",
-    "new_response": f"INSERT INTO responses ({', '.join(_RESPONSE_COLS)}) "
-                    f"VALUES ({', '.join('?' for _ in _RESPONSE_COLS)})",
-}
-
-
-class _RawOps:
-    """The same statements on the driver's own sqlite3 connection: a SQLite-only fast path that skips
-    SQLAlchemy's per-statement machinery (about half the server's time per submission otherwise). Values are
-    converted with SQLAlchemy's own SQLite type processors, so rows read the same through either path."""
-
-    def __init__(self, cur, conv):
-        self.cur, (self.dt_in, self.dt_out, self.json_out) = cur, conv
-
-    def open(self, w: int):
-        row = self.cur.execute(_RAW_SQL["open"], (w,)).fetchone()
-        if row is None:
-            return None
-        return (OpenAssignment(row[0], row[1], row[2], self.json_out(row[3]), self.dt_out(row[4])),
-                ItemView(*row[5:]))
-
-    def done(self, w: int) -> int:
-        return self.cur.execute(_RAW_SQL["done"], (w,)).fetchone()[0]
-
-    def lock_study(self, s: int) -> None:
-        pass  # BEGIN IMMEDIATE holds SQLite's write lock already
-
-    def study(self, s: int):
-        return self.cur.execute(_RAW_SQL["study"], (s,)).fetchone()
-
-    def candidates(self, s: int, p: int, w: int):
-        return self.cur.execute(_RAW_SQL["candidates"], (s, p, w)).fetchall()
-
-    def cas(self, i: int, n: int) -> bool:
-        return self.cur.execute(_RAW_SQL["cas"], (n + 1, i, n)).rowcount == 1
-
-    def new_assignment(self, item_id: int, w: int, slot: int, now: datetime) -> int:
-        return self.cur.execute(_RAW_SQL["new_assignment"], (item_id, w, slot, self.dt_in(now))).lastrowid
-
-    def mark(self, a: int, w: int):
-        row = self.cur.execute(_RAW_SQL["mark"], (a, w)).fetchone()
-        return None if row is None else (row[0], self.dt_out(row[1]))
-
-    def owned(self, a: int, w: int) -> bool | None:
-        row = self.cur.execute(_RAW_SQL["owned"], (a, w)).fetchone()
-        return None if row is None else bool(row[0])
-
-    def new_response(self, values: dict[str, Any]) -> None:
-        values = {**values, "started_at": self.dt_in(values["started_at"]),
-                  "submitted_at": self.dt_in(values["submitted_at"]), "trouble": int(bool(values["trouble"]))}
-        self.cur.execute(_RAW_SQL["new_response"], tuple(values[c] for c in _RESPONSE_COLS))
-
-
 class Store:
     """Sessions and operations on one database."""
 
-    def __init__(self, url: str | Engine, *, fast_sqlite: bool = True):
-        self.engine = url if isinstance(url, Engine) else make_engine(url)
+    def __init__(self, url: str | Engine, *, fast_sqlite: bool = True, busy_timeout: float = 10.0):
+        """``busy_timeout``: seconds a SQLite write waits for another process's lock before it fails."""
+        self.engine = url if isinstance(url, Engine) else make_engine(url, busy_timeout=busy_timeout)
         prepare_schema(self.engine)
         self.reader = self.engine.execution_options(readonly=True)  # deferred BEGIN on SQLite
         self.Session = sessionmaker(self.engine, expire_on_commit=False)
         self.ReadSession = sessionmaker(self.reader, expire_on_commit=False)
         self.secret = self._secret()
         self._studies: dict[int, tuple[int, int]] = {}  # study id -> (per_item, item count); both never change
-        self._raw = None  # the SQLite fast path's connection (see _RawOps), opened on first use
+        # the SQLite fast path's driver connections (see hotpath.SQLiteExecutor), one per concurrent transaction:
+        # store calls run in a thread pool, and a sqlite3 connection holds one transaction at a time
+        self._sqlite_connections: queue.SimpleQueue = queue.SimpleQueue()
+        self._compiled: dict = {}  # Core statement -> CompiledStatement, for the SQLite fast path
+        # this process's SQLite writers queue here rather than in SQLite's busy handler, whose sleeps back off
+        # (1, 2, 5 ... 100 ms) and gave submissions a tail of seconds under load; other processes still wait in it
+        self._sqlite_writer = threading.Lock()
+        self._no_wait = threading.local()  # see without_waiting
+        self.busy_timeout_ms = int(busy_timeout * 1000)
         self._checkpointer: threading.Thread | None = None
-        self._raw_lock = threading.Lock()
         self.fast_sqlite = fast_sqlite and self.engine.dialect.name == "sqlite" and \
             self.engine.url.database not in (None, "", ":memory:")
 
@@ -318,7 +189,56 @@ class Store:
     def annotator_for(self, token: str):
         """The annotator row (id, study_id, consented_at, ...) of an invite token, or None."""
         with self.reader.connect() as conn:
-            return conn.execute(_Q_ANNOTATOR, {"h": hash_token(token)}).first()
+            return conn.execute(ANNOTATOR_BY_TOKEN, {"token_hash": hash_token(token)}).first()
+
+    # --- browser sessions (the cookie holds a session id, never a link's token) -----------------------------------
+
+    def open_session(self, kind: str, token: str) -> str | None:
+        """A new session for an invite link (``kind`` "annotator") or an admin link ("admin"); returns its id (the
+        cookie value; only its hash is stored), or None for an unknown token."""
+        with self.Session.begin() as s:
+            if kind == "annotator":
+                found = s.execute(select(Annotator.id, Annotator.study_id)
+                                  .where(Annotator.token_hash == hash_token(token))).first()
+            elif kind == "admin":
+                study_id = s.scalar(select(Study.id).where(Study.admin_token_hash == hash_token(token)))
+                found = None if study_id is None else (None, study_id)
+            else:
+                raise ValueError(f"unknown session kind {kind!r}")
+            if found is None:
+                return None
+            session_id = new_token()
+            now = utcnow()
+            s.add(BrowserSession(id_hash=hash_token(session_id), kind=kind, annotator_id=found[0],
+                                 study_id=found[1], created_at=now, expires_at=now + timedelta(days=SESSION_DAYS)))
+        return session_id
+
+    def _live_session(self, conn, session_id: str, kind: str):
+        row = conn.execute(select(BrowserSession.annotator_id, BrowserSession.study_id, BrowserSession.expires_at)
+                           .where(BrowserSession.id_hash == hash_token(session_id),
+                                  BrowserSession.kind == kind)).first()
+        return None if row is None or aware(row[2]) <= utcnow() else row
+
+    def annotator_for_session(self, session_id: str):
+        """The annotator row of a live annotator session (with the session's ``expires_at``), or None."""
+        with self.reader.connect() as conn:
+            row = conn.execute(ANNOTATOR_BY_SESSION, {"id_hash": hash_token(session_id)}).first()
+        return None if row is None or aware(row.expires_at) <= utcnow() else row
+
+    def study_for_admin_session(self, session_id: str) -> Study | None:
+        with self.ReadSession() as s:
+            row = self._live_session(s.connection(), session_id, "admin")
+            return None if row is None else s.get(Study, row[1])
+
+    def end_sessions(self, *, annotator_id: int | None = None, study_id: int | None = None) -> int:
+        """Revoke sessions: an annotator's, or every session of a study (its invite links keep working)."""
+        where = [BrowserSession.annotator_id == annotator_id] if annotator_id is not None else []
+        if study_id is not None:
+            where.append(BrowserSession.study_id == study_id)
+        if not where:
+            raise InputError("end_sessions needs an annotator or a study", hint="pass annotator_id or study_id")
+        with self.Session.begin() as s:
+            return s.execute(delete(BrowserSession).where(*where)).rowcount
 
     def consent(self, annotator_id: int) -> None:
         with self.Session.begin() as s:
@@ -328,70 +248,85 @@ class Store:
     # --- assignment -------------------------------------------------------------------------------------------
 
     def start_checkpointer(self, interval: float = 0.1) -> None:
-        """Move SQLite's WAL checkpoints (which write the WAL back into the database file and fsync it, several ms)
-        off the commits of the fast path into a daemon thread that runs ``PRAGMA wal_checkpoint(PASSIVE)`` every
-        ``interval`` seconds (SQLite releases the GIL meanwhile; writers go on appending to the WAL). Used by the
-        server; without it commits checkpoint themselves every 1000 WAL pages as usual. Durability is unchanged:
-        a commit is in the WAL before it returns. The thread ends when the store is garbage-collected."""
-        if not self.fast_sqlite or self._checkpointer is not None or self._raw is not None:
-            return
-        ref, path = weakref.ref(self), self.engine.url.database
-
-        def run() -> None:
-            conn = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
-            try:
-                while ref() is not None:
-                    time.sleep(interval)
-                    try:
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    except sqlite3.Error:  # busy, or the file went away (tests): try again later
-                        pass
-            finally:
-                conn.close()
-
-        self._checkpointer = threading.Thread(target=run, name="toxiforge-wal-checkpoint", daemon=True)
-        self._checkpointer.start()
+        """Move SQLite's WAL checkpoints off the commits into a background thread (see
+        :mod:`toxiforge.annotation.checkpoint`); used by the server. The thread ends with the store."""
+        if self.fast_sqlite and self._checkpointer is None:
+            self._checkpointer = start_wal_checkpointer(self, self.engine.url.database, interval)
 
     @contextmanager
-    def _txn(self, write: bool):
+    def _txn(self, write: bool) -> Iterator[HotPathOperations]:
         """A transaction on the hot path's statements: ``BEGIN IMMEDIATE`` for writes, a deferred ``BEGIN`` for
         reads on SQLite; committed on leaving the block (durable once it returns), rolled back on an error."""
         if not self.fast_sqlite:
-            with (self.engine if write else self.reader).begin() as conn:
-                yield _CoreOps(conn)
-            return
-        with self._raw_lock:
-            if self._raw is None:
-                dialect, dt, js = self.engine.dialect, _A.c.assigned_at.type, _A.c.draft.type
-                self._conv = (dt.dialect_impl(dialect).bind_processor(dialect),
-                              dt.dialect_impl(dialect).result_processor(dialect, None),
-                              js.dialect_impl(dialect).result_processor(dialect, None))
-                self._raw = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
-            raw = self._raw.driver_connection
-            cur = raw.cursor()
+            serialise = write and self.engine.dialect.name == "sqlite"
+            if serialise:
+                self._sqlite_writer.acquire()
             try:
-                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                yield _RawOps(cur, self._conv)
-                cur.execute("COMMIT")
-            except BaseException:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
-                raise
+                with (self.engine if write else self.reader).begin() as conn:
+                    yield HotPath(CoreExecutor(conn), lock_studies=True)
             finally:
-                cur.close()
+                if serialise:
+                    self._sqlite_writer.release()
+            return
+        no_wait = write and getattr(self._no_wait, "on", False)
+        if write and not self._sqlite_writer.acquire(blocking=not no_wait):
+            raise WouldWait  # another of this process's writers is in a transaction
+        try:
+            pooled = self._sqlite_connections.get_nowait()
+        except queue.Empty:
+            pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
+        raw = pooled.driver_connection
+        cur = raw.cursor()
+        try:
+            if no_wait:
+                cur.execute("PRAGMA busy_timeout=0")
+                try:
+                    cur.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:  # another process holds the write lock
+                    raise WouldWait from exc
+                finally:
+                    cur.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+            else:
+                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            yield HotPath(SQLiteExecutor(cur, self.engine.dialect, self._compiled), lock_studies=False)
+            cur.execute("COMMIT")
+        except BaseException:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            raise
+        finally:
+            if write:
+                self._sqlite_writer.release()
+            cur.close()
+            if self._sqlite_connections.qsize() < _IDLE_SQLITE_CONNECTIONS:
+                self._sqlite_connections.put(pooled)
+            else:  # back to SQLAlchemy's pool (its size bounds all connections together)
+                pooled.close()
 
-    def study_shape(self, study_id: int, ops=None) -> tuple[int, int]:
+    @contextmanager
+    def without_waiting(self) -> Iterator[None]:
+        """On this thread, inside the block, a hot-path write transaction on SQLite that would wait for the write
+        lock (held by another thread of this process, or by another process) raises :class:`WouldWait` before it
+        has done anything, instead of waiting. The app runs hot-path calls like this on the event loop and, on
+        :class:`WouldWait`, again in the thread pool, so the loop never waits for a lock."""
+        self._no_wait.on = True
+        try:
+            yield
+        finally:
+            self._no_wait.on = False
+
+    def study_shape(self, study_id: int, ops: HotPathOperations | None = None) -> tuple[int, int]:
         """(per_item, number of items) of a study; cached, as neither changes after the study is created."""
         shape = self._studies.get(study_id)
         if shape is None:
             if ops is None:
                 with self.reader.connect() as conn:
-                    row = _CoreOps(conn).study(study_id)
+                    shape = HotPath(CoreExecutor(conn), lock_studies=False).study_shape(study_id)
             else:
-                row = ops.study(study_id)
-            if row is None:
+                shape = ops.study_shape(study_id)
+            if shape is None:
                 return 0, 0
-            shape = self._studies[study_id] = (int(row[0]), int(row[1]))
+            self._studies[study_id] = shape
         return shape
 
     def next_assignment(self, annotator, *, tries: int = 20) -> tuple[OpenAssignment, ItemView] | None:
@@ -402,22 +337,22 @@ class Store:
     def open_assignment(self, annotator, *, tries: int = 20) -> tuple[tuple[OpenAssignment, ItemView] | None, int]:
         """(the annotator's open or newly claimed assignment or None, how many they have submitted)."""
         with self._txn(write=False) as ops:  # the common case, a read: the open assignment
-            found = ops.open(annotator.id)
+            found = ops.open_assignment(annotator.id)
             if found is not None:
-                return found, ops.done(annotator.id)
+                return found, ops.submitted_count(annotator.id)
         for _ in range(tries):
             try:
                 with self._txn(write=True) as ops:
                     ops.lock_study(annotator.study_id)
                     found = self._claim(ops, annotator.id, annotator.study_id)
                     if found is not _RETRY:
-                        return found, ops.done(annotator.id)
+                        return found, ops.submitted_count(annotator.id)
             except (IntegrityError, sqlite3.IntegrityError):
                 continue  # another annotator took the slot first: try again
         return None, self.annotator_done(annotator.id)
 
-    def _claim(self, ops, annotator_id: int, study_id: int):
-        found = ops.open(annotator_id)
+    def _claim(self, ops: HotPathOperations, annotator_id: int, study_id: int):
+        found = ops.open_assignment(annotator_id)
         if found is not None:
             return found
         per_item, _ = self.study_shape(study_id, ops)
@@ -425,7 +360,7 @@ class Store:
         if not candidates:
             return None
         for n, *item in candidates:
-            if ops.cas(item[0], n):
+            if ops.compare_and_set(item[0], n):
                 now = utcnow()
                 new_id = ops.new_assignment(item[0], annotator_id, n, now)
                 return OpenAssignment(new_id, item[0], n, None, now), ItemView(*item)
@@ -446,10 +381,10 @@ class Store:
                                                       Assignment.released_at.is_(None))
                              .values(draft=draft)).rowcount == 1
 
-    def _submit(self, ops, annotator_id: int, assignment_id: int, answers: dict[str, Any]) -> bool:
-        marked = ops.mark(assignment_id, annotator_id)
+    def _submit(self, ops: HotPathOperations, annotator_id: int, assignment_id: int, answers: dict[str, Any]) -> bool:
+        marked = ops.mark_submitted(assignment_id, annotator_id)
         if marked is None:
-            released = ops.owned(assignment_id, annotator_id)
+            released = ops.released_state(assignment_id, annotator_id)
             if released is None:
                 raise InputError(f"no assignment {assignment_id} for this annotator", hint="reload the page")
             if released:
@@ -477,7 +412,7 @@ class Store:
                     stored = self._submit(ops, annotator.id, assignment_id, answers)
                     found = self._claim(ops, annotator.id, annotator.study_id)
                     if found is not _RETRY:
-                        return stored, found, ops.done(annotator.id)
+                        return stored, found, ops.submitted_count(annotator.id)
                     raise _Conflict  # every candidate slot was taken meanwhile: roll back, start again
             except (IntegrityError, sqlite3.IntegrityError, _Conflict):
                 continue  # PostgreSQL only: SQLite's BEGIN IMMEDIATE serialises writers
@@ -518,7 +453,7 @@ class Store:
 
     def annotator_done(self, annotator_id: int) -> int:
         with self.reader.connect() as conn:
-            return conn.execute(_Q_DONE, {"w": annotator_id}).scalar_one()
+            return conn.execute(SUBMITTED_COUNT, {"annotator_id": annotator_id}).scalar_one()
 
     def item_count(self, study_id: int) -> int:
         return self.study_shape(study_id)[1]

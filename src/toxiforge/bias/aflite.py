@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class AFLiteConfig:
             raise InputError(f"unknown AFLite classifier {self.classifier!r}",
                              hint=f"use one of {', '.join(CLASSIFIERS)}")
 
-    def resolved(self, n_rows: int) -> "AFLiteConfig":
+    def resolved(self, n_rows: int) -> AFLiteConfig:
         """The config with ``t`` and ``k`` filled in for ``n_rows`` input rows."""
         from dataclasses import replace
 

@@ -23,8 +23,9 @@ The lexicon-based bias-only models of the paper (``noi``, ``oni``, ``toxtrig``) 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -23,9 +23,10 @@ example gets a coordinate, and needs at least 2 whole epochs.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,7 +70,7 @@ class DataMapRecorder(BatchCallback):
         self.correct.append(self._c)
         self._reset()
 
-    def dynamics(self) -> "Dynamics":
+    def dynamics(self) -> Dynamics:
         if not self.probabilities:
             raise InputError("no epoch was recorded", hint="train at least one whole epoch")
         return training_dynamics(np.stack(self.probabilities), np.stack(self.correct))

@@ -16,7 +16,7 @@ from) fill the gap, so the subset still has the original ratio; a pool of a sing
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

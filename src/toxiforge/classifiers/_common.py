@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from toxiforge.errors import InputError
+
+# Probabilities are clamped to at least EPS before a log, so class log-probabilities are never -inf (ALICE adds
+# them to LM scores; one -inf would rule a candidate out for good).
+EPS = 1e-7
 
 
 def as_texts(texts: Sequence[str]) -> list[str]:

@@ -3,11 +3,13 @@
 ``predict_proba(texts)`` returns P(toxic) per text; ``class_log_probs(texts)`` returns log-probabilities of every
 class, which ALICE needs for the class it steers toward (the benign class to find false negatives, the toxic
 class to find false positives). ``toxic_index`` and ``benign_index`` say which columns those are.
+``describe()`` returns what identifies the classifier in evaluation reports and manifests.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -15,6 +17,8 @@ import torch
 
 @runtime_checkable
 class ToxicityClassifier(Protocol):
+    """A toxicity classifier: class log-probabilities for ALICE, P(toxic) for scoring, provenance for reports."""
+
     name: str
     num_classes: int   # columns of class_log_probs
     toxic_index: int   # column of the toxic class
@@ -25,3 +29,6 @@ class ToxicityClassifier(Protocol):
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(toxic) per text, float64 ``[len(texts)]``."""
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance for reports and manifests: ``name`` and ``backend``, plus what identifies the model."""

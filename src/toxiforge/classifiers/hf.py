@@ -26,15 +26,16 @@ else an InputError asking for ``benign_index``.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
 from toxiforge.classifiers._common import as_texts
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.models.transformers_lm import _quiet_transformers, resolve_device, resolve_dtype
 
 TOXIC_LABELS: tuple[str, ...] = ("toxic", "toxicity", "hate", "hateful", "hate_speech", "hatespeech", "offensive",
                                  "offensive_language", "abusive", "label_1")
@@ -162,7 +163,7 @@ class HFClassifier:
     def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
              benign_index: int | None = None, device: str | torch.device | None = "auto",
              dtype: str | torch.dtype | None = "auto", max_length: int = 512, batch_size: int = 32,
-             name: str | None = None) -> "HFClassifier":
+             name: str | None = None) -> HFClassifier:
         """Load from a hub id or a local directory.
 
         ``tokenizer``: a hub id, a directory or a tokenizer object when the checkpoint's own is missing or wrong
@@ -171,7 +172,7 @@ class HFClassifier:
         """
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-        _quiet_transformers()
+        quiet_transformers()
         dev = resolve_device(device)
         torch_dtype = torch.float32 if dtype in (None, "auto") else resolve_dtype(dtype, dev)
         path = Path(str(source)).expanduser()

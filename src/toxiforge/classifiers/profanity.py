@@ -9,15 +9,14 @@ for ToxiGen-RoBERTa.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from toxiforge.classifiers._common import as_texts
+from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.errors import InputError
-
-EPS = 1e-7
 
 
 def _load_predict_prob() -> Callable[[list[str]], Any]:
@@ -72,3 +71,14 @@ class ProfanityCheckClassifier:
             pkg = "unknown"
         return {"name": self.name, "backend": "alt-profanity-check", "version": pkg, "num_classes": 2,
                 "toxic_index": 1, "benign_index": 0}
+
+
+def load_profanity_check(*, batch_size: int | None = None, name: str = "profanity-check", device: Any = None,
+                         dtype: Any = None, **kwargs: Any) -> ProfanityCheckClassifier:
+    """The registry's ``profanity-check`` factory. It runs on the CPU; ``device`` and ``dtype`` are accepted (for a
+    uniform CLI) and ignored; any other option is an InputError."""
+    unknown = sorted(kwargs)
+    if unknown:
+        raise InputError(f"profanity-check takes no {', '.join(unknown)} option",
+                         hint="those options apply to transformers classifiers only")
+    return ProfanityCheckClassifier(name=name, **({} if batch_size is None else {"batch_size": batch_size}))

@@ -10,19 +10,17 @@ folder so it is not read back as a shard; a directory of bare shards -> ``DATA.s
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from toxiforge._io import atomic_write
 from toxiforge.classifiers.base import ToxicityClassifier
 from toxiforge.errors import InputError
-from toxiforge.records import _format_of
+from toxiforge.records import TEXT_COLUMNS
 
-TEXT_COLUMNS: tuple[str, ...] = ("generation", "text")
 CHUNK = 4096
 
 
@@ -124,25 +122,3 @@ def default_output_path(data: str | Path) -> Path:
             return data / "scored.parquet"
         return data.with_name(data.name.rstrip("/") + ".scored.parquet")
     return data.with_name(f"{data.stem}.scored{data.suffix}")
-
-
-def write_table(table: Any, path: str | Path) -> Path:
-    """Write a pyarrow table atomically as Parquet, JSONL or CSV, chosen by ``path``'s suffix."""
-    path = Path(path)
-    fmt = _format_of(path)
-
-    def write(tmp: Path) -> None:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, tmp)
-        elif fmt == "jsonl":
-            with open(tmp, "w", encoding="utf-8") as fh:
-                for row in table.to_pylist():
-                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-        else:
-            import pyarrow.csv as pcsv
-
-            pcsv.write_csv(table, tmp)
-
-    return atomic_write(path, write)

@@ -9,15 +9,15 @@ ALICE with garbage. Example: ``CallableClassifier(lambda texts: my_api.score(tex
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from toxiforge.classifiers._common import as_texts
+from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.errors import InputError
 
-EPS = 1e-7
 ROW_SUM_ATOL = 1e-3
 
 
@@ -113,3 +113,9 @@ class CallableClassifier:
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(toxic) per text, float64 ``[len(texts)]``."""
         return self.probabilities(texts)[:, self.toxic_index]
+
+    def describe(self) -> dict[str, Any]:
+        """Name, backend ("callable"), the wrapped function's qualified name and the class columns."""
+        return {"name": self.name, "backend": "callable",
+                "function": getattr(self.fn, "__qualname__", type(self.fn).__name__),
+                "num_classes": self.num_classes, "toxic_index": self.toxic_index, "benign_index": self.benign_index}

@@ -1,4 +1,5 @@
-"""The typer application, consoles and small helpers shared by every command module."""
+"""The typer application, consoles and small helpers shared by every command module (each adds its commands
+in its own ``register(app)``)."""
 
 from __future__ import annotations
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, load_lm
-
-
-# --- analysis (stats, split, perplexity, mentions, report) -----------------------------------------------------
+from toxiforge.cli._app import console, load_lm
+from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
 def _analysis_progress(enabled: bool):
@@ -21,7 +18,7 @@ def _analysis_progress(enabled: bool):
                     console=console, transient=True, disable=not (enabled and console.is_terminal))
 
 
-def _lexicon_options(profanity_list: Optional[Path], exclude_list: Optional[Path], keep_ambiguous: bool):
+def _lexicon_options(profanity_list: Path | None, exclude_list: Path | None, keep_ambiguous: bool):
     from toxiforge.analysis.implicit import load_lexicon
 
     return load_lexicon(profanity_list, ambiguous=not keep_ambiguous, exclude=exclude_list or ())
@@ -32,14 +29,13 @@ _EXCLUDE_HELP = "File of lexicon entries to ignore (one per line), on top of the
 _AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped by default, as the paper did."
 
 
-@app.command("stats")
 def stats_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (toxiforge or "
                                                 "ToxiGen; read as one)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
-    markdown_out: Optional[Path] = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
-    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
-    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the statistics as JSON to this file."),
+    markdown_out: Path | None = typer.Option(None, "--markdown", help="Also write the Markdown to this file."),
+    profanity_list: Path | None = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
 ) -> None:
     """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
@@ -51,13 +47,12 @@ def stats_command(
         console.print(f"wrote {path}", highlight=False)
 
 
-@app.command("split")
 def split_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     test_size: int = typer.Option(..., "--test-size", help="Rows in the test set (before --on-conflict move)."),
     threshold: float = typer.Option(0.7, "--threshold", help="No train row may have cosine > this with a test row."),
     seed: int = typer.Option(0, "--seed", help="Seed of the test-set draw."),
-    model: str = typer.Option("all-minilm-l6-v2", "--model", help="Sentence encoder: the embedded "
+    model: str = typer.Option(DEFAULT_ENCODER, "--model", help="Sentence encoder: the embedded "
                                                                   "all-minilm-l6-v2, a hub id or a local dir."),
     out: Path = typer.Option(..., "-o", "--out", help="New or empty directory for train/test/removed + split.json."),
     allocation: str = typer.Option("proportional", "--allocation", help="Test rows per group × label × method "
@@ -71,12 +66,13 @@ def split_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
     """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
+    from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
-    from toxiforge.analysis.split import check_output_dir, check_threshold, similarity_split, write_split
+    from toxiforge.analysis.split import check_threshold, similarity_split, write_split
     from toxiforge.errors import InputError
 
     check_threshold(threshold)
-    check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     if fmt not in ("parquet", "jsonl", "csv"):
         raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
     d = load_data(data, need=())
@@ -96,17 +92,16 @@ def split_command(
                   + f" to {out}", highlight=False, soft_wrap=True)
 
 
-@app.command("perplexity")
 def perplexity_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
-    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="Reference LM: embedded name, hub id (gpt2, as the paper), "
                                                          "model dir or .gguf file."),
     max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity from the table."),
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the table as JSON to this file."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the table as JSON to this file."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Per-statement perplexity under a reference LM; mean per group × method (ToxiGen Appendix C)."""
@@ -131,10 +126,9 @@ def perplexity_command(
         console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
 
 
-@app.command("mentions")
 def mentions_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
 ) -> None:
     """Share of statements naming their target group per group × method (Table 6), and other groups named."""
     from toxiforge._io import atomic_write_text
@@ -146,18 +140,17 @@ def mentions_command(
         console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
 
 
-@app.command("report")
 def report_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     out: Path = typer.Option(..., "-o", "--out", help="Directory for report.html and report.json."),
-    lm: str = typer.Option("smollm2-135m", "--lm", help="Reference LM for perplexity."),
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="Reference LM for perplexity."),
     perplexity: bool = typer.Option(True, "--perplexity/--no-perplexity", help="Compute perplexity (slowest step)."),
     max_ppl: float = typer.Option(500.0, "--max-ppl", help="Drop statements above this perplexity."),
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per LM forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    profanity_list: Optional[Path] = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
-    exclude_list: Optional[Path] = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
+    profanity_list: Path | None = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
+    exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
@@ -177,3 +170,12 @@ def report_command(
     if report.perplexity is not None:
         console.print(report.perplexity.line(), highlight=False)
     console.print(f"wrote {report.html_path} and {report.json_path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add stats, split, perplexity, mentions and report to ``app``."""
+    app.command("stats")(stats_command)
+    app.command("split")(split_command)
+    app.command("perplexity")(perplexity_command)
+    app.command("mentions")(mentions_command)
+    app.command("report")(report_command)

@@ -3,42 +3,45 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console
-
-
-# --- annotation ------------------------------------------------------------------------------------------------
+from toxiforge.cli._app import console
 
 annotate_app = typer.Typer(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
 annotate_study_app = typer.Typer(help="Create annotation studies.", no_args_is_help=True)
 annotate_app.add_typer(annotate_study_app, name="study")
-app.add_typer(annotate_app, name="annotate")
 DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or database URL (postgresql://...)")
 
 
 @annotate_app.command("serve")
 def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "--host"),
                    port: int = typer.Option(8000, "--port"),
-                   workers: Optional[int] = typer.Option(
+                   workers: int | None = typer.Option(
                        None, "--workers", min=1,
                        help="server processes (default $TOXIFORGE_ANNOTATE_WORKERS or 1; with SQLite one process "
-                            "is fastest, as writes are serialised)")) -> None:
+                            "is fastest, as writes are serialised)"),
+                   secure_cookies: bool = typer.Option(
+                       False, "--secure-cookies",
+                       help="mark session cookies Secure (sent over HTTPS only); on by itself when --base-url is "
+                            "https://"),
+                   base_url: str = typer.Option("", "--base-url",
+                                                help="the public address annotators use, e.g. "
+                                                     "https://annotate.example.org (behind a reverse proxy)")) -> None:
     """Run the annotation web app (annotator links /a/TOKEN, admin link /admin/login/TOKEN)."""
     from toxiforge.annotation.app import serve
 
-    serve(db, host=host, port=port, workers=workers)
+    secure = secure_cookies or base_url.lower().startswith("https://")
+    serve(db, host=host, port=port, workers=workers, secure_cookies=secure)
 
 
 @annotate_study_app.command("create")
 def annotate_study_create(
     data: Path = typer.Argument(..., help="toxiforge dataset (file or generation directory) or ToxiGen file"),
     db: str = DB_OPTION,
-    name: Optional[str] = typer.Option(None, "--name", help="study name (default: the dataset's name)"),
+    name: str | None = typer.Option(None, "--name", help="study name (default: the dataset's name)"),
     per_item: int = typer.Option(3, "--per-item", help="annotators per statement"),
-    sample: Optional[int] = typer.Option(None, "--sample", help="number of statements (default: all)"),
+    sample: int | None = typer.Option(None, "--sample", help="number of statements (default: all)"),
     stratify: str = typer.Option("", "--stratify", help="comma-separated subset of group,label,method"),
     seed: int = typer.Option(0, "--seed"),
     lease_minutes: int = typer.Option(120, "--lease-minutes", min=0,
@@ -73,7 +76,7 @@ def annotate_invite(study: str = typer.Option(..., "--study", help="study id or 
 
 @annotate_app.command("release")
 def annotate_release(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                     older_than: Optional[int] = typer.Option(
+                     older_than: int | None = typer.Option(
                          None, "--older-than", min=0,
                          help="minutes an assignment has been open (default: the study's lease; 0: all open)")
                      ) -> None:
@@ -106,12 +109,22 @@ def annotate_agreement(study: str = typer.Option(..., "--study", help="study id 
 
 @annotate_app.command("export")
 def annotate_export(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                    fmt: str = typer.Option("annotated", "--format", help="annotated or annotations"),
+                    fmt: str = typer.Option(
+                        "annotated", "--format",
+                        help="annotated (ToxiGen's per-item layout), annotations (ours, per response) or "
+                             "toxigen-annotations (the hub's per-response layout)"),
                     out: Path = typer.Option(..., "-o", "--output", help=".csv, .jsonl or .parquet")) -> None:
-    """Write the study in ToxiGen's annotated (per item) or annotations (per response) layout."""
+    """Write the study: ToxiGen's annotated layout (per item), our annotations (per response), or ToxiGen's
+    annotations layout (per response, Input.* / Answer.* / HashedWorkerId). CSV cells that would run as spreadsheet
+    formulas get a leading ' (Parquet and JSONL keep the exact text)."""
     from toxiforge.annotation.export import export_study
     from toxiforge.annotation.store import Store
 
     store = Store(db)
     path, n = export_study(store, store.study(study).id, out, fmt)
     console.print(f"wrote {n} rows to {path}", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the annotate group to ``app``."""
+    app.add_typer(annotate_app, name="annotate")

@@ -3,46 +3,41 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console
+from toxiforge.cli._app import console
 
 
-# --- classifiers -----------------------------------------------------------------------------------------------
-
-
-@app.command("classify")
 def classify(
     data: Path = typer.Argument(..., help="A dataset file (.parquet/.jsonl/.csv) or a generation output directory."),
     classifier: str = typer.Option(
         ..., "--classifier", "-c", help="toxigen-roberta, toxigen-hatebert, toxdect-roberta, profanity-check "
                                         "(offline), a model directory or a hub id (owner/name)."),
-    column: Optional[str] = typer.Option(
+    column: str | None = typer.Option(
         None, "--column", help="Score column to add (default: roberta_prediction for toxigen-roberta, else "
                                "<classifier>_score). An existing column of that name is replaced."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text to score (default: generation, "
-                                                                          "else text)."),
-    output: Optional[Path] = typer.Option(
+    text_column: str | None = typer.Option(None, "--text-column", help="Text to score (default: generation, "
+                                                                       "else text)."),
+    output: Path | None = typer.Option(
         None, "-o", "--output", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
                                      "DIR/scored.parquet for a generation directory)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per classifier batch "
-                                                                        "(default: the backend's)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch "
+                                                                     "(default: the backend's)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
-    toxic_index: Optional[int] = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
-                                                                          "from the model's labels)."),
+    toxic_index: int | None = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
+                                                                       "from the model's labels)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
     import time
 
     from toxiforge.classifiers import default_score_column, load_classifier
-    from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table, write_table
+    from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table
     from toxiforge.errors import InputError
-    from toxiforge.records import read_table
+    from toxiforge.records import read_table, write_table
 
     out = output if output is not None else default_output_path(data)
     if out.exists() and not overwrite:
@@ -71,3 +66,8 @@ def classify(
                       highlight=False)
     console.print(f"{summary.line()}; {time.perf_counter() - started:.1f} s; wrote {out}", highlight=False,
                   soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add classify to ``app``."""
+    app.command("classify")(classify)

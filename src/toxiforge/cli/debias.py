@@ -1,15 +1,12 @@
 """Commands: bias datamap, bias aflite (Zhou et al. 2021 §3.2 data filtering).
 
-The ``bias`` command group belongs to ``cli/bias.py`` (issue 10). This module only defines command functions and
-:func:`register_bias_commands`, which adds them to that group. :func:`register` builds a stand-in ``bias`` group
-for branches where ``cli/bias.py`` does not exist yet; at merge, ``cli/bias.py`` calls
-``register_bias_commands(bias_app)`` and ``cli/__init__.py`` stops calling :func:`register`.
+The ``bias`` command group belongs to ``cli/bias.py``; this module only defines the command functions, and
+``cli/bias.py`` adds them to its group with :func:`register_bias_commands`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,7 +16,7 @@ _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen
               "table); several separated by commas are concatenated.")
 
 
-def _load_examples(data: str, label_column: Optional[str], text_column: Optional[str]):
+def _load_examples(data: str, label_column: str | None, text_column: str | None):
     from toxiforge.data import load_specs
 
     datasets = load_specs(split_list(data), label_column=label_column, text_column=text_column)
@@ -32,7 +29,7 @@ def datamap_command(
                                                      "datamap.png, datamap.json."),
     base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help="Encoder whose training dynamics "
                                    "are recorded (see `toxiforge train --help`)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer"),
+    tokenizer: str | None = typer.Option(None, "--tokenizer"),
     epochs: int = typer.Option(3, "--epochs", help="Whole epochs to record (at least 2)."),
     batch_size: int = typer.Option(32, "--batch-size"),
     learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
@@ -40,8 +37,8 @@ def datamap_command(
     fraction: float = typer.Option(0.33, "--fraction", help="Size of each region's subset (share of the data)."),
     pool_fraction: float = typer.Option(0.5, "--pool-fraction", help="Each region is cut to this share first, "
                                         "then sampled down to --fraction with the original label ratio."),
-    label_column: Optional[str] = typer.Option(None, "--label-column"),
-    text_column: Optional[str] = typer.Option(None, "--text-column"),
+    label_column: str | None = typer.Option(None, "--label-column"),
+    text_column: str | None = typer.Option(None, "--text-column"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device"),
     keep_model: bool = typer.Option(False, "--keep-model", help="Also save the trained model in OUT/model."),
@@ -71,22 +68,22 @@ def aflite_command(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: aflite.parquet (the subset), scores.parquet, "
                                                      "aflite.json."),
-    target_size: Optional[int] = typer.Option(None, "--target-size", "-n", help="AFLite's n: filter down to this "
+    target_size: int | None = typer.Option(None, "--target-size", "-n", help="AFLite's n: filter down to this "
                                               "many rows (default: half the data, as Zhou et al.)."),
-    fraction: Optional[float] = typer.Option(0.33, "--fraction", help="Then sample the survivors down to this share "
+    fraction: float | None = typer.Option(0.33, "--fraction", help="Then sample the survivors down to this share "
                                              "of the data with the original label ratio (Zhou et al.); 1 keeps "
                                              "all survivors."),
     ensemble_size: int = typer.Option(64, "--ensemble-size", "-m", help="Linear models per iteration (m)."),
-    train_size: Optional[int] = typer.Option(None, "--train-size", "-t", help="Training rows per model (t; "
+    train_size: int | None = typer.Option(None, "--train-size", "-t", help="Training rows per model (t; "
                                              "default: half the target size)."),
-    cut_size: Optional[int] = typer.Option(None, "--cut-size", "-k", help="Rows removed per iteration (k; default: "
+    cut_size: int | None = typer.Option(None, "--cut-size", "-k", help="Rows removed per iteration (k; default: "
                                            "5% of the data)."),
     threshold: float = typer.Option(0.75, "--threshold", "--tau", help="Only rows at least this predictable go."),
     classifier: str = typer.Option("ridge", "--classifier", help="ridge (fast, default) or logistic (the paper's)."),
     encoder: str = typer.Option("all-minilm-l6-v2", "--encoder", help="Sentence encoder for the frozen embeddings "
                                 "(the embedded MiniLM, a sentence-transformers hub id or directory)."),
-    label_column: Optional[str] = typer.Option(None, "--label-column"),
-    text_column: Optional[str] = typer.Option(None, "--text-column"),
+    label_column: str | None = typer.Option(None, "--label-column"),
+    text_column: str | None = typer.Option(None, "--text-column"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("cpu", "--device", help="Device of the encoder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
@@ -127,9 +124,3 @@ def register_bias_commands(bias_app: typer.Typer) -> None:
     bias_app.command("datamap")(datamap_command)
     bias_app.command("aflite")(aflite_command)
 
-
-def register(app: typer.Typer) -> None:
-    """A stand-in ``bias`` group holding only these commands (until ``cli/bias.py`` owns the group)."""
-    bias_app = typer.Typer(help="Measure and reduce classifier biases (Zhou et al. 2021).", no_args_is_help=True)
-    register_bias_commands(bias_app)
-    app.add_typer(bias_app, name="bias")

@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, load_lm, split_list
+from toxiforge.cli._app import console, load_lm, split_list
+from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
 prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
-app.add_typer(demonstrations_app, name="demonstrations")
-app.add_typer(prompts_app, name="prompts")
 
 
 # --- demonstrations and prompts -------------------------------------------------------------------------------
-# (section owned by the demonstrations work)
 
 
 @demonstrations_app.command("fetch")
 def demonstrations_fetch(
     dest: Path = typer.Option(..., "--dest", help="New or empty folder to write demonstrations/ and prompts/ to."),
-    commit: Optional[str] = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
+    commit: str | None = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the content of a non-empty --dest."),
     timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for GitHub."),
 ) -> None:
@@ -40,8 +37,8 @@ def demonstrations_fetch(
 
 @demonstrations_app.command("list")
 def demonstrations_list(
-    source: Optional[Path] = typer.Argument(None, help="Checkout, demonstrations/ or prompts/ folder, file or "
-                                                       "table (default: the shipped benign sets)."),
+    source: Path | None = typer.Argument(None, help="Checkout, demonstrations/ or prompts/ folder, file or "
+                                                    "table (default: the shipped benign sets)."),
 ) -> None:
     """Show the demonstration sets in SOURCE: group, label, number of sentences, files."""
     from rich.table import Table
@@ -62,7 +59,7 @@ def demonstrations_list(
 
 @prompts_app.command("build")
 def prompts_build(
-    demonstrations: Optional[Path] = typer.Option(
+    demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d",
         help="Checkout, demonstrations/ or prompts/ folder, file or table (default: the shipped benign sets)."),
     group: str = typer.Option(..., "--group", "-g", help="Target group (name or alias, e.g. 'middle eastern')."),
@@ -91,9 +88,6 @@ def prompts_build(
 # --- generation ------------------------------------------------------------------------------------------------
 
 
-
-
-@app.command("groups")
 def groups_list() -> None:
     """List the target groups (ToxiGen's 13, upstream's community groups) with their aliases."""
     from rich.table import Table
@@ -110,25 +104,24 @@ def groups_list() -> None:
     console.print(table)
 
 
-@app.command("generate")
 def generate(
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
-    labels: Optional[str] = typer.Option(
+    labels: str | None = typer.Option(
         None, "--labels", help="Comma-separated: toxic,benign. Default: both with --demonstrations/--prompts, "
                                "benign with the shipped sets."),
     per_cell: int = typer.Option(10, "-n", "--per-cell", help="Statements per group × label."),
-    demonstrations: Optional[str] = typer.Option(
+    demonstrations: str | None = typer.Option(
         None, "--demonstrations", "-d", help="Demonstrations (upstream checkout, folder, file or table). "
                                              "Default: toxiforge's shipped benign sets."),
-    prompts: Optional[str] = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
+    prompts: str | None = typer.Option(None, "--prompts", help="Upstream prompt file(s) to use line by line."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (paper: 5)."),
     seed: int = typer.Option(0, "--seed", help="Seed for prompts and sampling."),
     method: str = typer.Option("top-k", "--method", help="Decoding method: top-k or alice."),
-    classifier: Optional[str] = typer.Option(
+    classifier: str | None = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
-    model: str = typer.Option("smollm2-135m", "--model", help="Embedded name, hub id, model dir or .gguf file."),
+    model: str = typer.Option(DEFAULT_LM, "--model", help="Embedded name, hub id, model dir or .gguf file."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
@@ -141,12 +134,12 @@ def generate(
     candidates: int = typer.Option(100, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
     lambda_lm: float = typer.Option(0.5, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
     lambda_clf: float = typer.Option(0.5, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5)."),
-    classifier_top_n: Optional[int] = typer.Option(
+    classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
     no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
     alice_mode: str = typer.Option("auto", "--alice-mode",
                                    help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
-    num_return: Optional[int] = typer.Option(
+    num_return: int | None = typer.Option(
         None, "--num-return", help="ALICE: rows per prompt, the N best finished hypotheses (1..--beams; default 1). "
                                    "Column hypothesis_rank: 0 = best."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
@@ -201,12 +194,10 @@ def generate(
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
                   f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
     if counts["scored"]:
-        console.print(f"{clf.name} fooled on {counts['fooled']}/{counts['scored']} statements "
-                      f"({counts['fooled'] / counts['scored']:.1%})")
+        console.print(f"{clf.name} disagreed with the prompt label (label flip) on {counts['fooled']}/"
+                      f"{counts['scored']} statements ({counts['fooled'] / counts['scored']:.1%})")
     if summary:
         _print_summary([out])
-
-
 
 
 def _print_summary(data: list[Path], examples: int = 2) -> None:
@@ -217,10 +208,27 @@ def _print_summary(data: list[Path], examples: int = 2) -> None:
     render_summary(summarize(rows, examples=examples), console=console)
 
 
-@app.command("summary")
 def summary_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (combined)."),
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
+    human: Path | None = typer.Option(None, "--human", help="An annotated file (toxiforge or ToxiGen annotated / "
+                                         "annotations): fool rates against its human labels, joined by text."),
 ) -> None:
-    """Per group × label × method: count, mean length, flagged rows, classifier fool rate, examples."""
+    """Per group × label × method: count, mean length, flagged rows, label flips (classifier vs prompt label),
+    examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt label."""
     _print_summary(data, examples)
+    if human is not None:
+        from toxiforge.analysis.human_validation import human_labels, human_validation, render_human_validation
+        from toxiforge.records import read_rows
+
+        results, unmatched = human_validation((r for p in data for r in read_rows(p)), human_labels(human))
+        render_human_validation(results, unmatched, str(human), console=console)
+
+
+def register(app: typer.Typer) -> None:
+    """Add groups, generate and summary, then the demonstrations and prompts groups, to ``app``."""
+    app.command("groups")(groups_list)
+    app.command("generate")(generate)
+    app.command("summary")(summary_command)
+    app.add_typer(demonstrations_app, name="demonstrations")
+    app.add_typer(prompts_app, name="prompts")

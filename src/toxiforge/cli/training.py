@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
-from toxiforge.cli._app import app, console, err_console, split_list
-
-
-# --- training and evaluation -----------------------------------------------------------------------------------
-
+from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.models.embedded import DEFAULT_ENCODER
 
 experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
-app.add_typer(experiment_app, name="experiment")
 
 
 def _specs(values: list[str]) -> list[str]:
@@ -22,9 +17,9 @@ def _specs(values: list[str]) -> list[str]:
     return [v for value in values for v in split_list(value)]
 
 
-def _train_config(base_model: str, tokenizer: Optional[str], epochs: float, max_steps: int, batch_size: int,
+def _train_config(base_model: str, tokenizer: str | None, epochs: float, max_steps: int, batch_size: int,
                   learning_rate: float, max_length: int, seed: int, eval_fraction: float,
-                  early_stopping: Optional[int], device: str, bf16: bool):
+                  early_stopping: int | None, device: str, bf16: bool):
     from toxiforge.training.trainer import TrainConfig
 
     return TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, max_steps=max_steps,
@@ -39,19 +34,18 @@ _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-anno
               "the option or separate with commas.")
 
 
-@app.command("train")
 def train_command(
     data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
     subset: str = typer.Option("all", "--subset", help="all, alice, top-k (downsampled to the ALICE size) or "
                                                        "both (ALICE + that top-k sample)."),
-    label_column: Optional[str] = typer.Option(None, "--label-column",
-                                               help="Label column (default: prompt_label, the proxy label)."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
-    eval_data: Optional[list[str]] = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
-                                                                       "--eval-fraction of the training data)."),
+    label_column: str | None = typer.Option(None, "--label-column",
+                                            help="Label column (default: prompt_label, the proxy label)."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    eval_data: list[str] | None = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
+                                                                    "--eval-fraction of the training data)."),
     eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share held out for evaluation when no --eval."),
     epochs: float = typer.Option(3.0, "--epochs"),
     max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run all epochs)."),
@@ -59,34 +53,35 @@ def train_command(
     learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
     max_length: int = typer.Option(128, "--max-length", help="Truncate texts to this many tokens."),
     seed: int = typer.Option(0, "--seed"),
-    early_stopping: Optional[int] = typer.Option(None, "--early-stopping",
-                                                 help="Stop after N epochs without a better eval AUC."),
+    early_stopping: int | None = typer.Option(None, "--early-stopping",
+                                              help="Stop after N epochs without a better eval AUC."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (multi-GPU: run under torchrun)."),
     bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    debias: Optional[str] = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
+    debias: str | None = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
                                          "2019; needs --bias-only). The saved model is a plain classifier."),
-    bias_only: Optional[str] = typer.Option(None, "--bias-only", help="Bias-only model: column:NAME (precomputed "
+    bias_only: str | None = typer.Option(None, "--bias-only", help="Bias-only model: column:NAME (precomputed "
                                             "p(toxic) in the training files) or terms:FILE (a word list; calibrated "
                                             "linear SVM on the term counts, as Zhou et al.)."),
-    entropy_weight: Optional[float] = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
+    entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
                                                    "learned-mixin+h (default 0.01, Zhou et al.'s code)."),
 ) -> None:
     """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
     from rich.table import Table
 
+    from toxiforge._io import require_empty_dir
     from toxiforge.data import load_specs
     from toxiforge.training.subsets import normalize_subset, select_subset
-    from toxiforge.training.trainer import _check_output_dir, train_classifier
+    from toxiforge.training.trainer import train_classifier
 
     subset = normalize_subset(subset)
-    _check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     if (debias is None) != (bias_only is None):
         from toxiforge.errors import InputError
 
         raise InputError("--debias and --bias-only go together",
-                         hint="e.g. --debias learned-mixin+h --bias-only terms:words.txt")
+                         hint="e.g. --debias learned-mixin+h --bias-only toxtrig")
     datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
@@ -146,7 +141,6 @@ def _print_evaluation(report, title: str) -> None:
         console.print(f"[yellow]note:[/] {label}: AUC {reason}", highlight=False, soft_wrap=True)
 
 
-@app.command("evaluate")
 def evaluate_command(
     classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
                                    "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
@@ -155,10 +149,10 @@ def evaluate_command(
                                                                      "evaluation.md, roc.png; replaced)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum "
                                    "(toxicity_ai + toxicity_human > 5.5, upstream) or max (max > 3, the paper)."),
-    text_column: Optional[str] = typer.Option(None, "--text-column", help="Text column of plain tables."),
-    label_column: Optional[str] = typer.Option(None, "--label-column", help="Label column of plain tables."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split for hub sources and DynaHate (default test)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Label column of plain tables."),
+    split: str | None = typer.Option(None, "--split", help="Split for hub sources and DynaHate (default test)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
 ) -> None:
     """ROC AUC of a classifier per dataset, per group and per generation method (Table 7); JSON, Markdown, PNG."""
@@ -182,11 +176,11 @@ def experiment_table4(
     train: list[str] = typer.Option(..., "--train", help="Training data with ALICE and top-k rows: " + _DATA_HELP),
     eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation sets: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder (models, reports, table4.md/json)."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help=_BASE_MODEL_HELP),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
-    zero_shot: Optional[str] = typer.Option(None, "--zero-shot", help="Classifier for the 'None' column (default: "
-                                            "the base model if it already is a classifier)."),
-    label_column: Optional[str] = typer.Option(None, "--label-column", help="Training label (default prompt_label)."),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help=_BASE_MODEL_HELP),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Tokenizer (default: the base model's)."),
+    zero_shot: str | None = typer.Option(None, "--zero-shot", help="Classifier for the 'None' column (default: "
+                                         "the base model if it already is a classifier)."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Training label (default prompt_label)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum or max."),
     eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share of each variant held out per epoch."),
     epochs: float = typer.Option(3.0, "--epochs"),
@@ -195,7 +189,7 @@ def experiment_table4(
     learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
     max_length: int = typer.Option(128, "--max-length"),
     seed: int = typer.Option(0, "--seed"),
-    early_stopping: Optional[int] = typer.Option(None, "--early-stopping"),
+    early_stopping: int | None = typer.Option(None, "--early-stopping"),
     device: str = typer.Option("auto", "--device"),
     bf16: bool = typer.Option(False, "--bf16"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
@@ -218,3 +212,10 @@ def experiment_table4(
     console.print(table.markdown(), markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out / 'table4.md'} and {out / 'table4.json'} in {time.perf_counter() - started:.1f} s",
                   highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add train and evaluate, then the experiment group, to ``app``."""
+    app.command("train")(train_command)
+    app.command("evaluate")(evaluate_command)
+    app.add_typer(experiment_app, name="experiment")

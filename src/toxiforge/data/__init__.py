@@ -12,12 +12,15 @@ Loaders (each from a local file; most also from the usual online source when the
   KIND is given).
 """
 
-from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
-from toxiforge.data.examples import Example, LabeledData, normalize_method, read_any_table
-from toxiforge.data.registry import KINDS, detect_layout, load_spec, load_specs, parse_spec
-from toxiforge.data.tables import load_table
-from toxiforge.data.toxigen import LABEL_RULES, annotated_label, load_generated, load_toxigen_annotated
+from toxiforge._lazy import lazy_exports
 
-__all__ = ["KINDS", "LABEL_RULES", "Example", "LabeledData", "annotated_label", "detect_layout", "load_dynahate",
-           "load_generated", "load_ihc", "load_sbf", "load_spec", "load_specs", "load_table",
-           "load_toxigen_annotated", "normalize_method", "parse_spec", "read_any_table"]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "load_dynahate": "benchmarks:load_dynahate", "load_ihc": "benchmarks:load_ihc", "load_sbf": "benchmarks:load_sbf",
+    "Example": "examples:Example", "LabeledData": "examples:LabeledData",
+    "normalize_method": "examples:normalize_method", "read_any_table": "examples:read_any_table",
+    "KINDS": "registry:KINDS", "detect_layout": "registry:detect_layout", "load_spec": "registry:load_spec",
+    "load_specs": "registry:load_specs", "parse_spec": "registry:parse_spec",
+    "load_table": "tables:load_table",
+    "LABEL_RULES": "toxigen:LABEL_RULES", "annotated_label": "toxigen:annotated_label",
+    "load_generated": "toxigen:load_generated", "load_toxigen_annotated": "toxigen:load_toxigen_annotated",
+})

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK
@@ -25,12 +26,15 @@ _FALSE_WORDS = {"0", "false", "no", "benign", "neutral", "nothate", "not_hate", 
 
 @dataclass(frozen=True)
 class Example:
-    """One labelled text: ``label`` 1 = toxic, 0 = benign; ``group`` and ``method`` when the data has them."""
+    """One labelled text: ``label`` 1 = toxic, 0 = benign; ``group`` and ``method`` when the data has them;
+    ``row`` the 0-based row of the source table it came from (loaders that read one table row per example set
+    it, so other columns of that table can be lined up with the examples; not part of equality)."""
 
     text: str
     label: int
     group: str | None = None
     method: str | None = None
+    row: int | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -6,21 +6,25 @@ loads the data from its usual online source. A bare ``PATH`` is read once and it
 (:func:`detect_layout`). ``NAME=`` renames the dataset in reports, e.g. ``"SBF=sbf:SBIC.v2.tst.csv"``.
 
 Examples: ``humanval:annotated_test.parquet``, ``sbf:SBIC.v2.tst.csv``, ``ihc:implicit_hate_v1_stg1_posts.tsv``,
-``dynahate:hub``, ``runs/alice`` (a toxiforge generation directory), ``table:mine.csv``.
+``dynahate:hub``, ``runs/alice`` (a toxiforge generation directory), ``table:mine.csv``,
+``demonstrations:toxigen-upstream`` (demonstration sentence files, hate_* = 1; a folder holding
+``demonstrations/`` is detected).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.examples import LabeledData, read_any_table
 from toxiforge.data.tables import load_table
-from toxiforge.data.toxigen import load_generated, load_toxigen_annotated
+from toxiforge.data.toxigen import load_demonstration_data, load_generated, load_toxigen_annotated
 from toxiforge.errors import InputError
 
-KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "table")
+KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "table",
+                          "demonstrations")
 ALIASES: dict[str, str] = {
     "humanval": "toxigen-annotated", "toxigen-humanval": "toxigen-annotated", "toxigen-val": "toxigen-annotated",
     "annotated": "toxigen-annotated", "toxigen": "toxigen-train", "socialbiasframes": "sbf",
@@ -80,6 +84,8 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
     if path is not None and not Path(path).expanduser().exists():
         raise InputError("no such file or directory", path=path,
                          hint=f"check the path; known kinds for KIND:PATH or KIND:hub are {', '.join(KINDS)}")
+    if kind is None and path is not None and _is_demonstration_folder(Path(path).expanduser()):
+        kind = "demonstrations"
     if kind is None:
         kind = detect_layout(read_any_table(path).column_names)
     loaders: dict[str, Callable[[], Any]] = {
@@ -91,6 +97,7 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
         "ihc": lambda: load_ihc(path, name=name),
         "dynahate": lambda: load_dynahate(path, split=split or "test", name=name),
         "table": lambda: _table(path, text_column, label_column, name),
+        "demonstrations": lambda: _demonstrations(path, name),
     }
     return loaders[kind]()
 
@@ -99,6 +106,17 @@ def _table(path: str | None, text_column: str | None, label_column: str | None, 
     if path is None:
         raise InputError("table: needs a file", hint="write table:PATH")
     return load_table(path, text_column=text_column, label_column=label_column, name=name)
+
+
+def _is_demonstration_folder(path: Path) -> bool:
+    return path.is_dir() and ((path / "demonstrations").is_dir() or path.name == "demonstrations")
+
+
+def _demonstrations(path: str | None, name: str | None) -> LabeledData:
+    if path is None:
+        raise InputError("demonstrations: needs a folder or file",
+                         hint="write demonstrations:PATH (fetch upstream's with `toxiforge demonstrations fetch`)")
+    return load_demonstration_data(path, name=name)
 
 
 def load_specs(specs: Sequence[str], **kwargs: Any) -> list[LabeledData]:

@@ -73,7 +73,7 @@ def load_table(path: str | Path, *, text_column: str | None = None, label_column
         elif labels[i] is None:
             skipped["missing label"] += 1
         else:
-            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i])))
+            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i]), row=i))
     p = Path(path)
     return finish(name or (p.name if p.is_dir() else p.stem), examples, layout="table", source=source,
                   skipped=skipped, notes=[f"text = {text_name}, label = {label_name}"])

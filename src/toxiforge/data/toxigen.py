@@ -95,7 +95,7 @@ def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test
             skipped["missing toxicity score"] += 1
             continue
         examples.append(Example(text, annotated_label(a, h, rule), normalize_group(groups[i]),
-                                normalize_method(methods[i])))
+                                normalize_method(methods[i]), row=i))
     default = "ToxiGen-HumanVal" if (path is not None or split == "test") else f"ToxiGen annotated ({split})"
     return finish(name or default, examples, layout="toxigen-annotated", source=source, skipped=skipped,
                   notes=[f"label rule {rule}: {LABEL_RULES[rule]}"])
@@ -130,12 +130,25 @@ def load_generated(path: str | Path | None = None, *, label_column: str = "promp
         elif labels[i] is None:
             skipped["missing label"] += 1
         else:
-            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i])))
+            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i]), row=i))
     default = name or ("ToxiGen train" if path is None else _stem(path))
     layout = "toxiforge" if "machine_generated" in table.column_names else "toxigen-train"
     return finish(default, examples, layout=layout, source=source, skipped=skipped,
                   notes=[f"label = {label_column}" + (" (prompt label as a proxy for toxicity)"
                                                       if label_column == "prompt_label" else "")])
+
+
+def load_demonstration_data(path: str | Path, *, name: str | None = None) -> LabeledData:
+    """Demonstration sentences as labelled examples: anything
+    :func:`~toxiforge.demonstrations.sets.load_demonstrations` reads (an upstream checkout, its
+    ``demonstrations/`` folder, sentence files); ``hate_*`` sets are label 1, ``neutral_*`` 0, group from the
+    file name. Upstream's are human-written, which makes them a small labelled test set."""
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    sets = load_demonstrations(path)
+    examples = [Example(text, s.label, s.group) for _, s in sorted(sets.items()) for text in s.sentences]
+    return finish(name or _stem(path), examples, layout="demonstrations", source=path, skipped=Counter(),
+                  notes=["label = the demonstration set (hate_* = 1, neutral_* = 0)"])
 
 
 def _stem(path: str | Path) -> str:

@@ -42,13 +42,19 @@ Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py``), all deli
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
-from toxiforge.decoding.scorers import (ClassifierScorer, NoRepeatNGram, PromptTokenBan, exempt_from_prompt_ban,
-                                        lm_scores)
+from toxiforge.decoding.scorers import (
+    ClassifierScorer,
+    NoRepeatNGram,
+    PromptTokenBan,
+    exempt_from_prompt_ban,
+    lm_scores,
+)
 from toxiforge.decoding.topk import Sample, postprocess
 from toxiforge.errors import InputError
 from toxiforge.models.base import LanguageModel
@@ -232,7 +238,7 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     return [sorted(h, key=lambda x: -x.score)[:config.num_return] for h in finished]
 
 
-_EXEMPT_CACHE: "weakref.WeakKeyDictionary[Any, torch.Tensor]" = weakref.WeakKeyDictionary()
+_EXEMPT_CACHE: weakref.WeakKeyDictionary[Any, torch.Tensor] = weakref.WeakKeyDictionary()
 
 
 def _exempt_tokens(lm: LanguageModel) -> torch.Tensor:

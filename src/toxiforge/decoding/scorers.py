@@ -8,8 +8,8 @@ the classifier's log-probability of a target class for every "generated text + c
 from __future__ import annotations
 
 import string
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -52,7 +52,7 @@ class PromptTokenBan:
     banned: torch.Tensor
 
     @classmethod
-    def from_prompts(cls, prompt_ids: Sequence[Sequence[int]], exempt: torch.Tensor) -> "PromptTokenBan":
+    def from_prompts(cls, prompt_ids: Sequence[Sequence[int]], exempt: torch.Tensor) -> PromptTokenBan:
         vocab = exempt.shape[0]
         banned = torch.zeros((len(prompt_ids), vocab), dtype=torch.bool)
         for row, ids in enumerate(prompt_ids):
@@ -60,7 +60,7 @@ class PromptTokenBan:
                 banned[row, torch.tensor(sorted(set(ids)), dtype=torch.long)] = True
         return cls(banned & ~exempt)
 
-    def select(self, index: torch.Tensor) -> "PromptTokenBan":
+    def select(self, index: torch.Tensor) -> PromptTokenBan:
         """The ban for rows ``index`` (after beams are expanded or prompts dropped)."""
         return PromptTokenBan(self.banned.index_select(0, index.to(self.banned.device)))
 

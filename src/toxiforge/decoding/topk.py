@@ -15,8 +15,9 @@ newline is kept (a token like ".\\n" keeps its "."). Post-processing strips whit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import torch
 

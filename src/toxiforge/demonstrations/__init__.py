@@ -9,31 +9,17 @@
 Names are loaded on first use, so importing this package stays cheap.
 """
 
-from __future__ import annotations
+from toxiforge._lazy import lazy_exports
 
-import importlib
-from typing import Any
-
-_EXPORTS = {
-    "DemonstrationSet": "sets", "read_sentence_file": "sets", "read_prompt_demonstrations": "sets",
-    "prompt_demonstrations": "sets", "read_table": "sets", "load_demonstrations": "sets",
-    "load_shipped_benign": "sets", "get_set": "sets", "merge_sets": "sets",
-    "Prompt": "prompts", "build_prompts": "prompts", "read_prompt_file": "prompts",
-    "write_prompt_file": "prompts", "format_prompt_file": "prompts",
-    "fetch_upstream": "fetch", "FetchError": "fetch", "PINNED_COMMIT": "fetch", "UPSTREAM_REPO": "fetch",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "DemonstrationSet": "sets:DemonstrationSet", "read_sentence_file": "sets:read_sentence_file",
+    "read_prompt_demonstrations": "sets:read_prompt_demonstrations",
+    "prompt_demonstrations": "sets:prompt_demonstrations", "read_table": "sets:read_table",
+    "load_demonstrations": "sets:load_demonstrations", "load_shipped_benign": "sets:load_shipped_benign",
+    "get_set": "sets:get_set", "merge_sets": "sets:merge_sets",
+    "Prompt": "prompts:Prompt", "build_prompts": "prompts:build_prompts",
+    "read_prompt_file": "prompts:read_prompt_file",
+    "write_prompt_file": "prompts:write_prompt_file", "format_prompt_file": "prompts:format_prompt_file",
+    "fetch_upstream": "fetch:fetch_upstream", "FetchError": "fetch:FetchError", "PINNED_COMMIT": "fetch:PINNED_COMMIT",
+    "UPSTREAM_REPO": "fetch:UPSTREAM_REPO",
+})

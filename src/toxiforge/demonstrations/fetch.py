@@ -17,15 +17,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime, timezone
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
-from typing import IO, Callable
+from typing import IO
 
 from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
@@ -97,18 +97,31 @@ def _check_dest(dest: Path, overwrite: bool) -> None:
     require_empty_dir(dest, overwrite, option="--dest", error=FetchError)
 
 
-def _download(url: str, opener: Opener, timeout: float, commit: str, into: IO[bytes]) -> None:
+def download(url: str, into: IO[bytes], *, hint: str, missing_hint: str | None = None,
+             opener: Opener | None = None, timeout: float = 20, host: str = "GitHub") -> None:
+    """Copy ``url`` into the binary file ``into`` with one attempt (``opener`` defaults to urllib's urlopen).
+
+    Any failure raises :class:`FetchError`: HTTP 404 with ``missing_hint`` (else ``hint``), every other HTTP
+    error or an unreachable host (offline: at once, or after ``timeout`` seconds) with ``hint``. Shared by every
+    fetch command (demonstrations, the bias word list, the dialect model).
+    """
+    opener = opener or urllib.request.urlopen
     try:
         with opener(url, timeout=timeout) as response:
             shutil.copyfileobj(response, into)
     except urllib.error.HTTPError as exc:
-        hint = (f"check that {commit!r} is a commit of {UPSTREAM_REPO}, or " + local_copy_hint(commit)
-                if exc.code == 404 else local_copy_hint(commit))
-        raise FetchError(f"GitHub answered HTTP {exc.code} for {url}", hint=hint) from exc
-    except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError, HTTPException, OSError) as exc:
+        raise FetchError(f"{host} answered HTTP {exc.code} for {url}",
+                         hint=(missing_hint or hint) if exc.code == 404 else hint) from exc
+    except (urllib.error.URLError, TimeoutError, ConnectionError, HTTPException, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise FetchError(f"could not reach GitHub to download {url} ({reason})",
-                         hint=local_copy_hint(commit)) from exc
+        raise FetchError(f"could not reach {host} to download {url} ({reason})", hint=hint) from exc
+
+
+def check_commit(commit: str, example: str) -> str:
+    """``commit`` when it looks like a commit id or tag, else a :class:`FetchError` showing ``example``."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", commit or ""):
+        raise FetchError(f"{commit!r} is not a commit id", hint=f"pass a commit SHA such as {example}")
+    return commit
 
 
 def fetch_upstream(dest: str | Path, commit: str = PINNED_COMMIT, timeout: float = 20, *,
@@ -121,13 +134,13 @@ def fetch_upstream(dest: str | Path, commit: str = PINNED_COMMIT, timeout: float
     (or after ``timeout`` seconds) with a hint on using a local copy. Returns ``dest``.
     """
     dest = Path(dest)
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", commit or ""):
-        raise FetchError(f"{commit!r} is not a commit id", hint=f"pass a commit SHA such as {PINNED_COMMIT}")
+    check_commit(commit, PINNED_COMMIT)
     _check_dest(dest, overwrite)
     url = archive_url(commit)
-    opener = opener or urllib.request.urlopen
     with tempfile.TemporaryFile() as archive:
-        _download(url, opener, timeout, commit, archive)  # nothing written under dest's folder before this
+        # nothing is written under dest's folder before the download succeeded
+        download(url, archive, opener=opener, timeout=timeout, hint=local_copy_hint(commit),
+                 missing_hint=f"check that {commit!r} is a commit of {UPSTREAM_REPO}, or " + local_copy_hint(commit))
         archive.seek(0)
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
@@ -140,14 +153,15 @@ def fetch_upstream(dest: str | Path, commit: str = PINNED_COMMIT, timeout: float
                       "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "license": "MIT", "files": count}
             (staging / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
-            _move_into_place(staging, dest)
+            move_into_place(staging, dest)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return dest
 
 
-def _move_into_place(staging: Path, dest: Path) -> None:
+def move_into_place(staging: Path, dest: Path) -> None:
+    """Replace ``dest`` (absent, or a folder) by the complete folder ``staging``; the old content goes last."""
     if not dest.exists():
         os.replace(staging, dest)
         return

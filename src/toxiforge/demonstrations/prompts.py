@@ -21,9 +21,10 @@ same on every run and platform and prompt ``i`` does not depend on how many prom
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from toxiforge.demonstrations._files import atomic_write_text, parse_file_name, read_lines, resolve_group_label
 from toxiforge.errors import InputError
@@ -72,7 +73,7 @@ class Prompt:
 
     @classmethod
     def from_line(cls, line: str, group: str | None = None, label: int | None = None, *,
-                  path: str | Path | None = None, line_no: int | None = None) -> "Prompt":
+                  path: str | Path | None = None, line_no: int | None = None) -> Prompt:
         """Parse one line of an upstream prompt file (a trailing ``\\r``/``\\n`` and spaces are ignored).
 
         Raises :class:`InputError` naming ``path`` and ``line_no`` when the line does not end with the
@@ -96,7 +97,7 @@ class Prompt:
         return cls(tuple(demos), group, label)
 
 
-def _demo_list(demo_set: "DemonstrationSet | Sequence[str]") -> tuple[list[str], str | None, int | None]:
+def _demo_list(demo_set: DemonstrationSet | Sequence[str]) -> tuple[list[str], str | None, int | None]:
     sentences = getattr(demo_set, "sentences", None)
     if sentences is None:
         if isinstance(demo_set, str):
@@ -111,7 +112,7 @@ def prompt_rng(seed: int, index: int, group: str | None = None, label: int | Non
     return random.Random(f"toxiforge-prompt:{seed}:{group}:{label}:{index}")
 
 
-def build_prompts(demo_set: "DemonstrationSet | Sequence[str]", n: int, k: int = 5, seed: int = 0) -> list[Prompt]:
+def build_prompts(demo_set: DemonstrationSet | Sequence[str], n: int, k: int = 5, seed: int = 0) -> list[Prompt]:
     """``n`` prompts, each with ``k`` distinct demonstrations sampled from ``demo_set``.
 
     ``demo_set`` is a :class:`~toxiforge.demonstrations.sets.DemonstrationSet` (its group and label are copied

@@ -23,13 +23,12 @@ Toxic demonstrations are not shipped; :func:`load_shipped_benign` returns the be
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping
 
-from toxiforge.demonstrations._files import (NAME_PATTERN, decode_lines, parse_file_name, read_lines,
-                                             resolve_group_label)
+from toxiforge.demonstrations._files import NAME_PATTERN, decode_lines, parse_file_name, read_lines, resolve_group_label
 from toxiforge.demonstrations.prompts import LITERAL_NEWLINE, Prompt, read_prompt_file
 from toxiforge.errors import InputError
 from toxiforge.records import label_word, parse_label
@@ -320,9 +319,9 @@ def get_set(sets: Mapping[SetKey, DemonstrationSet], group: str, label: int | st
     found = sets.get((name, lab))
     if found is not None:
         return found
-    available = ", ".join(f"{g}/{label_word(l)}" for g, l in sorted(sets)) or "none"
+    available = ", ".join(f"{g}/{label_word(lb)}" for g, lb in sorted(sets)) or "none"
     message = f"no {label_word(lab)} demonstrations for group {name!r} (available: {available})"
-    if lab == 1 and not any(l == 1 for _, l in sets):
+    if lab == 1 and not any(lb == 1 for _, lb in sets):
         raise InputError(message, hint=FETCH_HINT)
     raise InputError(message, hint=f"choose an available group, or add a file "
                                    f"{'hate' if lab else 'neutral'}_{name}.txt to the demonstrations")

@@ -11,7 +11,8 @@ OpenAI-compatible server that returns full logits, llama.cpp, ...) only implemen
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 

@@ -15,62 +15,21 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
+from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
+from toxiforge._io import cache_dir
 from toxiforge.errors import InputError, ToxiforgeError
-
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16}
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """'auto'/None -> cuda when available, else cpu; 'cuda' without a GPU is an error."""
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError("device 'cuda' was asked for but no CUDA GPU is visible", hint="use --device cpu or auto")
-    return dev
-
-
-def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """'auto'/None -> float32 on CPU, bfloat16 on a GPU that supports it."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype in (None, "auto"):
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    try:
-        return DTYPES[str(dtype).lower()]
-    except KeyError:
-        raise InputError(f"unknown dtype {dtype!r}", hint="use auto, float32/fp32, bfloat16/bf16 or float16") from None
-
-
-def cache_dir() -> Path:
-    """Where converted weights are kept: $TOXIFORGE_CACHE, else the platform's user cache dir."""
-    env = os.environ.get("TOXIFORGE_CACHE")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("toxiforge"))
 
 
 def _gguf_cache_path(gguf: Path) -> Path:
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{int(stat.st_mtime)}".encode()).hexdigest()[:16]
     return cache_dir() / "gguf-fp32" / f"{gguf.stem}-{key}"
-
-
-def _quiet_transformers():
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
 
 
 def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
@@ -80,7 +39,7 @@ def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
     target = _gguf_cache_path(gguf)
     if (target / "config.json").exists() and not refresh:
         return target
-    _quiet_transformers()
+    quiet_transformers()
     previous = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"  # transformers' GGUF loader uses a plain tqdm bar
     try:
@@ -140,11 +99,11 @@ class TransformersLM:
     @classmethod
     def load(cls, source: str | Path, *, dtype: str | torch.dtype | None = "auto",
              device: str | torch.device | None = "auto", gguf_file: str | None = None,
-             name: str | None = None) -> "TransformersLM":
+             name: str | None = None) -> TransformersLM:
         """Load from a hub id, a local model directory, or a ``.gguf`` file (``gguf_file`` for a GGUF in a dir)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        _quiet_transformers()
+        quiet_transformers()
         dev = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, dev)
         path = Path(str(source)).expanduser()
@@ -213,7 +172,7 @@ class TransformersLM:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def start(self, prompts: Sequence[str]) -> "TransformersSession":
+    def start(self, prompts: Sequence[str]) -> TransformersSession:
         if len(prompts) == 0:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         encoded = [self.encode(p) for p in prompts]

@@ -24,12 +24,12 @@ import math
 import platform
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
 
-from toxiforge._io import atomic_write_text
+from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_prompt, postprocess
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import LanguageModel
@@ -99,15 +99,10 @@ def _fingerprint(plan: GenerationPlan, decoder: Decoder, lm: LanguageModel, conf
 
 
 def check_output_dir(out_dir: str | Path, resume: bool) -> None:
-    """Fail early when ``out_dir`` cannot be written (exists without ``resume``, is a file, is not a run)."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError("output path exists and is a file", path=out_dir, hint="choose a directory path with -o")
-    used = out_dir.exists() and any(out_dir.iterdir())
-    if used and not resume:
-        raise InputError("output directory already exists", path=out_dir,
-                         hint="pass --resume to continue that run, or choose another -o")
-    if used and not (out_dir / MANIFEST).exists():
+    """Fail early when ``out_dir`` cannot be written: a file, a non-empty folder without ``resume``
+    (:func:`~toxiforge._io.require_empty_dir`), or a folder to resume that is not a run."""
+    out_dir = require_empty_dir(out_dir, resume, flag="--resume")
+    if resume and out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).exists():
         raise InputError("--resume: directory has no manifest.json, so it is not a toxiforge run", path=out_dir,
                          hint="choose the directory of the run to resume")
 
@@ -259,8 +254,14 @@ class _progress:
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
             return lambda n: None
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._bar = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),

@@ -11,9 +11,10 @@ sampling seed for a given plan seed, whatever the batch size, shard size or numb
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Literal
 
 from toxiforge.errors import InputError
 from toxiforge.groups import resolve_group
@@ -82,7 +83,7 @@ class GenerationPlan:
             raise InputError(f"k={self.k} demonstrations per prompt must be at least 1", hint="use -k 5 (the paper's)")
 
     @classmethod
-    def grid(cls, groups: Iterable[str], labels: Iterable[str | int], per_cell: int, **kwargs) -> "GenerationPlan":
+    def grid(cls, groups: Iterable[str], labels: Iterable[str | int], per_cell: int, **kwargs) -> GenerationPlan:
         """Every group × every label, ``per_cell`` statements each."""
         cells = tuple(Cell(g, parse_label(lab), per_cell) for g in groups for lab in labels)
         return cls(cells=cells, **kwargs)

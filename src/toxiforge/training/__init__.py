@@ -7,33 +7,17 @@
   ROC PNG;
 * :func:`run_table4` -- zero-shot plus the three fine-tuned variants on every eval set, as one table.
 
-Submodules import torch/transformers lazily where they can; import them directly for the full API.
+Names are imported on first use; import the submodules directly for the full API.
 """
 
-from __future__ import annotations
+from toxiforge._lazy import lazy_exports
 
-from typing import Any
-
-_EXPORTS = {
-    "TrainConfig": "trainer", "TrainResult": "trainer", "train_classifier": "trainer",
-    "resolve_base_model": "trainer", "embedded_encoder_dir": "trainer",
-    "select_subset": "subsets", "SUBSETS": "subsets",
-    "evaluate": "evaluate", "write_report": "evaluate", "EvalReport": "evaluate",
-    "auc_or_reason": "metrics", "AUC": "metrics",
-    "run_table4": "experiment", "Table4": "experiment",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
-
-        module = importlib.import_module(f"toxiforge.training.{_EXPORTS[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["AUC", "SUBSETS", "EvalReport", "Table4", "TrainConfig", "TrainResult", "auc_or_reason",
-           "embedded_encoder_dir", "evaluate", "resolve_base_model", "run_table4", "select_subset",
-           "train_classifier", "write_report"]
-assert sorted(__all__) == sorted(_EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "TrainConfig": "trainer:TrainConfig", "TrainResult": "trainer:TrainResult",
+    "train_classifier": "trainer:train_classifier", "resolve_base_model": "trainer:resolve_base_model",
+    "embedded_encoder_dir": "toxiforge.models.embedded:embedded_encoder_dir",
+    "select_subset": "subsets:select_subset", "SUBSETS": "subsets:SUBSETS",
+    "evaluate": "evaluate:evaluate", "write_report": "evaluate:write_report", "EvalReport": "evaluate:EvalReport",
+    "auc_or_reason": "metrics:auc_or_reason", "AUC": "metrics:AUC",
+    "run_table4": "experiment:run_table4", "Table4": "experiment:Table4",
+})

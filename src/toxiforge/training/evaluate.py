@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,7 @@ def evaluate(classifier: ToxicityClassifier, datasets: Sequence[LabeledData], *,
         results.append(DatasetResult(data=data, auc=auc_or_reason(data.labels, scores), scores=scores,
                                      by_group=_slices(data, scores, "group"),
                                      by_method=_slices(data, scores, "method")))
-    info = classifier.describe() if hasattr(classifier, "describe") else {"name": classifier.name}
+    info = classifier.describe()
     return EvalReport(classifier=classifier.name, classifier_info=info, results=results,
                       seconds=time.perf_counter() - started)
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import Example, LabeledData
@@ -109,12 +110,13 @@ def run_table4(train_data: Sequence[LabeledData], eval_sets: Sequence[LabeledDat
                overwrite: bool = False, console: Any = None, device: str = "auto",
                on_stage: Callable[[str], None] | None = None) -> Table4:
     """Run the experiment (see the module docstring) and write its files into ``out_dir``."""
+    from toxiforge._io import require_empty_dir
     from toxiforge.classifiers import load_classifier
-    from toxiforge.training.trainer import _check_output_dir, resolve_base_model
+    from toxiforge.training.trainer import resolve_base_model
 
     config = config or TrainConfig()
     out = Path(out_dir)
-    _check_output_dir(out, overwrite)
+    require_empty_dir(out, overwrite)
     if not eval_sets:
         raise InputError("no evaluation sets", hint="pass --eval with at least one dataset")
     pooled: list[Example] = [e for d in train_data for e in d.examples]

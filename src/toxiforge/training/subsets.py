@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError

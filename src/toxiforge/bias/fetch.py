@@ -1,0 +1,102 @@
+"""Fetch the two upstream resources the bias metrics use, each at a pinned commit, into toxiforge's cache.
+
+* :data:`TOXTRIG` -- Zhou et al.'s TOXTRIG word list (``XuhuiZhou/Toxic_Debias``, ``data/word_based_bias_list.csv``,
+  columns ``word,categorization``; the paper's footnote 6 and upstream's ``tools/get_stats.py`` and
+  ``tools/biasonly_wordbased.py`` read it). toxiforge takes only its OI rows (``offensive-minority-reference``)
+  by default; the word list is never copied into this repository.
+* :data:`TWITTERAAE` -- Blodgett et al.'s (2016) demographic dialect model (``slanglab/twitteraae``,
+  ``model/model_vocab.txt`` and ``model/model_count_table.txt``, the paths its ``code/predict.py`` loads at the
+  pinned commit).
+
+Each file is downloaded from GitHub's raw-file service with the download machinery of
+:mod:`toxiforge.demonstrations.fetch` (one attempt; offline it fails at once with a hint on using a local copy),
+into a staging folder that replaces ``dest`` only when every file arrived, beside a ``SOURCE.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from toxiforge._io import cache_dir
+from toxiforge.demonstrations.fetch import FetchError, Opener, check_commit, download, move_into_place
+
+RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An upstream resource: repository, pinned commit, files (repository paths) and the cache folder name."""
+
+    name: str
+    repo: str
+    commit: str
+    files: tuple[str, ...]
+    license: str
+    option: str  # the command-line option that points toxiforge at a local copy instead
+
+    def url(self, path: str, commit: str | None = None) -> str:
+        return RAW_URL.format(repo=self.repo, commit=commit or self.commit, path=path)
+
+    def default_dir(self) -> Path:
+        return cache_dir() / "bias" / self.name
+
+    def local_copy_hint(self, commit: str | None = None) -> str:
+        commit = commit or self.commit
+        files = " and ".join(self.files)
+        return (f"on a machine with internet, download {files} of https://github.com/{self.repo} at commit "
+                f"{commit}, copy them here and pass their folder with {self.option}")
+
+
+TOXTRIG = Resource("toxtrig", "XuhuiZhou/Toxic_Debias", "bb511db7766fade0866d2254f79b90340e61a456",
+                   ("data/word_based_bias_list.csv",), "see the upstream repository", "--oi-list")
+TWITTERAAE = Resource("twitteraae", "slanglab/twitteraae", "e17de3184dfe2dfa2a5918da60a10b6cc851f74f",
+                      ("model/model_vocab.txt", "model/model_count_table.txt"), "see the upstream repository",
+                      "--dialect-model")
+
+
+def fetch_resource(resource: Resource, dest: str | Path | None = None, *, commit: str | None = None,
+                   timeout: float = 20, overwrite: bool = True, opener: Opener | None = None) -> Path:
+    """Download ``resource``'s files at ``commit`` (default: the pinned one) into ``dest`` (default: its cache
+    folder, :meth:`Resource.default_dir`), flat (base names), with a ``SOURCE.json``. Returns ``dest``.
+
+    ``opener(url, timeout=...)`` replaces urllib's urlopen (tests serve bytes from memory). Nothing under ``dest``
+    changes unless every file downloads.
+    """
+    commit = check_commit(commit or resource.commit, resource.commit)
+    dest = Path(dest) if dest is not None else resource.default_dir()
+    if dest.exists() and not dest.is_dir():
+        raise FetchError("destination exists and is not a folder", path=dest, hint="choose a folder for --dest")
+    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
+        raise FetchError("destination folder is not empty", path=dest, hint="choose an empty folder")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
+    try:
+        for path in resource.files:
+            url = resource.url(path, commit)
+            with open(staging / Path(path).name, "wb") as out:
+                download(url, out, opener=opener, timeout=timeout, hint=resource.local_copy_hint(commit),
+                         missing_hint=f"check that {commit!r} is a commit of {resource.repo} that has {path}, "
+                                      f"or use the pinned {resource.commit}")
+        source = {"repo": resource.repo, "commit": commit, "files": list(resource.files),
+                  "urls": [resource.url(p, commit) for p in resource.files], "license": resource.license,
+                  "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        (staging / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
+        move_into_place(staging, dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return dest
+
+
+def find_resource_file(resource: Resource, name: str, folder: str | Path | None = None) -> Path | None:
+    """``folder/name`` (``folder`` default: the cache folder) when it exists; a file path is taken as it is."""
+    base = Path(folder).expanduser() if folder is not None else resource.default_dir()
+    if base.is_file():
+        return base
+    path = base / name
+    return path if path.is_file() else None

@@ -1,0 +1,100 @@
+"""The classifier registry and :func:`load_classifier` (rules in the package docstring)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from toxiforge._lazy import Registry, did_you_mean
+from toxiforge.errors import InputError
+
+if TYPE_CHECKING:
+    from toxiforge.classifiers.base import ToxicityClassifier
+
+
+class HubClassifier(NamedTuple):
+    """A registry entry for a hub checkpoint: ``(hub_id, tokenizer_id, description)``."""
+
+    hub_id: str
+    tokenizer: str | None
+    description: str
+
+
+HUB_CLASSIFIERS: dict[str, HubClassifier] = {
+    "toxigen-roberta": HubClassifier(
+        "tomh/toxigen_roberta", None,
+        "ToxiGen's RoBERTa-large fine-tuned on ToxiGen (fills ToxiGen's roberta_prediction column)"),
+    "toxigen-hatebert": HubClassifier(
+        "tomh/toxigen_hatebert", "bert-base-uncased",
+        "ToxiGen's HateBERT fine-tuned on ToxiGen; the checkpoint's own tokenizer files are not the right ones, "
+        "so the bert-base-uncased tokenizer is used (a wrong tokenizer caused upstream issues #8 and #29)"),
+    "toxdect-roberta": HubClassifier(
+        "Xuhui/ToxDect-roberta-large", None,
+        "ToxDect RoBERTa-large (Zhou et al., 2021), the classifier the paper's ALICE runs attacked"),
+    "hatebert": HubClassifier(
+        "GroNLP/hateBERT", None,
+        "pre-trained HateBERT (Caselli et al., 2021): a masked LM without a classification head; loading it as "
+        "a classifier fails with a clear error, fine-tune it first (or use toxigen-hatebert)"),
+}
+
+PROFANITY_CHECK = "profanity-check"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
+
+
+def _hub_factory(name: str) -> Callable[..., ToxicityClassifier]:
+    def load(**kwargs: Any) -> ToxicityClassifier:
+        from toxiforge.classifiers.hf import HFClassifier
+
+        entry = HUB_CLASSIFIERS[name]
+        kwargs.setdefault("name", name)
+        if entry.tokenizer is not None:
+            kwargs.setdefault("tokenizer", entry.tokenizer)
+        return HFClassifier.load(entry.hub_id, **kwargs)
+
+    load.__doc__ = f"Load {name} ({HUB_CLASSIFIERS[name].hub_id}): {HUB_CLASSIFIERS[name].description}."
+    return load
+
+
+# Registry name -> a factory taking the backend keyword arguments; string targets are imported on first use.
+CLASSIFIERS: Registry[Callable[..., ToxicityClassifier]] = Registry("classifier", {
+    **{name: _hub_factory(name) for name in HUB_CLASSIFIERS},
+    PROFANITY_CHECK: "toxiforge.classifiers.profanity:load_profanity_check",
+})
+
+
+def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifier:
+    """Load a classifier by registry name, local directory or hub id (see the package docstring).
+
+    ``kwargs`` go to the backend (``device``, ``dtype``, ``batch_size``, ``max_length``, ``toxic_index``,
+    ``benign_index``, ``tokenizer``, ``name``); None values are dropped, so callers can pass optional settings
+    through unchanged.
+    """
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    text = str(name_or_path)
+    if text in CLASSIFIERS and not Path(text).exists():
+        return CLASSIFIERS.get(text)(**kwargs)
+    path = Path(text).expanduser()
+    if path.is_dir() or _HUB_ID.match(text):
+        from toxiforge.classifiers.hf import HFClassifier
+
+        return HFClassifier.load(text if not path.is_dir() else path, **kwargs)
+    if path.exists():
+        raise InputError("a file is not a classifier", path=path,
+                         hint="pass a model directory written by save_pretrained, a hub id or a known name")
+    raise InputError(f"unknown classifier {text!r}: not a known name, a local directory or a hub id (owner/name)",
+                     hint=f"{did_you_mean(Registry.key(text), CLASSIFIERS.names())} (or pass a model directory, "
+                          "or a hub id like tomh/toxigen_roberta)")
+
+
+def default_score_column(classifier_name: str | Path) -> str:
+    """The column a classifier's P(toxic) goes to: ``roberta_prediction`` for toxigen-roberta (ToxiGen's own
+    column), else ``<name>_score`` with the name's last path part made identifier-safe
+    (``profanity-check`` -> ``profanity_check_score``, ``/models/my-clf/`` -> ``my_clf_score``)."""
+    text = str(classifier_name).strip()
+    if Registry.key(text) == "toxigen-roberta" or text.lower() == HUB_CLASSIFIERS["toxigen-roberta"].hub_id:
+        return "roberta_prediction"
+    base = re.split(r"[/\\]", text.rstrip("/\\"))[-1]
+    safe = re.sub(r"[^0-9A-Za-z]+", "_", base).strip("_").lower() or "classifier"
+    return f"{safe}_score"

@@ -1,0 +1,165 @@
+"""Commands: bias measure, bias lexicon fetch/show, bias dialect fetch/predict (Zhou et al. 2021); the
+mitigation commands (datamap, aflite) join the group from cli/debias.py at the bottom."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from toxiforge.cli._app import console
+from toxiforge.cli.debias import register_bias_commands
+
+bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
+                            "(2021) measure them.", no_args_is_help=True)
+lexicon_app = typer.Typer(help="The TOXTRIG word lists (NOI, OI, ONI).", no_args_is_help=True)
+dialect_app = typer.Typer(help="Blodgett et al.'s (2016) dialect model (p(AAE) per text).", no_args_is_help=True)
+bias_app.add_typer(lexicon_app, name="lexicon")
+bias_app.add_typer(dialect_app, name="dialect")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``toxiforge bias ...`` to ``app``."""
+    app.add_typer(bias_app, name="bias")
+
+
+_DATA_HELP = ("Labelled data: a toxiforge run, ToxiGen annotated/train, a demonstrations folder or any table, as a "
+              "spec [NAME=][KIND:]PATH (docs/training.md).")
+
+
+@bias_app.command("measure")
+def measure(
+    data: str = typer.Argument(..., help=_DATA_HELP),
+    classifier: str | None = typer.Option(None, "--classifier", "-c", help="Classifier to measure (registry "
+                                             "name, model directory or hub id)."),
+    predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
+                                              "or 0/1 predictions (instead of --classifier)."),
+    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category (noi, oi, oni) replacing "
+                                           "those categories' default lists."),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help="Upstream's word_based_bias_list.csv or its "
+                                           "folder (default: the cache `bias lexicon fetch` fills)."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="Folder with twitteraae's "
+                                                 "model_vocab.txt and model_count_table.txt (default: the cache)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the metrics as JSON."),
+    markdown_out: Path | None = typer.Option(None, "--markdown", help="Write Markdown tables (and the FPR "
+                                                "chart beside it as .png when there are predictions)."),
+    png_out: Path | None = typer.Option(None, "--png", help="Write the FPR chart here."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
+                                               "ToxiGen train default to prompt_label)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated: sum (upstream) or max."),
+    threshold: float = typer.Option(0.5, "--threshold", help="A prediction is toxic when its score is above this."),
+    aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE texts: p(AAE) above this "
+                                                  "(default: AAE is the most probable dialect, as upstream)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Classifier batch size."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
+) -> None:
+    """Dataset bias (Table 1) and, with a classifier or predictions, classifier bias (Tables 2 and 4)."""
+    from toxiforge.bias.lexicon import load_bias_lexicon
+    from toxiforge.bias.measure import find_dialect_model, measure_data, predictions_from_column, write_outputs
+    from toxiforge.data import load_spec
+    from toxiforge.errors import InputError
+
+    if classifier and predictions:
+        raise InputError("--classifier and --predictions both given", hint="pass one of them")
+    labelled = load_spec(data, label_rule=label_rule, text_column=text_column, label_column=label_column)
+    lex = load_bias_lexicon(lexicon, oi_list=oi_list)
+    model, dialect_source = find_dialect_model(dialect_model)
+    scores, model_name = None, None
+    if predictions:
+        scores, model_name = predictions_from_column(labelled, predictions), f"predictions column {predictions}"
+    elif classifier:
+        from toxiforge.classifiers import load_classifier
+        from toxiforge.classifiers.scoring import score_texts
+
+        with console.status(f"loading {classifier}"):
+            clf = load_classifier(classifier, device=device, batch_size=batch_size)
+        with console.status(f"scoring {len(labelled)} texts with {clf.name}"):
+            scores = score_texts(clf, labelled.texts)
+        model_name = classifier
+    result = measure_data(labelled, lexicon=lex, dialect_model=model, scores=scores, model=model_name,
+                          threshold=threshold, aae_threshold=aae_threshold, dialect_source=dialect_source)
+    from toxiforge.bias.measure import describe
+    from toxiforge.bias.report import render_markdown
+
+    console.print(render_markdown(result.report, name=result.name, model=model_name, details=describe(result)),
+                  highlight=False, soft_wrap=True, markup=False)
+    for kind, path in write_outputs(result, json_path=json_out, markdown_path=markdown_out, png_path=png_out).items():
+        console.print(f"wrote {kind}: {path}", highlight=False)
+
+
+def _fetch(resource_name: str, dest: Path | None, commit: str | None, timeout: float) -> Path:
+    from toxiforge.bias import fetch
+
+    resource = getattr(fetch, resource_name)
+    console.print(f"Fetching {resource.repo} at {commit or resource.commit} ...", highlight=False)
+    out = fetch.fetch_resource(resource, dest, commit=commit, timeout=timeout)
+    console.print(f"[green]Wrote[/] {', '.join(Path(p).name for p in resource.files)} to {out}", highlight=False)
+    return out
+
+
+_DEST_HELP = "Folder to write to (default: toxiforge's cache, where `bias measure` looks)."
+
+
+@lexicon_app.command("fetch")
+def lexicon_fetch(
+    dest: Path | None = typer.Option(None, "--dest", help=_DEST_HELP),
+    commit: str | None = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
+    timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for GitHub."),
+) -> None:
+    """Download Zhou et al.'s TOXTRIG word list (XuhuiZhou/Toxic_Debias, pinned commit); its OI rows become OI."""
+    _fetch("TOXTRIG", dest, commit, timeout)
+
+
+@lexicon_app.command("show")
+def lexicon_show(
+    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing categories."),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help="Upstream's word list or its folder."),
+) -> None:
+    """How many terms each category has and where they come from (the terms themselves are not printed)."""
+    from toxiforge.bias.lexicon import load_bias_lexicon
+
+    for category, info in load_bias_lexicon(lexicon, oi_list=oi_list).describe().items():
+        console.print(f"{category.upper():4} {info['terms']:5d} terms  {info['source']}", highlight=False)
+
+
+@dialect_app.command("fetch")
+def dialect_fetch(
+    dest: Path | None = typer.Option(None, "--dest", help=_DEST_HELP),
+    commit: str | None = typer.Option(None, "--commit", help="Upstream commit (default: the pinned one)."),
+    timeout: float = typer.Option(20.0, "--timeout", help="Seconds to wait for GitHub."),
+) -> None:
+    """Download Blodgett et al.'s dialect model (slanglab/twitteraae, pinned commit)."""
+    _fetch("TWITTERAAE", dest, commit, timeout)
+
+
+@dialect_app.command("predict")
+def dialect_predict(
+    data: str = typer.Argument(..., help=_DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output table (.parquet, .csv or .jsonl)."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="Model folder (default: cache)."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Label column of a plain table."),
+) -> None:
+    """Write text, label, group, the TOXTRIG columns and p_aae, p_hispanic, p_other, p_white per row."""
+    import numpy as np
+    import pyarrow as pa
+
+    from toxiforge.bias.dialect import DIALECTS, load_dialect_model, predict_dialects
+    from toxiforge.bias.lexicon import tag_texts
+    from toxiforge.data import load_spec
+    from toxiforge.records import write_table
+
+    labelled = load_spec(data, text_column=text_column, label_column=label_column)
+    model = load_dialect_model(dialect_model)
+    texts = labelled.texts
+    probs = predict_dialects(texts, model)
+    columns = {"text": texts, "label": labelled.labels, "group": [e.group for e in labelled.examples]}
+    columns.update({k: v.tolist() for k, v in tag_texts(texts).items()})
+    columns.update({f"p_{d}": [None if np.isnan(x) else float(x) for x in probs[:, i]]
+                    for i, d in enumerate(DIALECTS)})
+    write_table(pa.table(columns), out)
+    console.print(f"wrote {len(texts)} rows to {out}", highlight=False)
+
+
+register_bias_commands(bias_app)  # datamap, aflite, relabel: the mitigation side (cli/debias.py, issue 11)

@@ -1,0 +1,118 @@
+"""Browser test: Playwright driving Debian's chromium through consent and two complete annotations."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from toxiforge.annotation.loadgen import free_port, start_server
+from toxiforge.annotation.store import Store
+
+CHROMIUM = os.environ.get("TOXIFORGE_CHROMIUM", "/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason=f"{CHROMIUM} is absent (install Debian's chromium: apt-get install -y chromium)")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+
+def test_consent_and_two_annotations_in_chromium(tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    db = str(tmp_path / "browser.db")
+    store = Store(db)
+    items = [{"text": "placeholder with <b>placeholder</b>", "target_group": "asian", "label": 0, "method": "top-k"},
+             {"text": "a second placeholder statement", "target_group": "women", "label": 1, "method": "ALICE"}]
+    study, _ = store.create_study("browser", items, per_item=1)
+    token, = store.invite(study.id, 1)
+    port = free_port()
+    server = start_server(db, port)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/a/{token}")
+            assert page.locator("#statement").count() == 0
+            page.check("#agree")
+            page.click("#consent-submit")
+            for n in range(2):
+                page.wait_for_selector("#statement")
+                assert "<b>" in page.inner_text("#statement") or "second" in page.inner_text("#statement")
+                assert page.locator("#statement b").count() == 0  # markup shown as text
+                page.check('input[name="author"][value="ai"]')
+                page.check('input[name="harmful_ai"][value="4"]')
+                page.check('input[name="harmful_human"][value="5"]')
+                page.check('input[name="stereotyping"][value="no"]')
+                page.check('input[name="intent"][value="2"]')
+                page.check('input[name="lewd"][value="no"]')
+                page.select_option('select[name="group_reference"]', "indirect")
+                page.select_option('select[name="framing"]', "other")
+                page.fill('input[name="framing_other"]', "a neutral placeholder sentence")
+                if n == 0:  # a missing answer is refused with a message, the rest is kept
+                    page.click("#submit")
+                    page.wait_for_selector("#errors")
+                    assert page.is_checked('input[name="harmful_ai"][value="4"]')
+                page.select_option('select[name="factual"]', "opinion")
+                page.keyboard.press("Enter") if n == 1 else page.click("#submit")
+            page.wait_for_selector("#message")
+            assert "All done" in page.content()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+    rows = store.responses(study.id)
+    assert len(rows) == 2
+    assert {i.text for i, _ in rows} == {it["text"] for it in items}
+    for _, r in rows:
+        assert (r.author, r.harmful_ai, r.harmful_human, r.intent, r.group_reference, r.framing, r.factual) == \
+            ("ai", 4, 5, 2, "indirect", "other", "opinion")
+        assert r.framing_other == "a neutral placeholder sentence"
+
+
+def test_an_invite_link_clicked_on_another_site_opens_the_study(tmp_path):
+    """A page on http://localhost:P2 links to http://127.0.0.1:P/a/TOKEN (another site): clicking it must land on
+    the consent page. With a SameSite=Strict cookie the redirected GET /annotate went without it (401)."""
+    import http.server
+    import threading
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    db = str(tmp_path / "cross.db")
+    store = Store(db)
+    study, _ = store.create_study("cross", [{"text": "a placeholder statement", "target_group": "asian"}],
+                                  per_item=1)
+    token, = store.invite(study.id, 1)
+    port = free_port()
+    link = f"http://127.0.0.1:{port}/a/{token}"
+
+    class Mail(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the stdlib's name)
+            body = f'<!doctype html><p><a id="invite" href="{link}">your invite</a></p>'.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    mail = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mail)
+    threading.Thread(target=mail.serve_forever, daemon=True).start()
+    server = start_server(db, port)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page()
+            page.goto(f"http://localhost:{mail.server_address[1]}/")  # "localhost" vs "127.0.0.1": another site
+            page.click("#invite")
+            page.wait_for_url(f"http://127.0.0.1:{port}/annotate")
+            assert page.locator("#agree").count() == 1, page.content()
+            cookie, = [c for c in page.context.cookies() if c["name"] == "tf_session"]
+            assert cookie["sameSite"] == "Lax" and cookie["httpOnly"] and cookie["value"] != token
+            page.check("#agree")
+            page.click("#consent-submit")
+            page.wait_for_selector("#statement")
+            browser.close()
+    finally:
+        mail.shutdown()
+        server.terminate()
+        server.wait(10)

@@ -1,0 +1,110 @@
+"""`toxiforge generate` / `summary` / `groups` end to end on a tiny Llama saved as a local model directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+from toxiforge.errors import InputError
+from toxiforge.records import read_rows
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tiny_tokenizer):
+    from conftest import build_tiny_llama
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_generate_from_a_model_directory(model_dir, tmp_path):
+    out = tmp_path / "run"
+    args = ["generate", "-o", str(out), "--groups", "asian,Middle Eastern", "-n", "3", "--model", str(model_dir),
+            "--max-new-tokens", "5", "--batch-size", "2", "--no-progress"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert len(rows) == 6 and {r.group for r in rows} == {"asian", "middle_east"}
+    assert all(r.prompt_label == 0 and r.model == str(model_dir) for r in rows)
+    assert "Generated statements" in result.output and "middle_east" in result.output
+
+    again = runner.invoke(app, args)
+    assert again.exit_code != 0 and isinstance(again.exception, InputError)
+    assert "--resume" in str(again.exception)
+
+    resumed = runner.invoke(app, args + ["--resume"])
+    assert resumed.exit_code == 0 and "wrote 0 rows" in resumed.output
+
+    summary = runner.invoke(app, ["summary", str(out)])
+    assert summary.exit_code == 0 and "asian" in summary.output
+
+
+def test_toxic_label_without_demonstrations_says_to_fetch(tmp_path):
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "x"), "--groups", "asian", "--labels", "toxic"])
+    assert isinstance(result.exception, InputError)
+    assert "fetch" in str(result.exception)
+    assert not (tmp_path / "x").exists()
+
+
+def test_groups_command_lists_all_groups():
+    result = runner.invoke(app, ["groups"])
+    assert result.exit_code == 0
+    for name in ("native_american", "physical_disability", "immigrant", "trans"):
+        assert name in result.output
+
+
+def test_python_dash_m_reports_errors_as_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "toxiforge", "generate", "-o", str(tmp_path / "o"), "--groups",
+                           "martians"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown group 'martians'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_generate_alice_against_profanity_check(model_dir, tmp_path):
+    out = tmp_path / "alice"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
+                                 "--method", "alice", "-c", "profanity-check", "--beams", "2", "--candidates", "8",
+                                 "--max-new-tokens", "4", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert [r.generation_method for r in rows] == ["ALICE", "ALICE"]
+    assert all(r.classifier == "profanity-check" for r in rows if r.parse_error is None)
+    assert "label flip by method" in result.output and "ALICE" in result.output
+
+
+def test_generate_alice_num_return(model_dir, tmp_path):
+    out = tmp_path / "alice3"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
+                                 "--method", "alice", "-c", "profanity-check", "--beams", "6", "--candidates", "20",
+                                 "--max-new-tokens", "6", "--num-return", "3", "--no-progress", "--no-summary"])
+    assert result.exit_code == 0, result.output
+    rows = read_rows(out)
+    assert [r.hypothesis_rank for r in rows] == [0, 1, 2, 0, 1, 2]
+    assert [r.row_id for r in rows[:3]] == ["women/benign/000000", "women/benign/000000/1", "women/benign/000000/2"]
+    assert len({r.row_id for r in rows}) == 6 and len({r.generation for r in rows[:3]}) == 3
+    assert all(r.classifier == "profanity-check" for r in rows if r.parse_error is None)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "alice"], "--classifier"),
+    (["--method", "beam"], "unknown --method"),
+    (["--method", "alice", "-c", "no-such-classifier"], "no-such-classifier"),
+    (["--method", "alice", "-c", "profanity-check", "--beams", "0"], "num_beams"),
+    (["--num-return", "2"], "--method alice only"),
+    (["--method", "top-k", "--num-return", "1"], "--method alice only"),
+    (["--method", "alice", "-c", "profanity-check", "--beams", "2", "--num-return", "3"], "between 1 and --beams (2)"),
+    (["--method", "alice", "-c", "profanity-check", "--num-return", "0"], "between 1 and --beams (10)"),
+])
+def test_generate_alice_bad_input(tmp_path, extra, message):
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "--groups", "women", "-n", "1"] + extra)
+    assert isinstance(result.exception, InputError), result.output
+    assert message in str(result.exception)
+    assert not (tmp_path / "o").exists()

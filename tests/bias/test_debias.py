@@ -331,19 +331,24 @@ def test_learned_mixin_loss_by_hand():
                                                                                              rel=1e-5)
 
 
-def test_term_counts_and_bias_only_models(tmp_path):
-    from toxiforge.bias.bias_only import bias_only_probabilities, fit_bias_only, term_counts
+def test_lexicon_features_and_word_list_bias_only_model(tmp_path):
+    from toxiforge.bias.bias_only import bias_only_probabilities, fit_bias_only, lexicon_features
+    from toxiforge.bias.lexicon import BiasLexicon
 
-    counts = term_counts(["Zorblax and zorblax, zorblaxes", "a quiet place", "the quiet place here"],
-                         ["zorblax", "quiet place"])
-    assert counts.tolist() == [[2, 0], [0, 1], [0, 1]]
+    lexicon = BiasLexicon(terms={"noi": ("zorblax", "quiet place"), "oni": ("blorp",)}, sources={})
+    texts = ["Zorblax and zorblax, zorblaxes", "a quiet place", "the Quiet  Place here blorp", "nothing"]
+    # a column per matched form in order of first sight (the plural is its own), then count_terms' totals
+    assert lexicon_features(texts, lexicon, ["noi"]).tolist() == [
+        [2, 1, 0, 3], [0, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, 0]]
+    assert lexicon_features(texts, lexicon, ["noi", "oni"]).tolist() == [
+        [2, 1, 0, 0, 3, 0], [0, 0, 1, 0, 1, 0], [0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]]
     rows = shortcut_data(200, seed=6)
     words = tmp_path / "words.txt"
     words.write_text("# stand-in lexicon\nzorblax\n\nZORBLAX\n")
     p = bias_only_probabilities(f"terms:{words}", rows)
     z = has_shortcut(rows).astype(bool)
     assert p[z].min() > 0.8 and p[~z].max() < 0.3  # the token is most of the label
-    assert np.allclose(p, fit_bias_only(has_shortcut(rows)[:, None], [e.label for e in rows]))
+    assert np.allclose(p, fit_bias_only(np.repeat(has_shortcut(rows)[:, None], 2, axis=1), [e.label for e in rows]))
     logistic = fit_bias_only(has_shortcut(rows)[:, None], [e.label for e in rows], model="logistic")
     assert logistic[z].min() > 0.8 and logistic[~z].max() < 0.3
     with pytest.raises(InputError, match="did you mean 'terms'"):
@@ -352,15 +357,38 @@ def test_term_counts_and_bias_only_models(tmp_path):
         bias_only_probabilities("terms:missing.txt", rows)
 
 
-def test_group_mention_bias_only_model():
+def test_lexicon_bias_only_models_noi_oni_toxtrig(tmp_path):
+    """noi / oni / toxtrig read only their categories: with a user lexicon where "zorblax" is ONI and "wimble"
+    is NOI, oni follows the toxic-only token, noi cannot (its word is label-independent), toxtrig has both."""
+    from toxiforge.bias.bias_only import bias_only_probabilities
+
+    lexicon = tmp_path / "lexicon.csv"
+    lexicon.write_text("term,category\nzorblax,oni\nwimble,noi\n")
+    rows = shortcut_data(200, seed=8)
+    rng = np.random.default_rng(0)
+    rows = [Example(e.text + (" wimble" if rng.random() < 0.5 else ""), e.label) for e in rows]
+    z = has_shortcut(rows).astype(bool)
+    oni = bias_only_probabilities(f"oni:{lexicon}", rows)
+    assert oni[z].min() > 0.8 and oni[~z].max() < 0.3
+    noi = bias_only_probabilities(f"noi:{lexicon}", rows)
+    assert 0.3 < noi.min() and noi.max() < 0.7  # "wimble" says nothing about the label
+    toxtrig = bias_only_probabilities(f"toxtrig:{lexicon}", rows)
+    assert toxtrig[z].min() > 0.8 and toxtrig[~z].max() < 0.3
+    with pytest.raises(InputError, match="no OI terms"):
+        bias_only_probabilities(f"oi:{lexicon}", rows)
+    neutral = [Example("placeholder statement one", 1), Example("placeholder statement two", 0)] * 5
+    with pytest.raises(InputError, match="no training text mentions"):
+        bias_only_probabilities(f"oni:{lexicon}", neutral)
+
+
+def test_default_lexicon_bias_only_models_see_identity_mentions():
+    """The default NOI list (shipped terms + group aliases): texts naming a group get their own p(toxic)."""
     from toxiforge.bias.bias_only import bias_only_probabilities
 
     rows = [Example(f"placeholder statement {i} about {'asian' if i % 4 else 'muslim'} people", int(i % 4 != 0))
             for i in range(40)] + [Example(f"placeholder statement {i} about the weather", 0) for i in range(20)]
-    p = bias_only_probabilities("groups", rows)
+    p = bias_only_probabilities("noi", rows)
     assert p[[i for i in range(40) if i % 4]].min() > 0.7 and p[40:].max() < 0.5
-    with pytest.raises(InputError, match="groups takes no argument"):
-        bias_only_probabilities("groups:x", rows)
 
 
 def test_column_bias_only_matches_rows_by_text(tmp_path):

@@ -2,27 +2,28 @@
 
 ``--bias-only SPEC`` names one, through the :data:`BIAS_ONLY` registry (``KIND[:ARGUMENT]``):
 
+* ``noi``, ``oi``, ``oni``, ``toxtrig`` -- Zhou et al.'s lexicon bias-only models (LMIXIN-ONI, LMIXIN-TOXTRIG):
+  the TOXTRIG lexicon of :mod:`toxiforge.bias.lexicon` (its matcher, plurals and normalisation), restricted to
+  that category (``toxtrig``: all three). ``noi:LEXICON.csv`` replaces the default lists with a ``term,category``
+  file, as ``bias measure --lexicon`` does. ``oi`` needs upstream's list (``toxiforge bias lexicon fetch``);
+* ``terms:FILE`` -- any word list (one term per line, ``#`` comments), matched the same way;
 * ``column:NAME`` -- precomputed probabilities in column ``NAME`` of the training files, matched to the loaded
-  examples by text (loaders may skip rows, so positions cannot be trusted);
-* ``groups`` -- whether each text mentions each of toxiforge's target groups (:mod:`toxiforge.groups` identity
-  terms): a neutral-identity-mention bias-only model, close to the paper's NOI features;
-* ``terms:FILE`` -- a word list (one term per line, ``#`` comments): each text's whole-word, case-insensitive
-  count of every term is the feature vector, and a linear model fitted on the training labels gives p(toxic).
+  examples by text (loaders may skip rows, so positions cannot be trusted).
 
-Zhou et al. (§3.1; their ``tools/biasonly_wordbased.py``) fit a class-balanced linear SVM, calibrated with
-scikit-learn's ``CalibratedClassifierCV``, on the counts of the lexicon words in each tweet, and use its
-probabilities on the training set itself; :func:`fit_bias_only` does the same (``model="svm"``, the default), or
-a logistic regression (``model="logistic"``, as Clark et al. 2019 for some tasks).
+Features (:func:`lexicon_features`): one count column per lexicon word form seen in the training texts (a bag
+of TOXTRIG words; a plural is its own column, as in a CountVectorizer), then the per-category totals of :func:`toxiforge.bias.lexicon.count_terms`. Zhou et al. (§3.1;
+their ``tools/biasonly_wordbased.py``) fit a class-balanced linear SVM, calibrated with scikit-learn's
+``CalibratedClassifierCV``, on the lexicon-word counts of each tweet, and use its probabilities on the training
+set itself; :func:`fit_bias_only` does the same (``model="svm"``, the default), or a logistic regression
+(``model="logistic"``, as Clark et al. 2019 for some tasks). Departure: the category totals are extra columns
+(they let the linear model weigh "any swear word" beside the single words; with one entry per category they are
+the same feature twice, which a linear model does not mind).
 
-The lexicon-based bias-only models of the paper (``noi``, ``oni``, ``toxtrig``) are adapters from a lexicon tagger
-(``texts -> [n, terms]`` feature matrix) to :func:`fit_bias_only`; register them with
-``BIAS_ONLY.register("toxtrig", factory)`` where the tagger lives. A factory is called as
-``factory(argument, examples=..., sources=...)`` and returns p(toxic) per example.
+A factory is called as ``factory(argument, examples=..., sources=...)`` and returns p(toxic) per example.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from toxiforge._lazy import Registry
+from toxiforge.bias.lexicon import BiasLexicon
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 
@@ -37,7 +39,10 @@ BiasOnlyFactory = Callable[..., np.ndarray]
 BIAS_ONLY: Registry[BiasOnlyFactory] = Registry("bias-only model", {
     "column": "toxiforge.bias.bias_only:column_bias",
     "terms": "toxiforge.bias.bias_only:terms_bias",
-    "groups": "toxiforge.bias.bias_only:group_mention_bias",
+    "noi": "toxiforge.bias.bias_only:noi_bias",
+    "oi": "toxiforge.bias.bias_only:oi_bias",
+    "oni": "toxiforge.bias.bias_only:oni_bias",
+    "toxtrig": "toxiforge.bias.bias_only:toxtrig_bias",
 })
 MODELS: tuple[str, ...] = ("svm", "logistic")
 
@@ -53,14 +58,24 @@ def bias_only_probabilities(spec: str, examples: Sequence[Example], *, sources: 
     return probs
 
 
-def term_counts(texts: Sequence[str], terms: Sequence[str]) -> np.ndarray:
-    """``[n, len(terms)]`` whole-word, case-insensitive counts of each term (multi-word terms match as phrases)."""
-    patterns = [re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, t.lower().split())) + r"(?!\w)") for t in terms]
-    out = np.zeros((len(texts), len(terms)), dtype=np.float32)
-    for i, text in enumerate(texts):
-        low = text.lower()
-        for j, pattern in enumerate(patterns):
-            out[i, j] = len(pattern.findall(low))
+def lexicon_features(texts: Sequence[str], lexicon: BiasLexicon, categories: Sequence[str]) -> np.ndarray:
+    """``[n, forms + categories]``: per text, how often each matched form of a lexicon entry of ``categories``
+    occurs (one column per form seen in ``texts``, in order of first sight), then :func:`count_terms`'s total per
+    category."""
+    from toxiforge.bias.lexicon import count_terms
+
+    wanted = frozenset(categories)
+    vocabulary: dict[str, int] = {}
+    hits: list[list[int]] = []
+    for text in texts:
+        hits.append([vocabulary.setdefault(words, len(vocabulary))
+                     for words, cats in lexicon.find(text) if cats & wanted])
+    out = np.zeros((len(hits), len(vocabulary) + len(categories)), dtype=np.float32)
+    for row, columns in enumerate(hits):
+        np.add.at(out[row], columns, 1.0)
+    totals = count_terms(texts, lexicon)
+    for j, category in enumerate(categories):
+        out[:, len(vocabulary) + j] = totals[category]
     return out
 
 
@@ -113,8 +128,48 @@ def terms_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[
     """``terms:FILE``: counts of the listed terms -> :func:`fit_bias_only`."""
     if not argument:
         raise InputError("terms: needs a word-list file", hint="write --bias-only terms:FILE")
-    features = term_counts([e.text for e in examples], read_terms(argument))
+    # the word list rides in one lexicon category (any would do) so it is matched like TOXTRIG
+    lexicon = BiasLexicon(terms={"noi": tuple(read_terms(argument))}, sources={"noi": argument})
+    features = lexicon_features([e.text for e in examples], lexicon, ["noi"])
     return fit_bias_only(features, [e.label for e in examples], model=model)
+
+
+def _lexicon_bias(categories: Sequence[str] | None, argument: str, examples: Sequence[Example]) -> np.ndarray:
+    """``categories`` None: every category the lexicon has terms for."""
+    from toxiforge.bias.lexicon import CATEGORIES, default_bias_lexicon, load_bias_lexicon
+
+    lexicon = load_bias_lexicon(argument) if argument else default_bias_lexicon()
+    if categories is None:
+        categories = [c for c in CATEGORIES if lexicon.available(c)]
+    missing = [c for c in categories if not lexicon.available(c)]
+    if missing:
+        raise InputError(f"the lexicon has no {'/'.join(missing).upper()} terms: {lexicon.sources[missing[0]]}",
+                         hint="run `toxiforge bias lexicon fetch`, or give a lexicon CSV as KIND:FILE")
+    features = lexicon_features([e.text for e in examples], lexicon, categories)
+    if not features.any():
+        raise InputError(f"no training text mentions a {'/'.join(categories).upper()} term, so the bias-only model "
+                         "has nothing to learn", hint="pick another bias-only model or lexicon")
+    return fit_bias_only(features, [e.label for e in examples])
+
+
+def noi_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
+    """``noi[:LEXICON]``: non-offensive identity mentions."""
+    return _lexicon_bias(["noi"], argument, examples)
+
+
+def oi_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
+    """``oi[:LEXICON]``: possibly offensive identity mentions (upstream's list)."""
+    return _lexicon_bias(["oi"], argument, examples)
+
+
+def oni_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
+    """``oni[:LEXICON]``: offensive non-identity mentions (LMIXIN-ONI)."""
+    return _lexicon_bias(["oni"], argument, examples)
+
+
+def toxtrig_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
+    """``toxtrig[:LEXICON]``: all available TOXTRIG categories (LMIXIN-TOXTRIG; OI only when fetched)."""
+    return _lexicon_bias(None, argument, examples)
 
 
 def column_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
@@ -148,14 +203,3 @@ def column_bias(argument: str, *, examples: Sequence[Example], sources: Sequence
                              hint="give every training row a bias-only probability")
         out[i] = float(value)
     return out
-
-
-def group_mention_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
-    """``groups``: one 0/1 feature per toxiforge target group (does the text mention it?) -> :func:`fit_bias_only`."""
-    from toxiforge.groups import all_groups
-
-    if argument:
-        raise InputError(f"groups takes no argument, got {argument!r}", hint="write --bias-only groups")
-    groups = all_groups()
-    features = np.array([[float(g.mentions(e.text)) for g in groups] for e in examples], dtype=np.float32)
-    return fit_bias_only(features, [e.label for e in examples])

@@ -61,9 +61,10 @@ def train_command(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     debias: str | None = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
                                          "2019; needs --bias-only). The saved model is a plain classifier."),
-    bias_only: str | None = typer.Option(None, "--bias-only", help="Bias-only model: column:NAME (precomputed "
-                                            "p(toxic) in the training files) or terms:FILE (a word list; calibrated "
-                                            "linear SVM on the term counts, as Zhou et al.)."),
+    bias_only: str | None = typer.Option(None, "--bias-only", help="Bias-only model: noi, oni, oi or toxtrig (a "
+                                         "calibrated linear SVM on the TOXTRIG words, Zhou et al.'s LMIXIN-ONI / "
+                                         "-TOXTRIG; KIND:LEXICON.csv replaces the lists), terms:FILE (any word "
+                                         "list) or column:NAME (precomputed p(toxic) in the training files)."),
     entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
                                                    "learned-mixin+h (default 0.01, Zhou et al.'s code)."),
 ) -> None:

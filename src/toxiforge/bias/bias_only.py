@@ -11,13 +11,13 @@
   examples by text (loaders may skip rows, so positions cannot be trusted).
 
 Features (:func:`lexicon_features`): one count column per lexicon word form seen in the training texts (a bag
-of TOXTRIG words; a plural is its own column, as in a CountVectorizer), then the per-category totals of :func:`toxiforge.bias.lexicon.count_terms`. Zhou et al. (§3.1;
-their ``tools/biasonly_wordbased.py``) fit a class-balanced linear SVM, calibrated with scikit-learn's
-``CalibratedClassifierCV``, on the lexicon-word counts of each tweet, and use its probabilities on the training
-set itself; :func:`fit_bias_only` does the same (``model="svm"``, the default), or a logistic regression
-(``model="logistic"``, as Clark et al. 2019 for some tasks). Departure: the category totals are extra columns
-(they let the linear model weigh "any swear word" beside the single words; with one entry per category they are
-the same feature twice, which a linear model does not mind).
+of TOXTRIG words; a plural is its own column, as in a CountVectorizer), then the per-category totals of
+:func:`toxiforge.bias.lexicon.count_terms`. Zhou et al. (§3.1; their ``tools/biasonly_wordbased.py``) fit a
+class-balanced linear SVM, calibrated with scikit-learn's ``CalibratedClassifierCV``, on the lexicon-word counts
+of each tweet, and use its probabilities on the training set itself; :func:`fit_bias_only` does the same
+(``model="svm"``, the default), or a logistic regression (``model="logistic"``, as Clark et al. 2019 for some
+tasks). Departure: the category totals are extra columns (they let the linear model weigh "any swear word"
+beside the single words; with one form per category they repeat a column, which a linear model does not mind).
 
 A factory is called as ``factory(argument, examples=..., sources=...)`` and returns p(toxic) per example.
 """

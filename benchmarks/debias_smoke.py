@@ -30,7 +30,8 @@ def main() -> None:
     from toxiforge.bias.aflite import AFLiteConfig, aflite
     from toxiforge.bias.bias_only import bias_only_probabilities
     from toxiforge.bias.datamaps import DataMapRecorder, region_subset
-    from toxiforge.bias.subsets import keep_label_ratio, pearson_r, random_subset, subset_size
+    from toxiforge.bias.metrics import pearson_r
+    from toxiforge.bias.subsets import keep_label_ratio, random_subset, subset_size
     from toxiforge.classifiers import load_classifier
     from toxiforge.data import Example
     from toxiforge.demonstrations.sets import load_demonstrations

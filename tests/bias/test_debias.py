@@ -16,7 +16,8 @@ import torch
 
 from toxiforge.bias.aflite import AFLiteConfig, aflite, predictability, run_aflite
 from toxiforge.bias.datamaps import REGIONS, DataMapRecorder, Dynamics, region_subset, run_datamap, training_dynamics
-from toxiforge.bias.subsets import keep_label_ratio, label_quota, pearson_r, random_subset
+from toxiforge.bias.metrics import pearson_r
+from toxiforge.bias.subsets import keep_label_ratio, label_quota, random_subset
 from toxiforge.data import Example
 from toxiforge.errors import InputError
 from toxiforge.training.trainer import TrainConfig, train_classifier
@@ -118,12 +119,6 @@ def test_keep_label_ratio_samples_the_pool_with_the_original_ratio():
     with pytest.raises(InputError, match="fewer than the 6"):
         keep_label_ratio(pool, labels, 20, seed=0)
     assert np.array_equal(random_subset(labels, 33, seed=1), keep_label_ratio(range(100), labels, 33, seed=1))
-
-
-def test_pearson_r_matches_numpy_and_is_none_for_constants():
-    x, y = [1, 0, 1, 1, 0, 0], [1, 0, 1, 0, 0, 1]
-    assert pearson_r(x, y) == pytest.approx(1 / 3)
-    assert pearson_r([1, 1, 1], [0, 1, 0]) is None
 
 
 # --- DataMaps --------------------------------------------------------------------------------------------------

@@ -70,13 +70,3 @@ def keep_label_ratio(pool: Sequence[int], labels: Sequence[int], size: int, *, s
 def random_subset(labels: Sequence[int], size: int, *, seed: int = 0) -> np.ndarray:
     """The Random baseline: indices of ``size`` random rows with the original label ratio."""
     return keep_label_ratio(range(len(labels)), labels, size, seed=seed)
-
-
-def pearson_r(presence: Sequence[float], labels: Sequence[int]) -> float | None:
-    """Pearson's R between a feature (e.g. a term's presence) and the label (Zhou et al. Table 1); None when
-    either is constant."""
-    x = np.asarray(presence, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    if len(x) < 2 or x.std() == 0 or y.std() == 0:
-        return None
-    return float(np.corrcoef(x, y)[0, 1])

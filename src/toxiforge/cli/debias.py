@@ -31,9 +31,9 @@ def datamap_command(
                                    "are recorded (see `toxiforge train --help`)."),
     tokenizer: str | None = typer.Option(None, "--tokenizer"),
     epochs: int = typer.Option(3, "--epochs", help="Whole epochs to record (at least 2)."),
-    batch_size: int = typer.Option(32, "--batch-size"),
-    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
-    max_length: int = typer.Option(128, "--max-length"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
     fraction: float = typer.Option(0.33, "--fraction", help="Size of each region's subset (share of the data)."),
     pool_fraction: float = typer.Option(0.5, "--pool-fraction", help="Each region is cut to this share first, "
                                         "then sampled down to --fraction with the original label ratio."),
@@ -124,3 +124,79 @@ def register_bias_commands(bias_app: typer.Typer) -> None:
     bias_app.command("datamap")(datamap_command)
     bias_app.command("aflite")(aflite_command)
 
+
+
+def experiment_debias_command(
+    train: list[str] = typer.Option(..., "--train", help="Training data: " + _DATA_HELP),
+    eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation data (measured with `bias measure`): "
+                                        + _DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder: debias.md, debias.json (and models/ with "
+                                                     "--keep-models)."),
+    runs: int = typer.Option(3, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give mean ± s.d."),
+    methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset of: Vanilla, LMIXIN-ONI, "
+                                       "LMIXIN-TOXTRIG, Random, AFLite, DataMaps-Easy, DataMaps-Ambiguous, "
+                                       "DataMaps-Hard, AAE-relabeled (default: all)."),
+    relabeled: str | None = typer.Option(None, "--relabeled", help="Relabeled training data from `toxiforge bias "
+                                         "relabel` (the AAE-relabeled row; left out without it)."),
+    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help="Encoder to fine-tune."),
+    epochs: float | None = typer.Option(None, "--epochs", help="Epochs per model (default 3; DataMaps needs 2 or "
+                                        "more)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
+    max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
+    fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
+    aflite_ensemble: int | None = typer.Option(None, "--aflite-ensemble", help="AFLite's m (default 64)."),
+    encoder: str = typer.Option("all-minilm-l6-v2", "--encoder", help="AFLite's frozen sentence encoder."),
+    smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 2 epochs, max length 64, batch 16, "
+                               "lr 5e-5, AFLite m 16 (override any with its option)."),
+    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing TOXTRIG lists (bias-only "
+                                        "models and measures)."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: "
+                                              "the cache of `bias dialect fetch`; without one, AAE cells are empty)."),
+    label_column: str | None = typer.Option(None, "--label-column"),
+    text_column: str | None = typer.Option(None, "--text-column"),
+    seed: int = typer.Option(0, "--seed"),
+    keep_models: bool = typer.Option(False, "--keep-models", help="Keep every trained model under OUT/models."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+) -> None:
+    """Zhou et al.'s comparison: vanilla, LMIXIN-ONI/-TOXTRIG, random, AFLite, DataMaps (Tables 1, 2 and 4)."""
+    from toxiforge._io import require_empty_dir
+    from toxiforge.bias.experiment import METHODS, DebiasSettings, run_debias_experiment
+    from toxiforge.bias.measure import find_dialect_model
+    from toxiforge.data import load_specs
+    from toxiforge.data.examples import LabeledData
+    from toxiforge.training.trainer import TrainConfig
+
+    def pick(value, default, small):  # --smoke changes only the options not given
+        return value if value is not None else (small if smoke else default)
+
+    require_empty_dir(out, overwrite)
+    specs = [s for value in train for s in split_list(value)]
+    rows = [e for d in load_specs(specs, label_column=label_column, text_column=text_column) for e in d.examples]
+    held = load_specs([s for value in eval_data for s in split_list(value)], text_column=text_column)
+    evaluation = LabeledData(name="+".join(d.name for d in held), examples=[e for d in held for e in d.examples],
+                             layout="+".join(d.layout for d in held), source=", ".join(d.source for d in held))
+    again = [e for d in load_specs(split_list(relabeled), label_column=label_column, text_column=text_column)
+             for e in d.examples] if relabeled else None
+    config = TrainConfig(base_model=base_model, epochs=pick(epochs, 3.0, 2.0),
+                         batch_size=pick(batch_size, 32, 16),
+                         learning_rate=pick(learning_rate, 2e-5, 5e-5),
+                         max_length=pick(max_length, 128, 64), eval_fraction=0.0, seed=seed, device="cpu"
+                         if smoke else "auto")
+    chosen = tuple(split_list(methods)) if methods else METHODS
+    settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
+                              aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder,
+                              lexicon=str(lexicon) if lexicon else None, keep_models=keep_models)
+    model, source = find_dialect_model(dialect_model)
+    with console.status("starting") as status:
+        result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, dialect_model=model,
+                                       dialect_source=source, overwrite=overwrite, on_step=status.update)
+    for note in result["notes"]:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    console.print(f"{len(result['runs'])} models trained and measured in {result['seconds']:.0f} s; wrote "
+                  f"{out / 'debias.md'} and {out / 'debias.json'}", highlight=False, soft_wrap=True)
+
+
+def register_experiment_commands(experiment_app: typer.Typer) -> None:
+    """Add ``debias`` to the ``experiment`` command group."""
+    experiment_app.command("debias")(experiment_debias_command)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.cli.debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
 experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
@@ -220,3 +221,6 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("evaluate")(evaluate_command)
     app.add_typer(experiment_app, name="experiment")
+
+
+register_experiment_commands(experiment_app)  # experiment debias (cli/debias.py, issue 11)

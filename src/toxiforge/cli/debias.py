@@ -1,7 +1,8 @@
-"""Commands: bias datamap, bias aflite (Zhou et al. 2021 §3.2 data filtering).
+"""Commands: bias datamap, bias aflite, bias relabel and experiment debias (Zhou et al. 2021 §3, §6).
 
 The ``bias`` command group belongs to ``cli/bias.py``; this module only defines the command functions, and
-``cli/bias.py`` adds them to its group with :func:`register_bias_commands`.
+``cli/bias.py`` adds them to its group with :func:`register_bias_commands`, ``cli/training.py`` the experiment
+with :func:`register_experiment_commands`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen-train, toxiforge, sbf, ihc, dynahate, "
               "table); several separated by commas are concatenated.")
@@ -27,7 +29,7 @@ def datamap_command(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: dynamics.parquet, easy|ambiguous|hard.parquet, "
                                                      "datamap.png, datamap.json."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help="Encoder whose training dynamics "
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder whose training dynamics "
                                    "are recorded (see `toxiforge train --help`)."),
     tokenizer: str | None = typer.Option(None, "--tokenizer"),
     epochs: int = typer.Option(3, "--epochs", help="Whole epochs to record (at least 2)."),
@@ -80,7 +82,7 @@ def aflite_command(
                                            "5% of the data)."),
     threshold: float = typer.Option(0.75, "--threshold", "--tau", help="Only rows at least this predictable go."),
     classifier: str = typer.Option("ridge", "--classifier", help="ridge (fast, default) or logistic (the paper's)."),
-    encoder: str = typer.Option("all-minilm-l6-v2", "--encoder", help="Sentence encoder for the frozen embeddings "
+    encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="Sentence encoder for the frozen embeddings "
                                 "(the embedded MiniLM, a sentence-transformers hub id or directory)."),
     label_column: str | None = typer.Option(None, "--label-column"),
     text_column: str | None = typer.Option(None, "--text-column"),
@@ -119,10 +121,55 @@ def aflite_command(
                   soft_wrap=True)
 
 
+def relabel_command(
+    data: str = typer.Argument(..., help=_DATA_HELP),
+    out: Path = typer.Option(..., "-o", "--out", help="Output table (.parquet, .csv or .jsonl): text, label (new), "
+                                                     "group, old_label, p_aae, translation, relabeled, ..."),
+    classifier: str = typer.Option(..., "--classifier", "-c", help="Classifier that judges the translations "
+                                   "(registry name, model directory or hub id; Zhou et al.: the vanilla model)."),
+    lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
+                           "directory or hub id)."),
+    aae_threshold: float = typer.Option(0.5, "--aae-threshold", help="Candidates: p(AAE) above this."),
+    direction: str = typer.Option("toxic-to-benign", "--direction", help="toxic-to-benign (Zhou et al.: only "
+                                  "toxic examples whose translation is judged benign) or any."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: the "
+                                              "cache of `toxiforge bias dialect fetch`)."),
+    max_new_tokens: int = typer.Option(48, "--max-new-tokens", help="Longest translation, in tokens."),
+    label_column: str | None = typer.Option(None, "--label-column"),
+    text_column: str | None = typer.Option(None, "--text-column"),
+    device: str = typer.Option("auto", "--device"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
+) -> None:
+    """Dialect-aware relabeling (Zhou et al. §6): translate AAE examples, relabel by the classifier's verdict."""
+    from toxiforge.bias.dialect import aae_probability, load_dialect_model
+    from toxiforge.bias.relabel import lm_translator, relabel, relabeled_table
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.errors import InputError
+    from toxiforge.models import load_language_model
+    from toxiforge.records import write_table
+
+    if out.exists() and not overwrite:
+        raise InputError("output file exists", path=out, hint="choose another -o or pass --overwrite")
+    rows = _load_examples(data, label_column, text_column)
+    p_aae = aae_probability([e.text for e in rows], load_dialect_model(dialect_model))
+    with console.status(f"loading {lm} and {classifier}"):
+        model = load_language_model(lm, device=device)
+        judge = load_classifier(classifier, device=device)
+    with console.status(f"translating the examples with p(AAE) > {aae_threshold:g}"):
+        result = relabel(rows, p_aae=p_aae, translate=lm_translator(model, max_new_tokens=max_new_tokens),
+                         classify=judge.predict_proba, aae_threshold=aae_threshold, direction=direction)
+    method = f"relabel: translated by {lm} (few-shot, greedy), judged by {classifier}, direction {direction}"
+    write_table(relabeled_table(rows, result, method=method), out)
+    translated = sum(t is not None for t in result.translations)
+    console.print(f"{translated} of {len(rows)} examples translated, {int(result.relabeled.sum())} relabeled; "
+                  f"wrote {out}", highlight=False, soft_wrap=True)
+
+
 def register_bias_commands(bias_app: typer.Typer) -> None:
-    """Add ``datamap`` and ``aflite`` to the ``bias`` command group."""
+    """Add ``datamap``, ``aflite`` and ``relabel`` to the ``bias`` command group."""
     bias_app.command("datamap")(datamap_command)
     bias_app.command("aflite")(aflite_command)
+    bias_app.command("relabel")(relabel_command)
 
 
 
@@ -138,7 +185,7 @@ def experiment_debias_command(
                                        "DataMaps-Hard, AAE-relabeled (default: all)."),
     relabeled: str | None = typer.Option(None, "--relabeled", help="Relabeled training data from `toxiforge bias "
                                          "relabel` (the AAE-relabeled row; left out without it)."),
-    base_model: str = typer.Option("all-minilm-l6-v2", "--base-model", help="Encoder to fine-tune."),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder to fine-tune."),
     epochs: float | None = typer.Option(None, "--epochs", help="Epochs per model (default 3; DataMaps needs 2 or "
                                         "more)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
@@ -146,7 +193,7 @@ def experiment_debias_command(
     max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
     aflite_ensemble: int | None = typer.Option(None, "--aflite-ensemble", help="AFLite's m (default 64)."),
-    encoder: str = typer.Option("all-minilm-l6-v2", "--encoder", help="AFLite's frozen sentence encoder."),
+    encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="AFLite's frozen sentence encoder."),
     smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 2 epochs, max length 64, batch 16, "
                                "lr 5e-5, AFLite m 16 (override any with its option)."),
     lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing TOXTRIG lists (bias-only "

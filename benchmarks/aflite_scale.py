@@ -13,6 +13,7 @@ defaults: m = 64, target n = N/2, t = n/2, k = 5% of N, tau = 0.75, ridge classi
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -41,11 +42,13 @@ def main() -> None:
     X, y = synthetic(args.rows, args.dim, args.seed)
     config = AFLiteConfig(target_size=args.rows // 2, ensemble_size=args.ensemble_size, classifier=args.classifier,
                           seed=args.seed)
+    cpu = time.process_time()
     result = aflite(X, y, config, on_iteration=lambda s: print(
         f"  iteration {s['iteration']}: {s['rows']} rows, removed {s['removed']}, {s['seconds']:.1f} s", flush=True))
     print(f"{time.strftime('%Y-%m-%d')} AFLite {args.rows} x {args.dim}, m={args.ensemble_size}, "
-          f"{args.classifier}: {result.seconds:.1f} s for {len(result.history)} iterations, kept {len(result.kept)}"
-          f"{' (stopped early)' if result.stopped_early else ''}")
+          f"{args.classifier}: {result.seconds:.1f} s wall, {time.process_time() - cpu:.1f} s CPU (all threads) for "
+          f"{len(result.history)} iterations, kept {len(result.kept)}"
+          f"{' (stopped early)' if result.stopped_early else ''}; load average {os.getloadavg()[0]:.1f}")
     if args.embed:
         from toxiforge.analysis.embeddings import embed_texts, load_encoder
 

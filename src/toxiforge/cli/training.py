@@ -10,7 +10,8 @@ from toxiforge.cli._app import console, err_console, split_list
 from toxiforge.cli.debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
-experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
+experiment_app = typer.Typer(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
+                                  "debiasing comparison).", no_args_is_help=True)
 
 
 def _specs(values: list[str]) -> list[str]:

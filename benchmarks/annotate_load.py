@@ -12,7 +12,8 @@ form's CSRF token; each answer is the next form). The default client is a minima
 latency; ``--client httpx`` uses httpx for comparison. and reports acknowledged submissions per second (from the
 moment every annotator has its first form to the last answer) and the latency of the POSTs. Afterwards it checks
 that the database holds exactly the acknowledged submissions (same assignment ids, no duplicates, nothing else)
-and exits with status 1 if not.
+and exits with status 1 if not. It also reports the server's CPU time per submission (Linux /proc), the
+figure to compare versions by when other jobs share the machine.
 
 Without ``--rate`` the annotators submit back to back (closed loop: the server's capacity; by Little's law the
 mean latency is then 50 / throughput). With ``--rate R`` they submit on a fixed schedule of R submissions/s in all
@@ -47,9 +48,11 @@ def one_run(args) -> dict:
         port = free_port()
         server = start_server(db, port, workers=args.workers)
         try:
+            cpu_before = server_cpu_seconds(server.pid)
             result = run_annotators(f"http://127.0.0.1:{port}", tokens, per_annotator=args.per_annotator,
                                     timeout=600, interval=args.annotators / args.rate if args.rate else None,
                                     client=args.client)
+            server_cpu = server_cpu_seconds(server.pid) - cpu_before
         finally:
             server.terminate()
             server.wait(10)
@@ -64,7 +67,24 @@ def one_run(args) -> dict:
             "errors": len(result.errors), "seconds": round(result.elapsed, 2),
             "submissions_per_s": round(len(lat) / result.elapsed, 1) if result.elapsed else 0.0,
             "p50_ms": round(p(0.50), 1), "p99_ms": round(p(0.99), 1),
-            "mean_ms": round(statistics.mean(lat) * 1000, 1) if lat else None}
+            "mean_ms": round(statistics.mean(lat) * 1000, 1) if lat else None,
+            "server_cpu_ms_per_submission": round(server_cpu * 1000 / len(lat), 3) if lat else None}
+
+
+def server_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the server process and its worker processes (Linux /proc): unlike latency
+    and throughput, this barely changes when other jobs share the machine, so before/after comparisons on a busy
+    machine use it."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid] + [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+    total = 0.0
+    for p in pids:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
 
 
 def main() -> None:

@@ -138,13 +138,13 @@ class ChatDecoder:
 
     @property
     def num_return(self) -> int:
-        return getattr(self.inner, "num_return", 1)
+        return self.inner.num_return
 
     def settings(self) -> dict[str, Any]:
         return {**self.inner.settings(), "chat_template": True}
 
-    def decode(self, lm, prompts, seeds, labels):
-        return self.inner.decode(lm, [self.wrap(p) for p in prompts], seeds, labels)
+    def decode(self, lm, prompts, seeds, labels, groups):
+        return self.inner.decode(lm, [self.wrap(p) for p in prompts], seeds, labels, groups)
 
 
 def chat_formatter(model: str) -> Callable[[str], str]:

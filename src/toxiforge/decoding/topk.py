@@ -112,7 +112,7 @@ class TopKDecoder:
     """The top-k method as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`)."""
 
     config: TopKConfig = TopKConfig()
-    method: ClassVar[str] = "top-k"
+    method: str = "top-k"  # the generation_method column; toxiforge bench writes top-k=1 rows as "greedy"
     num_return: ClassVar[int] = 1  # one sample per prompt
     config_type: ClassVar[type] = TopKConfig
 

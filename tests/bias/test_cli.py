@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from toxiforge.cli import app
 from toxiforge.errors import InputError
 
-DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev"
+DEV = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "toxigen-dev"
 runner = CliRunner()
 
 # text, label, group, score: zorb = NOI stand-in, blorf = ONI stand-in, quux = OI stand-in

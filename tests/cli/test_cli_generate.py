@@ -95,13 +95,16 @@ def test_generate_alice_num_return(model_dir, tmp_path):
 
 @pytest.mark.parametrize("extra, message", [
     (["--method", "alice"], "--classifier"),
-    (["--method", "beam"], "unknown --method"),
+    (["--method", "beam"], "unknown decoding method 'beam'"),
+    (["--method", "alice", "-c", "profanity-check", "--lambda-lm", "0", "--lambda-clf", "0"], "not both 0"),
     (["--method", "alice", "-c", "no-such-classifier"], "no-such-classifier"),
     (["--method", "alice", "-c", "profanity-check", "--beams", "0"], "num_beams"),
-    (["--num-return", "2"], "--method alice only"),
-    (["--method", "top-k", "--num-return", "1"], "--method alice only"),
-    (["--method", "alice", "-c", "profanity-check", "--beams", "2", "--num-return", "3"], "between 1 and --beams (2)"),
-    (["--method", "alice", "-c", "profanity-check", "--num-return", "0"], "between 1 and --beams (10)"),
+    (["--num-return", "2"], "num_return is not a setting of the top-k method"),
+    (["--method", "top-k", "--num-return", "1"], "use --method alice"),
+    (["--method", "alice", "--top-k", "5", "-c", "profanity-check"], "top_k is not a setting of the alice method"),
+    (["--method", "alice", "-c", "profanity-check", "--beams", "2", "--num-return", "3"],
+     "between 1 and num_beams (2)"),
+    (["--method", "alice", "-c", "profanity-check", "--num-return", "0"], "between 1 and num_beams (10)"),
 ])
 def test_generate_alice_bad_input(tmp_path, extra, message):
     result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "--groups", "women", "-n", "1"] + extra)

@@ -122,3 +122,43 @@ def test_config_validation(kwargs):
 def test_seed_count_must_match(tiny_lm):
     with pytest.raises(InputError, match="seeds"):
         sample_top_k(tiny_lm, PROMPTS, [1])
+
+
+# --- the decoder registry ------------------------------------------------------------------------------------
+
+def test_decoder_registry_builds_configs_and_decoders():
+    from toxiforge.decoding import DECODERS, AliceConfig, AliceDecoder, TopKDecoder, decoder_config, make_decoder
+
+    assert DECODERS.names() == ["top-k", "alice"]
+    config = decoder_config("Top_K", {"top_k": 5, "temperature": None})
+    assert config == TopKConfig(top_k=5)
+    decoder = make_decoder(config)
+    assert isinstance(decoder, TopKDecoder) and decoder.num_return == 1 and decoder.config.top_k == 5
+    alice = decoder_config("alice", {"num_beams": 4, "num_return": 2, "top_k": None})
+    assert alice == AliceConfig(num_beams=4, num_return=2)
+    assert isinstance(make_decoder(alice, classifier=None if alice.lambda_clf == 0 else _Clf()), AliceDecoder)
+
+
+class _Clf:
+    name, num_classes, toxic_index, benign_index = "fake", 2, 1, 0
+
+
+@pytest.mark.parametrize("method, settings, message", [
+    ("alcie", {}, "did you mean 'alice'"),
+    ("top-k", {"num_beams": 3}, "num_beams is not a setting of the top-k method"),
+    ("top-k", {"num_beams": 3, "num_return": 2}, "are not settings"),
+    ("alice", {"top_k": 3}, "top_k is not a setting of the alice method"),
+    ("top-k", {"top_k": 0}, "top_k=0"),
+])
+def test_decoder_registry_errors(method, settings, message):
+    from toxiforge.decoding import decoder_config
+
+    with pytest.raises(InputError, match=message):
+        decoder_config(method, settings)
+
+
+def test_topk_decoder_returns_one_sample_lists(tiny_lm):
+    from toxiforge.decoding import Sample, TopKDecoder
+
+    out = TopKDecoder(TopKConfig(max_new_tokens=3)).decode(tiny_lm, PROMPTS, [1, 2, 3], [0, 0, 0], ["a", "b", "c"])
+    assert len(out) == 3 and all(len(o) == 1 and isinstance(o[0], Sample) for o in out)

@@ -51,15 +51,18 @@ def test_converted_weights_are_cached(smollm2):
 def test_alice_on_smollm2_with_profanity_check(smollm2):
     from toxiforge.classifiers import load_classifier
     from toxiforge.decoding import AliceConfig, AliceDecoder
-    from toxiforge.decoding.scorers import exempt_from_prompt_ban
+    from toxiforge.decoding.scorers import exempt_from_prompt_ban, group_term_tokens
     from toxiforge.demonstrations import build_prompts, get_set, load_shipped_benign
+    from toxiforge.groups import resolve_group
 
     prompt = build_prompts(get_set(load_shipped_benign(), "women", 0), 1, k=5, seed=0)[0].text
     decoder = AliceDecoder(load_classifier("profanity-check"), AliceConfig(num_beams=3, max_new_tokens=12))
-    sample = decoder.decode(smollm2, [prompt], [0], [0])[0]
+    [sample] = decoder.decode(smollm2, [prompt], [0], [0], ["women"])[0]
     assert sample.token_ids and len(sample.token_ids) <= 12
     exempt = exempt_from_prompt_ban(smollm2.token_texts())
-    assert not {t for t in smollm2.encode(prompt) if not exempt[t]} & set(sample.token_ids)
+    names = group_term_tokens(smollm2.encode(prompt), resolve_group("women"), smollm2.batch_decode)
+    assert names  # the demonstrations name the group; those tokens may be copied, no other prompt token may
+    assert not ({t for t in smollm2.encode(prompt) if not exempt[t]} - names) & set(sample.token_ids)
 
 
 def test_a_typo_of_an_embedded_lm_name_says_did_you_mean(monkeypatch):

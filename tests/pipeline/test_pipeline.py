@@ -244,10 +244,10 @@ class TwoSamples:
     def settings(self):
         return {"method": "two-samples"}
 
-    def decode(self, lm, prompts, seeds, labels):
-        first = FAST.decode(lm, prompts, seeds, labels)
-        second = FAST.decode(lm, prompts, [s + 1 for s in seeds], labels)
-        return [[a, b] + [b] * self.extra for a, b in zip(first, second)]
+    def decode(self, lm, prompts, seeds, labels, groups):
+        first = FAST.decode(lm, prompts, seeds, labels, groups)
+        second = FAST.decode(lm, prompts, [s + 1 for s in seeds], labels, groups)
+        return [a + b + b * self.extra for a, b in zip(first, second)]
 
 
 def test_decoder_protocol_lists_per_prompt(tiny_lm, demos, tmp_path):

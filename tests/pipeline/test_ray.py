@@ -112,11 +112,11 @@ class CrashOnce:
     def settings(self):
         return FAST.settings()
 
-    def decode(self, lm, prompts, seeds, labels):
+    def decode(self, lm, prompts, seeds, labels, groups=None):
         if self.prompt in prompts and not os.path.exists(self.marker):
             Path(self.marker).touch()
             os._exit(1)  # a worker killed mid-shard: nothing of this shard has been written
-        return FAST.decode(lm, prompts, seeds, labels)
+        return FAST.decode(lm, prompts, seeds, labels, groups)
 
 
 def crashing_setup(model_dir, marker, prompt):

@@ -7,11 +7,15 @@ truncated; a statement with no token gets NaN.
 
 Two paths give the same numbers:
 
-* a transformers model (a :class:`~toxiforge.models.transformers_lm.TransformersLM`, or a ``(model, tokenizer)``
-  pair): one batched forward pass per batch, right-padded, statements sorted by length;
-* any other :class:`~toxiforge.models.base.LanguageModel`: through its session protocol, starting every row at
-  ``prefix`` (default: the BOS/EOS token text when the LM has a tokenizer, else a newline) and advancing one
-  token at a time.
+* by default, :meth:`~toxiforge.models.base.LanguageModel.loglikelihood` with an empty context (which conditions
+  on the BOS/EOS token), batched by the backend (transformers: one forward pass per batch, statements sorted by
+  length);
+* ``use_protocol=True`` or a ``prefix``: through the session protocol, starting every row at ``prefix`` (default:
+  the text of the LM's EOS token, GPT-2's ``<|endoftext|>`` convention) and advancing one token at a time. It is
+  slower and kept as the reference implementation that the default path is tested against.
+
+A statement longer than ``max_tokens`` is scored on the text of its first ``max_tokens`` tokens (decoded, then
+re-tokenized by the backend: for byte-level BPE the same tokens).
 
 The paper used GPT-2 and dropped statements with perplexity over 500 (about 10% of ToxiGen) from its table;
 :func:`perplexity_table` does the same (``max_ppl``) and reports how many were dropped. The default LM here is
@@ -36,14 +40,8 @@ from toxiforge.models.embedded import DEFAULT_LM
 DEFAULT_MAX_PPL = 500.0
 
 
-def _start_token(tokenizer) -> int | None:
-    for tid in (tokenizer.bos_token_id, tokenizer.eos_token_id):
-        if tid is not None:
-            return int(tid)
-    return None
-
-
 def _as_lm(lm):
+    """A LanguageModel from ``lm`` (a ``(model, tokenizer)`` pair is wrapped in the transformers backend)."""
     if isinstance(lm, tuple) and len(lm) == 2:
         from toxiforge.models.transformers_lm import TransformersLM
 
@@ -55,58 +53,33 @@ def perplexities(texts: Sequence[str], lm: Any, *, batch_size: int = 16, max_tok
                  prefix: str | None = None, use_protocol: bool = False,
                  on_progress: Callable[[int], None] | None = None) -> np.ndarray:
     """Perplexity of each text (float64, NaN for a text with no token). ``lm``: a LanguageModel or a
-    ``(model, tokenizer)`` pair. ``use_protocol`` forces the session path even for a transformers model."""
+    ``(model, tokenizer)`` pair. ``use_protocol`` scores through sessions instead of ``loglikelihood``."""
     if batch_size < 1:
         raise InputError(f"batch size {batch_size} must be >= 1", hint="use --batch-size 1 or more")
     lm = _as_lm(lm)
-    encoded = [lm.encode(t)[:max_tokens] for t in texts]
+    full = [lm.encode(t) for t in texts]
+    encoded = [ids[:max_tokens] for ids in full]
     out = np.full(len(texts), np.nan, dtype=np.float64)
     order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-    fast = hasattr(lm, "model") and hasattr(lm, "tokenizer") and not use_protocol and prefix is None
+    sessions = use_protocol or prefix is not None
     start_text = prefix
-    if not fast and start_text is None:
-        tok = getattr(lm, "tokenizer", None)
-        start_id = _start_token(tok) if tok is not None else None
-        start_text = tok.convert_ids_to_tokens(start_id) if start_id is not None else "\n"
+    if sessions and start_text is None:
+        start_text = lm.token_texts()[min(lm.eos_token_ids)] if lm.eos_token_ids else "\n"
     if on_progress is not None and len(order) < len(texts):
         on_progress(len(texts) - len(order))
     for b in range(0, len(order), batch_size):
         rows = order[b:b + batch_size]
         batch = [encoded[i] for i in rows]
-        nll = _batch_nll_fast(lm, batch) if fast else _batch_nll_protocol(lm, batch, start_text)
+        if sessions:
+            nll = _batch_nll_protocol(lm, batch, start_text)
+        else:
+            requests = [("", texts[i] if len(full[i]) <= max_tokens else lm.decode(encoded[i])) for i in rows]
+            scores = lm.loglikelihood(requests, batch_size=batch_size)
+            nll = np.array([-s.logprob / s.tokens if s.tokens else np.nan for s in scores])
         out[rows] = np.exp(nll)
         if on_progress is not None:
             on_progress(len(rows))
     return out
-
-
-def _batch_nll_fast(lm, batch: list[list[int]]) -> np.ndarray:
-    """Mean token NLL per row from one forward pass (right padding, context token first)."""
-    import torch
-
-    start = _start_token(lm.tokenizer)
-    prefix = [start] if start is not None else []
-    seqs = [prefix + ids for ids in batch]
-    width = max(len(s) for s in seqs)
-    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    attention = torch.zeros((len(seqs), width), dtype=torch.long)
-    targets = torch.full((len(seqs), width), -100, dtype=torch.long)
-    for r, s in enumerate(seqs):
-        input_ids[r, :len(s)] = torch.tensor(s)
-        attention[r, :len(s)] = 1
-        targets[r, len(prefix):len(s)] = torch.tensor(s[len(prefix):])
-    device = lm.device
-    with torch.inference_mode():
-        logits = lm.model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits.float()
-        # position t predicts token t+1
-        logits, targets = logits[:, :-1], targets[:, 1:].to(device)
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100,
-                                                reduction="none")
-        counts = (targets != -100).sum(1).clamp(min=1)
-        mean = nll.sum(1) / counts
-        mean[(targets != -100).sum(1) == 0] = float("nan")  # a single token without a context token
-    return mean.double().cpu().numpy()
 
 
 def _batch_nll_protocol(lm, batch: list[list[int]], start_text: str) -> np.ndarray:

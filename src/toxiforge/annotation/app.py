@@ -73,6 +73,8 @@ def create_app(store: Store | str, *, secure_cookies: bool = False, sweep_interv
     web = app.state.web = Web(store, secure_cookies=secure_cookies)
     app.state.store = store
     install_log_redaction()
+    # the hot path first, on the app's own router: matched before (and without) the included routers' layers
+    app.add_route(annotator_routes.SUBMISSION_PATH, annotator_routes.answer, methods=["POST"])
     app.include_router(annotator_routes.router)
     app.include_router(admin_routes.router)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)

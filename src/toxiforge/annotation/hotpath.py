@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -88,8 +89,10 @@ MARK_SUBMITTED = (update(ASSIGNMENTS)
 RELEASED_STATE = (select(ASSIGNMENTS.c.released_at.is_not(None))
                   .where(ASSIGNMENTS.c.id == bindparam("assignment_id"),
                          ASSIGNMENTS.c.annotator_id == bindparam("annotator_id")))
-NEW_ASSIGNMENT = insert(ASSIGNMENTS)  # executed with a parameter dict: the columns come from its keys
-NEW_RESPONSE = insert(RESPONSES)
+ASSIGNMENT_COLUMNS = ("item_id", "annotator_id", "slot", "submitted", "draft", "assigned_at")
+# the columns are part of the statements (one bind each, typed by its column), so one compilation serves every call
+NEW_ASSIGNMENT = insert(ASSIGNMENTS).values({c: bindparam(c) for c in ASSIGNMENT_COLUMNS})
+NEW_RESPONSE = insert(RESPONSES).values({c: bindparam(c) for c in RESPONSE_COLUMNS})
 STUDY_SHAPE = select(STUDIES.c.per_item, select(func.count()).select_from(ITEMS)
                      .where(ITEMS.c.study_id == STUDIES.c.id).scalar_subquery()
                      ).where(STUDIES.c.id == bindparam("study_id"))
@@ -120,29 +123,59 @@ class CoreExecutor:
 
 
 class CompiledStatement:
-    """A Core statement compiled once for SQLite: its SQL, its positional parameter names with their SQLAlchemy bind
-    processors and default values, and the result processors of its columns."""
+    """A Core statement compiled once for SQLite: its SQL, a plan for its positional parameters and the result
+    processors of its columns.
 
-    def __init__(self, statement, dialect: Dialect, column_keys: Sequence[str] | None = None):
-        compiled = statement.compile(dialect=dialect, column_keys=list(column_keys) if column_keys else None)
+    The plan is worked out once from the compiled statement, so an execution does not call SQLAlchemy's
+    ``construct_params`` (a dict of every bind, about a third of the hot path's time): a bind that needs a value
+    (``bindparam("annotator_id")``, an INSERT's columns) is read from the parameter dict by its key, a bind with a
+    fixed value (``LIMIT 8``, ``submitted=True``) is converted once; SQLAlchemy's bind processors run only for the
+    types that have one (DateTime, Boolean, JSON). Fixed values cannot be overridden per execution (the hot path
+    never does), and binds with a callable value or rendered at execution time (``IN`` lists) are refused."""
+
+    def __init__(self, statement, dialect: Dialect):
+        compiled = statement.compile(dialect=dialect)
+        if compiled.post_compile_params:
+            raise ValueError(f"statement binds values at execution time, not supported here: {compiled}")
         self.sql = str(compiled)
         self.compiled = compiled
-        self.names = tuple(compiled.positiontup or ())
-        processors = {name: param.type.dialect_impl(dialect).bind_processor(dialect)
-                      for param, name in compiled.bind_names.items()}
-        self.bind = tuple(processors.get(name) for name in self.names)
-        self.result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None)
-                            for c in statement.exported_columns)  # selected or RETURNING columns
-        self.converts_results = any(self.result)
+        by_name = {compiled.escaped_bind_names.get(name, name): param for param, name in compiled.bind_names.items()}
+        plan = []
+        for name in compiled.positiontup or ():
+            param = by_name[name]
+            process = param.type.dialect_impl(dialect).bind_processor(dialect)
+            if param.required:
+                plan.append((param.key, None, process))
+            elif param.callable is not None:
+                raise ValueError(f"bind parameter {param.key!r} has a callable value, not supported here")
+            else:
+                plan.append((None, param.value if process is None else process(param.value), None))
+        self.plan = tuple(plan)
+        self.keys = tuple(key for key, _, _ in plan)  # (None marks a fixed value)
+        if plan and all(key is not None and process is None for key, _, process in plan):
+            # the common case, values as they are: one C call (itemgetter of one key returns the bare value)
+            get = itemgetter(*self.keys)
+            self.parameters = get if len(plan) > 1 else lambda params: (get(params),)
+        result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None)
+                       for c in statement.exported_columns)  # selected or RETURNING columns
+        self.converted = tuple((i, p) for i, p in enumerate(result) if p is not None)
 
-    def parameters(self, params: dict[str, Any]) -> tuple:
-        values = self.compiled.construct_params(params)
-        return tuple(values[n] if p is None else p(values[n]) for n, p in zip(self.names, self.bind))
+    def parameters(self, params: dict[str, Any]) -> Sequence[Any]:
+        """The positional parameters of one execution, from a dict with a value for every required bind."""
+        return [fixed if key is None else params[key] if process is None else process(params[key])
+                for key, fixed, process in self.plan]
 
-    def convert(self, row: Sequence[Any]) -> tuple:
-        if not self.converts_results:
-            return tuple(row)
-        return tuple(v if p is None else p(v) for v, p in zip(row, self.result))
+    def rows(self, rows: list) -> list:
+        """Driver rows with the columns' result processors applied (the rows as they are when none has one)."""
+        if not self.converted:
+            return rows
+        out = []
+        for row in rows:
+            row = list(row)
+            for i, process in self.converted:
+                row[i] = process(row[i])
+            out.append(tuple(row))
+        return out
 
 
 class SQLiteExecutor:
@@ -151,24 +184,21 @@ class SQLiteExecutor:
     def __init__(self, cursor, dialect: Dialect, cache: dict):
         self.cursor, self.dialect, self.cache = cursor, dialect, cache
 
-    def _compiled(self, statement, params) -> CompiledStatement:
-        key = (statement, tuple(params) if statement.is_insert else None)
-        found = self.cache.get(key)
-        if found is None:
-            found = self.cache[key] = CompiledStatement(statement, self.dialect,
-                                                        tuple(params) if statement.is_insert else None)
+    def _compile(self, statement) -> CompiledStatement:
+        found = self.cache[statement] = CompiledStatement(statement, self.dialect)
         return found
 
     def rows(self, statement, params):
-        compiled = self._compiled(statement, params)
-        return [compiled.convert(r) for r in self.cursor.execute(compiled.sql, compiled.parameters(params))]
+        compiled = self.cache.get(statement) or self._compile(statement)
+        rows = self.cursor.execute(compiled.sql, compiled.parameters(params)).fetchall()
+        return compiled.rows(rows) if compiled.converted else rows
 
     def rowcount(self, statement, params) -> int:
-        compiled = self._compiled(statement, params)
+        compiled = self.cache.get(statement) or self._compile(statement)
         return self.cursor.execute(compiled.sql, compiled.parameters(params)).rowcount
 
     def insert(self, statement, params) -> int:
-        compiled = self._compiled(statement, params)
+        compiled = self.cache.get(statement) or self._compile(statement)
         return self.cursor.execute(compiled.sql, compiled.parameters(params)).lastrowid
 
 
@@ -237,4 +267,4 @@ class HotPath:
         return None if row is None else bool(row[0])
 
     def new_response(self, values) -> None:
-        self.executor.insert(NEW_RESPONSE, {c: values[c] for c in RESPONSE_COLUMNS})
+        self.executor.insert(NEW_RESPONSE, values)  # values: one per RESPONSE_COLUMNS

@@ -111,12 +111,12 @@ class Store:
         # the SQLite fast path's driver connections (see hotpath.SQLiteExecutor), one per concurrent transaction:
         # store calls run in a thread pool, and a sqlite3 connection holds one transaction at a time
         self._sqlite_connections: queue.SimpleQueue = queue.SimpleQueue()
+        self._no_wait_connection = None  # the one for writes inside without_waiting (busy timeout 0, see _txn)
         self._compiled: dict = {}  # Core statement -> CompiledStatement, for the SQLite fast path
         # this process's SQLite writers queue here rather than in SQLite's busy handler, whose sleeps back off
         # (1, 2, 5 ... 100 ms) and gave submissions a tail of seconds under load; other processes still wait in it
         self._sqlite_writer = threading.Lock()
         self._no_wait = threading.local()  # see without_waiting
-        self.busy_timeout_ms = int(busy_timeout * 1000)
         self._checkpointer: threading.Thread | None = None
         self.fast_sqlite = fast_sqlite and self.engine.dialect.name == "sqlite" and \
             self.engine.url.database not in (None, "", ":memory:")
@@ -271,34 +271,40 @@ class Store:
         no_wait = write and getattr(self._no_wait, "on", False)
         if write and not self._sqlite_writer.acquire(blocking=not no_wait):
             raise WouldWait  # another of this process's writers is in a transaction
-        try:
-            pooled = self._sqlite_connections.get_nowait()
-        except queue.Empty:
-            pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
+        if no_wait:
+            # a write that must not wait runs on its own connection, whose busy timeout is 0 for good (set once),
+            # not on one switched to 0 and back around every BEGIN (two more statements per submission); one is
+            # enough: such a write holds the writer lock, so no two run at once
+            pooled = self._no_wait_connection
+            if pooled is None:
+                pooled = self._no_wait_connection = self.engine.raw_connection()
+                pooled.driver_connection.execute("PRAGMA busy_timeout=0")
+        else:
+            try:
+                pooled = self._sqlite_connections.get_nowait()
+            except queue.Empty:
+                pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
         raw = pooled.driver_connection
         cur = raw.cursor()
         try:
-            if no_wait:
-                cur.execute("PRAGMA busy_timeout=0")
-                try:
-                    cur.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:  # another process holds the write lock
-                    raise WouldWait from exc
-                finally:
-                    cur.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-            else:
-                cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield HotPath(SQLiteExecutor(cur, self.engine.dialect, self._compiled), lock_studies=False)
             cur.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if raw.in_transaction:
                 raw.execute("ROLLBACK")
+            if no_wait and isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                # another process holds the write lock (at BEGIN IMMEDIATE; in WAL mode nothing later in the
+                # transaction waits, but if it did, it is rolled back here too): nothing was done
+                raise WouldWait from exc
             raise
         finally:
             if write:
                 self._sqlite_writer.release()
             cur.close()
-            if self._sqlite_connections.qsize() < _IDLE_SQLITE_CONNECTIONS:
+            if no_wait:  # it stays the no-wait connection
+                pass
+            elif self._sqlite_connections.qsize() < _IDLE_SQLITE_CONNECTIONS:
                 self._sqlite_connections.put(pooled)
             else:  # back to SQLAlchemy's pool (its size bounds all connections together)
                 pooled.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from toxiforge.cli import analysis, annotate, bias, classify, generate, training
+from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, training
 from toxiforge.cli._app import app, console, err_console
 from toxiforge.errors import ToxiforgeError
 
@@ -21,6 +21,7 @@ analysis.register(app)
 training.register(app)
 annotate.register(app)
 bias.register(app)
+bench.register(app)
 
 
 def main() -> None:

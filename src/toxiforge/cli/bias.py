@@ -1,4 +1,5 @@
-"""Commands: bias measure, bias lexicon fetch/show, bias dialect fetch/predict (Zhou et al. 2021)."""
+"""Commands: bias measure, bias lexicon fetch/show, bias dialect fetch/predict (Zhou et al. 2021); the
+mitigation commands (datamap, aflite) join the group from cli/debias.py at the bottom."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import console
+from toxiforge.cli.debias import register_bias_commands
 
 bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
                             "(2021) measure them.", no_args_is_help=True)
@@ -158,3 +160,6 @@ def dialect_predict(
                     for i, d in enumerate(DIALECTS)})
     write_table(pa.table(columns), out)
     console.print(f"wrote {len(texts)} rows to {out}", highlight=False)
+
+
+register_bias_commands(bias_app)  # datamap, aflite, relabel: the mitigation side (cli/debias.py, issue 11)

@@ -126,21 +126,29 @@ def generate(
                                     "(an OpenAI-compatible server)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    top_k: int = typer.Option(40, "--top-k", help="Sample from the k most likely tokens (paper: 40)."),
-    temperature: float = typer.Option(0.9, "--temperature", help="Sampling temperature (paper: 0.9)."),
-    max_new_tokens: int = typer.Option(30, "--max-new-tokens", help="Token budget per statement (paper: 30)."),
+    # Decoding settings: None = the method's default (its config holds the paper's values and checks them all).
+    top_k: int | None = typer.Option(None, "--top-k", help="top-k: sample from the k most likely tokens (paper: 40)."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Temperature (paper: 0.9)."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement (paper: 30)."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
     fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
-    beams: int = typer.Option(10, "--beams", help="ALICE: beams (paper: 10)."),
-    candidates: int = typer.Option(100, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
-    lambda_lm: float = typer.Option(0.5, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
-    lambda_clf: float = typer.Option(0.5, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5)."),
+    beams: int | None = typer.Option(None, "--beams", help="ALICE: beams (paper: 10)."),
+    candidates: int | None = typer.Option(None, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
+    lambda_lm: float | None = typer.Option(None, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
+    lambda_clf: float | None = typer.Option(None, "--lambda-clf",
+                                            help="ALICE: weight of the classifier term (paper: 0.5)."),
     classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
-    no_repeat_ngram: int = typer.Option(3, "--no-repeat-ngram", help="ALICE: ban repeated n-grams (0 = off)."),
-    alice_mode: str = typer.Option("auto", "--alice-mode",
-                                   help="ALICE: auto (from the prompt label), false-negatives or false-positives."),
+    classifier_top_extensions: int | None = typer.Option(
+        None, "--classifier-top-extensions",
+        help="ALICE: score the classifier only on each prompt's N best extensions by beam + LM score, dropping the "
+             "rest (upstream's code: 2 × beams). Default: every candidate, as the paper."),
+    no_repeat_ngram: int | None = typer.Option(
+        None, "--no-repeat-ngram", help="ALICE: ban repeating an n-gram of the generated tokens (default 3; 0 = off)."),
+    alice_mode: str | None = typer.Option(
+        None, "--alice-mode", help="ALICE: auto (from the prompt label, the default), false-negatives or "
+                                   "false-positives."),
     num_return: int | None = typer.Option(
         None, "--num-return", help="ALICE: rows per prompt, the N best finished hypotheses (1..--beams; default 1). "
                                    "Column hypothesis_rank: 0 = best."),
@@ -159,64 +167,53 @@ def generate(
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
     from dataclasses import replace
+    from functools import partial
 
-    from toxiforge.decoding import AliceConfig, AliceDecoder, TopKConfig, TopKDecoder
+    from toxiforge.decoding import decoder_config, make_decoder
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.pipeline import GenerationPlan, JobConfig, check_output_dir, run_generation
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
-    method = method.strip().lower()
-    if method not in ("top-k", "alice"):
-        raise InputError(f"unknown --method {method!r}", hint="use top-k or alice")
-    if method == "alice" and classifier is None:
-        raise InputError("--method alice needs --classifier",
-                         hint="name the classifier to attack, e.g. --classifier profanity-check (works offline)")
-    if num_return is not None and method != "alice":
-        raise InputError(f"--num-return {num_return} works with --method alice only (top-k writes one sample per "
-                         "prompt)", hint="drop --num-return, or use --method alice")
-    if num_return is not None and beams >= 1 and not 1 <= num_return <= beams:
-        raise InputError(f"--num-return {num_return} must be between 1 and --beams ({beams})",
-                         hint=f"use --num-return {max(1, min(num_return, beams))}, or raise --beams")
+    # the method's config checks every value (and refuses settings of another method) before a model loads
+    decoding = decoder_config(method, {
+        "temperature": temperature, "max_new_tokens": max_new_tokens, "top_k": top_k, "num_beams": beams,
+        "candidates": candidates, "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
+        "classifier_top_n": classifier_top_n, "classifier_top_extensions": classifier_top_extensions,
+        "no_repeat_ngram_size": no_repeat_ngram, "mode": alice_mode, "num_return": num_return})
     group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else split_list(groups)
     source = prompts or demonstrations
     label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
     plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
                                prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
-    if method == "alice":
-        alice = AliceConfig(lambda_lm=lambda_lm, lambda_clf=lambda_clf, num_beams=beams, candidates=candidates,
-                            temperature=temperature, max_new_tokens=max_new_tokens, classifier_top_n=classifier_top_n,
-                            no_repeat_ngram_size=no_repeat_ngram, mode=alice_mode,  # type: ignore[arg-type]
-                            num_return=num_return or 1)
-    else:
-        topk = TopKConfig(top_k=top_k, temperature=temperature, max_new_tokens=max_new_tokens)
     job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
     plan.expand()  # validate the prompt source before loading the models
     check_output_dir(out, resume)
     from toxiforge.models import API_PREFIX
 
     api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
-    if api and method == "alice":
-        api["top_logprobs"] = candidates  # the server may allow fewer: capped below
+    alice = decoding.method == "alice"
+    if api and alice:
+        api["top_logprobs"] = decoding.candidates  # the server may allow fewer: capped below
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight
         job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
     lm = load_lm(model, dtype, device, **api) if api else None  # a server: cheap to open here, to check it
-    if lm is not None and method == "alice" and lm.top_logprobs() < candidates:
+    if lm is not None and alice and lm.top_logprobs() < decoding.candidates:
         console.print(f"note: {lm.name} returns at most {lm.top_logprobs()} log-probabilities per token, so ALICE "
-                      f"ranks {lm.top_logprobs()} candidates per beam (not {candidates})")
-        alice = replace(alice, candidates=lm.top_logprobs())
-    if lm is not None and method == "top-k" and not lm.honours_top_k:
+                      f"ranks {lm.top_logprobs()} candidates per beam (not {decoding.candidates})")
+        decoding = replace(decoding, candidates=lm.top_logprobs())
+    if lm is not None and not alice and not lm.honours_top_k:
         console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k (vLLM and llama.cpp "
                       "apply it); check the server's documentation")
-    make_decoder = (lambda clf: AliceDecoder(clf, alice)) if method == "alice" else (lambda clf: TopKDecoder(topk))
+    decoder_for = partial(make_decoder, decoding)  # classifier -> decoder; a Ray worker builds its own
     if ray or ray_address:
         from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, run_generation_ray
 
         if lm is not None:
             lm.close()
-        setup = WorkerSetup(model, make_decoder, classifier, model_options=api or {"dtype": dtype, "device": device},
+        setup = WorkerSetup(model, decoder_for, classifier, model_options=api or {"dtype": dtype, "device": device},
                             classifier_options={"device": device})
         result = run_generation_ray(plan, setup, out, config=job, resume=resume, progress=progress,
                                     ray_config=RayConfig(address=ray_address, workers=workers,
@@ -230,7 +227,7 @@ def generate(
 
             clf = load_classifier(classifier, device=device)
         lm = lm or load_lm(model, dtype, device)
-        result = run_generation(plan, lm, out, decoder=make_decoder(clf), config=job, resume=resume,
+        result = run_generation(plan, lm, out, decoder=decoder_for(clf), config=job, resume=resume,
                                 progress=progress, classifier=clf)
         clf_name = clf.name if clf is not None else None
     counts = result.manifest["counts"]

@@ -7,9 +7,11 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.cli.debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
-experiment_app = typer.Typer(help="The paper's experiments as commands (Table 4 / Table 7).", no_args_is_help=True)
+experiment_app = typer.Typer(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
+                                  "debiasing comparison).", no_args_is_help=True)
 
 
 def _specs(values: list[str]) -> list[str]:
@@ -59,6 +61,14 @@ def train_command(
     bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    debias: str | None = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
+                                         "2019; needs --bias-only). The saved model is a plain classifier."),
+    bias_only: str | None = typer.Option(None, "--bias-only", help="Bias-only model: noi, oni, oi or toxtrig (a "
+                                         "calibrated linear SVM on the TOXTRIG words, Zhou et al.'s LMIXIN-ONI / "
+                                         "-TOXTRIG; KIND:LEXICON.csv replaces the lists), terms:FILE (any word "
+                                         "list) or column:NAME (precomputed p(toxic) in the training files)."),
+    entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
+                                                   "learned-mixin+h (default 0.01, Zhou et al.'s code)."),
 ) -> None:
     """Fine-tune an encoder for binary toxicity on ToxiGen/toxiforge data (Trainer; torchrun/accelerate ready)."""
     from rich.table import Table
@@ -70,6 +80,11 @@ def train_command(
 
     subset = normalize_subset(subset)
     require_empty_dir(out, overwrite)
+    if (debias is None) != (bias_only is None):
+        from toxiforge.errors import InputError
+
+        raise InputError("--debias and --bias-only go together",
+                         hint="e.g. --debias learned-mixin+h --bias-only toxtrig")
     datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
@@ -79,8 +94,20 @@ def train_command(
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)
-    result = train_classifier(rows, out, config, eval_examples=held, progress=progress, overwrite=overwrite,
-                              console=err_console, data_sources=[d.source for d in datasets])
+    common = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
+                  data_sources=[d.source for d in datasets])
+    if debias is not None and bias_only is not None:
+        from toxiforge.bias.bias_only import bias_only_probabilities
+        from toxiforge.training.debias import normalize_method, train_debiased
+
+        method = normalize_method(debias)
+        probs = bias_only_probabilities(bias_only, rows, sources=[d.source for d in datasets])
+        console.print(f"{method} against bias-only model {bias_only} (mean p(toxic) {probs.mean():.3f})",
+                      highlight=False, soft_wrap=True)
+        result = train_debiased(rows, out, config, bias_probs=probs, method=method, entropy_weight=entropy_weight,
+                                bias_only=bias_only, **common)
+    else:
+        result = train_classifier(rows, out, config, **common)
     if not result.log:  # not the main process of a multi-GPU run
         return
     table = Table(title=f"Training log ({out / 'training_log.json'})")
@@ -195,3 +222,6 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train_command)
     app.command("evaluate")(evaluate_command)
     app.add_typer(experiment_app, name="experiment")
+
+
+register_experiment_commands(experiment_app)  # experiment debias (cli/debias.py, issue 11)

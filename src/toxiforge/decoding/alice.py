@@ -1,71 +1,117 @@
 """ALICE: classifier-in-the-loop constrained beam search (ToxiGen, Hartvigsen et al. 2022, §3.2–3.3, eq. 1).
 
 Each step, every beam's candidates are its ``candidates`` (100) most likely next tokens under the LM at
-temperature 0.9, after the token bans. A candidate's step score is
+temperature 0.9, after the token constraints. A candidate's step score is
 
     λL · log p_LM(token | prefix) + λC · log p_CLF(target class | generated text + token)       (eq. 1)
 
 with λL = λC = 0.5; a beam's score is the sum of its step scores. 10 beams, at most 30 new tokens, a hypothesis
 ends at a token containing a newline (or EOS), finished hypotheses are ranked by score / length ** 1 (length
 penalty 1), and the best finished hypothesis is the statement (with ``num_return`` > 1 the best ``num_return``
-finished hypotheses, each a statement of its own). The classifier sees only the continuation,
-never the prompt. A toxic prompt steers toward the classifier's benign class (false negatives); a benign prompt
-toward the toxic class (false positives).
+finished hypotheses, each a statement of its own). The classifier sees only the continuation, never the prompt.
+A toxic prompt steers toward the classifier's benign class (false negatives); a benign prompt toward the toxic
+class (false positives).
 
 The loop is plain batched beam search — the same candidate selection, finished-hypothesis bookkeeping and early
-stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False), so with λC = 0 and no bans it
-returns what ``model.generate(num_beams=...)`` returns — plus pluggable scorers (:mod:`.scorers`). All prompts
-and beams of a batch go through the LM in one forward pass per step; the KV cache is reordered on the device;
-the classifier gets one batched call per step; prompts whose search has ended leave the batch.
+stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; pieces in :mod:`.beam`), so with
+λC = 0 and no constraints it returns what ``model.generate(num_beams=...)`` returns — plus scorers
+(:mod:`.scorers`, one protocol): the prompt ban, the no-repeat rule, the stop-token rule and the classifier term.
+All prompts and beams of a batch go through the LM in one forward pass per step; the KV cache is reordered on
+the device; the classifier gets one batched call per step; prompts whose search has ended leave the batch.
 
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the
   allowed ones with top-k; here the top ``candidates`` tokens are ranked exactly, no re-sampling.
-* ``no_repeat_ngram_size`` (default 3, 0 disables): small open LMs under plain beam search repeat themselves
-  ("asian asian asian" on SmolLM2); the paper's GPT-3 needed no such rule.
+* The target group's name may be copied from the prompt (``exempt_group_terms``, default on): the paper bans
+  prompt tokens "to prevent direct copying", but its statements must "include mentions of minority groups by
+  name" (§3.1), and every demonstration names the group, so the ban removed the group's own name tokens
+  (on ``make demo`` 15.6% of ALICE statements named their group, top-k 59.4%; Table 6 has ALICE slightly above
+  top-k). The tokens of the prompt that spell one of the group's identity terms (:mod:`toxiforge.groups`) are
+  exempt; all other prompt tokens stay banned.
+* ``no_repeat_ngram_size`` (default 3, 0 disables), over the generated tokens only: small open LMs under plain
+  beam search repeat themselves ("asian asian asian" on SmolLM2); the paper's GPT-3 needed no such rule. Applied
+  to prompt + continuation it banned every demonstration's "\\n" "-" X trigram, so a statement could never open
+  with a demonstration's first word (" the", " my", " many") nor end a sentence the way a demonstration did.
+* ``require_text`` (default on): stop tokens (newline, EOS) are masked until the continuation has text, so an
+  empty hypothesis (a newline at step 1) cannot finish and win; the paper has no minimum length. The decoder
+  also skips hypotheses whose statement is empty when a non-empty one finished.
 * ``classifier_top_n``: optionally score the classifier only on each beam's best N candidates by LM score
   (others are dropped), for speed; default None = all candidates, as the paper.
+* The classifier scores the text without a trailing incomplete character (U+FFFD from the partial bytes of an
+  emoji or accented letter that the next token would finish).
+* A search in which nothing can finish (every candidate banned or -inf) returns an empty statement with finish
+  reason "blocked" and a warning.
 
-Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py``), all deliberate fixes:
+Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py`` at 01517e8):
 * Upstream saw only 5 candidate tokens per beam (API top-logprobs); here 100 from the full distribution.
-* Upstream applied the classifier block twice per step (effective weights 0.25 LM / 0.75 classifier); here
-  each term once, with the weights as given.
+* Upstream's first step took the LM's top 10 tokens with no classifier term and no ban; here step 1 is an
+  ordinary step (classifier and constraints apply).
+* Upstream scored the classifier only on the 2W best extensions by beam + LM score (W beams) and dropped the
+  rest; here every candidate is scored, as the paper describes. Upstream's set is available as
+  ``classifier_top_extensions=2 * num_beams`` (it changes results: a candidate the classifier favours but the
+  LM ranks low is never seen).
+* Upstream applied the classifier block twice per step (effective weights 0.25 LM / 0.75 classifier) and
+  multiplied the running score by 0.25 every step (older steps fade); here each term counts once, with the
+  weights as given, and a beam's score is the plain sum of its step scores (eq. 1).
+* Upstream normalised a finished hypothesis' score by the character length of prompt + text; here by the
+  number of generated tokens (``length_penalty`` 1), as transformers.
 * Upstream padded classifier inputs with id 0 and no attention mask (id 0 is ``<s>`` for RoBERTa); classifier
   backends here pad with the tokenizer's pad token and pass attention masks.
 * Upstream recomputed the whole prefix every step, one prompt at a time, on CPU only; here one batched forward
   step per token with a KV cache, on CPU or CUDA.
-* Prompt tokens: as upstream, tokens of the prompt are banned except punctuation and stopwords (scikit-learn's
-  English list); upstream gave them score -100, here -inf. Note this also bans the prompt's group-name tokens
-  in the exact casing/spacing they appear in the prompt.
+* Prompt ban: upstream banned (score -100) every candidate whose text is a case-sensitive substring of the
+  prompt string, except NLTK's English stopwords and the characters ``\\ . , ! n \\n``; here -inf for the
+  prompt's own tokens (exact ids: " Asian" and "Asian" are different tokens), except whitespace, punctuation and
+  scikit-learn's English stopwords (no NLTK dependency), and the target group's identity terms (above).
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
+from toxiforge.decoding.beam import (
+    BeamState,
+    FinishedPool,
+    Hypothesis,
+    beams_to_keep,
+    next_beams,
+    record_finished,
+    search_done,
+    top_continuations,
+)
 from toxiforge.decoding.scorers import (
-    ClassifierScorer,
+    ClassifierTerm,
     NoRepeatNGram,
     PromptTokenBan,
+    RequireText,
+    Scorer,
     exempt_from_prompt_ban,
+    group_term_tokens,
     lm_scores,
+    text_tokens,
+    weighted,
 )
-from toxiforge.decoding.topk import Sample, postprocess
+from toxiforge.decoding.types import Sample, postprocess
 from toxiforge.errors import InputError
+from toxiforge.groups import Group, resolve_group
 from toxiforge.models.base import LanguageModel
 
 Mode = Literal["auto", "false-negatives", "false-positives"]
-MASKED = -1.0e9  # as transformers: a finite "impossible" score, so sums never become NaN
 
 
 @dataclass(frozen=True)
 class AliceConfig:
-    """ALICE settings; defaults are the paper's (§3.3) except ``no_repeat_ngram_size`` (see module doc)."""
+    """ALICE settings; defaults are the paper's (§3.3) except the departures in the module docstring. The one
+    place these values are checked."""
+
+    method: ClassVar[str] = "alice"
 
     lambda_lm: float = 0.5
     lambda_clf: float = 0.5
@@ -75,26 +121,38 @@ class AliceConfig:
     max_new_tokens: int = 30
     length_penalty: float = 1.0
     classifier_top_n: int | None = None
+    classifier_top_extensions: int | None = None
     no_repeat_ngram_size: int = 3
     ban_prompt_tokens: bool = True
+    exempt_group_terms: bool = True
+    require_text: bool = True
     mode: Mode = "auto"
     num_return: int = 1
     stop_at_newline: bool = True
 
     def __post_init__(self) -> None:
+        lambdas = (self.lambda_lm, self.lambda_clf)
         checks = [
             (self.num_beams >= 1, f"num_beams={self.num_beams} must be at least 1", "use --beams 10"),
             (self.candidates >= 1, f"candidates={self.candidates} must be at least 1", "use --candidates 100"),
             (self.classifier_top_n is None or self.classifier_top_n >= 1,
              f"classifier_top_n={self.classifier_top_n} must be at least 1", "omit it to score all candidates"),
-            (self.temperature > 0, f"temperature={self.temperature} must be > 0", "use 0.9"),
+            (self.classifier_top_extensions is None or self.classifier_top_extensions >= 1,
+             f"classifier_top_extensions={self.classifier_top_extensions} must be at least 1",
+             "omit it to score all candidates, or use 2 × beams (upstream's)"),
+            (self.temperature > 0 and math.isfinite(self.temperature),
+             f"temperature={self.temperature} must be a finite number > 0", "use 0.9"),
             (self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens} must be at least 1", "use 30"),
-            (self.lambda_lm >= 0 and self.lambda_clf >= 0, "λ weights must be non-negative", "use 0.5 and 0.5"),
+            (all(math.isfinite(x) and x >= 0 for x in lambdas) and any(x > 0 for x in lambdas),
+             f"λ weights (lambda_lm={self.lambda_lm}, lambda_clf={self.lambda_clf}) must be finite, non-negative "
+             "and not both 0", "use 0.5 and 0.5 (the paper's)"),
+            (self.length_penalty >= 0, f"length_penalty={self.length_penalty} must be >= 0", "use 1"),
             (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size must be >= 0", "use 3, or 0 to disable"),
             (self.mode in ("auto", "false-negatives", "false-positives"), f"unknown mode {self.mode!r}",
              "use auto, false-negatives or false-positives"),
-            (1 <= self.num_return <= self.num_beams, f"num_return={self.num_return} must be in 1..num_beams",
-             "return at most as many hypotheses as beams"),
+            (1 <= self.num_return <= self.num_beams,
+             f"num_return={self.num_return} must be between 1 and num_beams ({self.num_beams})",
+             "return at most as many hypotheses as beams, or raise --beams"),
         ]
         for ok, message, hint in checks:
             if not ok:
@@ -102,13 +160,6 @@ class AliceConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": "ALICE", **asdict(self)}
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    token_ids: tuple[int, ...]
-    score: float          # length-normalized beam score
-    finish_reason: str    # "newline", "eos" or "length"
 
 
 def check_lm(lm: LanguageModel, config: AliceConfig) -> None:
@@ -132,181 +183,153 @@ def target_classes(labels: Sequence[int], mode: Mode, toxic_index: int, benign_i
     return [benign_index if label == 1 else toxic_index for label in labels]
 
 
-def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[int], config: AliceConfig,
-                 classifier=None) -> list[list[Hypothesis]]:
-    """Run ALICE on a batch; ``targets[i]`` is the classifier class prompt ``i`` steers toward.
+@dataclass(frozen=True)
+class _Vocab:
+    """Per-LM token masks (each looks at the whole vocabulary, so they are computed once per LM object)."""
 
-    Returns, per prompt, up to ``num_return`` finished hypotheses, best first. ``classifier`` implements
-    ``class_log_probs``; it may be None only when ``lambda_clf == 0``.
+    exempt: torch.Tensor     # may be copied from the prompt: whitespace, punctuation, stopwords
+    has_text: torch.Tensor   # see scorers.text_tokens
+    newline: torch.Tensor    # tokens whose text contains a newline
+    eos: torch.Tensor
+
+
+_VOCAB_CACHE: weakref.WeakKeyDictionary[Any, _Vocab] = weakref.WeakKeyDictionary()
+
+
+def _vocab(lm: LanguageModel) -> _Vocab:
+    if lm not in _VOCAB_CACHE:
+        texts = lm.token_texts()
+        eos = torch.zeros(lm.vocab_size, dtype=torch.bool)
+        eos[sorted(lm.eos_token_ids)] = True
+        _VOCAB_CACHE[lm] = _Vocab(exempt_from_prompt_ban(texts), text_tokens(texts), lm.newline_mask().cpu(), eos)
+    return _VOCAB_CACHE[lm]
+
+
+def _constraints(lm: LanguageModel, prompt_ids: list[list[int]], groups: Sequence[Group | None],
+                 config: AliceConfig, stop: torch.Tensor) -> list[Scorer]:
+    """The scorers that forbid tokens (full vocabulary), for one row per prompt (the caller repeats rows)."""
+    vocab = _vocab(lm)
+    scorers: list[Scorer] = []
+    if config.ban_prompt_tokens:
+        allowed = [group_term_tokens(ids, g, lm.batch_decode) if g is not None and config.exempt_group_terms
+                   else set() for ids, g in zip(prompt_ids, groups)]
+        ban = PromptTokenBan.from_prompts(prompt_ids, vocab.exempt, allowed)
+        scorers.append(PromptTokenBan(ban.banned.to(lm.device)))
+    if config.no_repeat_ngram_size:
+        scorers.append(NoRepeatNGram(config.no_repeat_ngram_size))
+    if config.require_text:
+        scorers.append(RequireText(stop.to(lm.device), vocab.has_text.to(lm.device)))
+    return scorers
+
+
+def keep_best_extensions(state: BeamState, step_scores: torch.Tensor, n: int) -> torch.Tensor:
+    """Upstream's classifier set: per prompt, only the ``n`` best (beam, candidate) extensions by running score +
+    weighted LM score stay; the others get ``-inf`` (so the classifier never scores them)."""
+    slots, width = state.rows // state.num_beams, state.num_beams * step_scores.shape[1]
+    total = (state.running.view(-1, 1) + step_scores).view(slots, width)
+    keep = torch.zeros_like(total, dtype=torch.bool).scatter_(1, torch.topk(total, min(n, width), dim=-1).indices,
+                                                              True)
+    return step_scores.masked_fill(~keep.view_as(step_scores), float("-inf"))
+
+
+def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[int], config: AliceConfig,
+                 classifier=None, groups: Sequence[str | Group | None] | None = None,
+                 scorers: Sequence[Scorer] = ()) -> list[list[Hypothesis]]:
+    """Run ALICE on a batch; ``targets[i]`` is the classifier class prompt ``i`` steers toward, ``groups[i]`` its
+    target group (its identity terms may be copied from the prompt; None: no exemption).
+
+    Returns, per prompt, up to ``num_return`` finished hypotheses, best first; a prompt for which nothing could
+    finish gets one empty hypothesis with finish reason "blocked" (and a warning). ``classifier`` implements
+    ``class_log_probs``; it may be None only when ``lambda_clf == 0``. ``scorers`` are extra constraints
+    (full-vocabulary :class:`~toxiforge.decoding.scorers.Scorer`s with one row per prompt), applied after the
+    built-in ones.
     """
-    if len(prompts) != len(targets):
-        raise InputError(f"{len(prompts)} prompts but {len(targets)} targets", hint="pass one target per prompt")
+    groups = list(groups) if groups is not None else [None] * len(prompts)
+    if not len(prompts) == len(targets) == len(groups):
+        raise InputError(f"{len(prompts)} prompts, {len(targets)} targets and {len(groups)} groups",
+                         hint="pass one target and one group per prompt")
     if config.lambda_clf > 0 and classifier is None:
         raise InputError("lambda_clf > 0 but no classifier was given", hint="pass a classifier or lambda_clf=0")
     if not prompts:
         return []
-    W, B, device = config.num_beams, len(prompts), lm.device
-    stop = (lm.newline_mask().to(device).clone() if config.stop_at_newline
-            else torch.zeros(lm.vocab_size, dtype=torch.bool, device=device))
-    stop[sorted(lm.eos_token_ids)] = True
-    eos = torch.zeros_like(stop)
-    eos[sorted(lm.eos_token_ids)] = True
+    vocab, device, width = _vocab(lm), lm.device, config.num_beams
+    stop = (vocab.newline | vocab.eos) if config.stop_at_newline else vocab.eos.clone()
     candidates = min(config.candidates, lm.vocab_size)
-    keep = min((1 + int(stop.sum())) * W, W * candidates) if W > 1 else min(2, candidates)
+    keep = beams_to_keep(width, int(stop.sum()), candidates)
+    stop, eos = stop.to(device), vocab.eos.to(device)
 
     prompt_ids = [lm.encode(p) for p in prompts]
-    token_scorers: list = []
-    ban = None
-    if config.ban_prompt_tokens:
-        ban = PromptTokenBan.from_prompts(prompt_ids, _exempt_tokens(lm))
-        ban = PromptTokenBan(ban.banned.to(device)).select(torch.arange(B, device=device).repeat_interleave(W))
-    if config.no_repeat_ngram_size:
-        token_scorers.append(NoRepeatNGram(config.no_repeat_ngram_size))
-    clf = ClassifierScorer(classifier.class_log_probs, lm.batch_decode) if config.lambda_clf > 0 else None
-
-    width = max(len(ids) for ids in prompt_ids)
-    history = torch.full((B * W, width), -1, dtype=torch.long)   # prompt ids, left-padded with -1 (never a token)
-    for b, ids in enumerate(prompt_ids):
-        if ids:
-            history[b * W:(b + 1) * W, width - len(ids):] = torch.tensor(ids)
-    history = history.to(device)
-    row_targets = torch.tensor(list(targets), dtype=torch.long).repeat_interleave(W)
-
+    group_objects = [resolve_group(g) if isinstance(g, str) else g for g in groups]
+    expand = torch.arange(len(prompts), device=device).repeat_interleave(width)  # each prompt -> its beams' rows
+    constraints = [s.keep_rows(expand) for s in
+                   _constraints(lm, prompt_ids, group_objects, config, stop) + list(scorers)]
+    classifier_term = (ClassifierTerm(classifier.class_log_probs, lm.batch_decode, config.lambda_clf)
+                       if config.lambda_clf > 0 else None)
+    state = BeamState.start(targets, width, lm.vocab_size, device)
+    pools = [FinishedPool(width) for _ in prompts]
     session = lm.start(prompts)
-    session.select(torch.arange(B, device=device).repeat_interleave(W))
-    running = torch.full((B, W), MASKED, device=device)
-    running[:, 0] = 0.0                                    # step 1 expands beam 0 only (its copies are identical)
-    generated = torch.zeros((B * W, 0), dtype=torch.long, device=device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
-    active = list(range(B))                                # original prompt index of each batch slot
+    session.select(expand)
 
     for step in range(config.max_new_tokens):
-        n_active = len(active)
-        scores = lm_scores(session.logprobs(), config.temperature)
-        if ban is not None:
-            scores = ban(history, scores)
-        for scorer in token_scorers:
-            scores = scorer(torch.cat([history, generated], dim=1), scores)
-        cand_lm, cand_ids = torch.topk(scores, candidates, dim=-1)                    # [rows, C], best first
-        step_scores = config.lambda_lm * cand_lm
-        if clf is not None:
-            n = candidates if config.classifier_top_n is None else min(config.classifier_top_n, candidates)
-            step_scores, cand_ids = step_scores[:, :n], cand_ids[:, :n]
-            live = (running.view(-1) > MASKED / 2).nonzero().view(-1)                  # skip masked step-1 copies
-            clf_scores = torch.zeros_like(step_scores)
-            clf_scores[live] = clf(generated[live], cand_ids[live], row_targets[live.cpu()]).to(clf_scores)
-            step_scores = step_scores + config.lambda_clf * clf_scores
-        n_cand = step_scores.shape[1]
-
-        total = (running.view(-1, 1) + step_scores).view(n_active, W * n_cand)
-        k = min(keep, W * n_cand)
-        top_scores, top_flat = torch.topk(total, k, dim=-1)                           # [B, K]
-        top_beam = top_flat // n_cand
-        top_token = cand_ids.reshape(n_active, W * n_cand).gather(1, top_flat)
         last_step = step + 1 == config.max_new_tokens
-        hits = stop[top_token] | last_step
+        length_norm = (step + 1) ** config.length_penalty
+        token_scores = lm_scores(session.logprobs(), config.temperature)
+        for constraint in constraints:
+            token_scores = constraint(state, token_scores)
+        lm_top, token_ids = torch.topk(token_scores, candidates, dim=-1)           # [rows, C], best first
+        if classifier_term is not None and config.classifier_top_n is not None:
+            lm_top, token_ids = lm_top[:, :config.classifier_top_n], token_ids[:, :config.classifier_top_n]
+        step_scores = weighted(config.lambda_lm, lm_top)                            # guarded: 0 · -inf stays -inf
+        if classifier_term is not None:
+            if config.classifier_top_extensions is not None:
+                step_scores = keep_best_extensions(state, step_scores, config.classifier_top_extensions)
+            step_scores = classifier_term(state, step_scores, token_ids)
 
-        _record_finished(finished, active, generated, top_scores, top_beam, top_token, hits, eos, stop, W,
-                         (step + 1) ** config.length_penalty)
-
-        run_scores, run_pick = torch.topk(top_scores.masked_fill(hits, MASKED), W, dim=-1)
+        cont = top_continuations(state, step_scores, token_ids, keep)
+        finishing = stop[cont.tokens] | last_step
+        record_finished(pools, state, cont, finishing, stop, eos, length_norm)
         if last_step:
             break
-        src_rows = (torch.arange(n_active, device=device).view(-1, 1) * W + top_beam.gather(1, run_pick)).view(-1)
-        next_tokens = top_token.gather(1, run_pick).view(-1)
-        running = run_scores
-        generated = torch.cat([generated.index_select(0, src_rows), next_tokens.view(-1, 1)], dim=1)
-        session.select(src_rows)
-
-        done = _search_done(finished, active, running, W, (step + 1) ** config.length_penalty)
+        rows, tokens, running = next_beams(state, cont, finishing)
+        done = search_done(pools, state, running, length_norm)
         if all(done):
             break
         if any(done):  # drop prompts whose result can no longer change
-            slots = [i for i, d in enumerate(done) if not d]
-            rows = (torch.tensor(slots, device=device).view(-1, 1) * W + torch.arange(W, device=device)).view(-1)
-            active = [active[i] for i in slots]
-            running = running[slots]
-            generated = generated.index_select(0, rows)
-            next_tokens = next_tokens.index_select(0, rows)
-            session.select(rows)
-            history = history.index_select(0, rows)
-            row_targets = row_targets.index_select(0, rows.cpu())
-            if ban is not None:
-                ban = ban.select(rows)
-        session.advance(next_tokens)
+            kept = state.slot_rows([slot for slot, d in enumerate(done) if not d])
+            rows, tokens, running = rows[kept], tokens[kept], running[kept]
+        state = state.keep_rows(rows).extend(tokens, running)
+        constraints = [c.keep_rows(rows) for c in constraints]
+        session.select(rows)
+        session.advance(tokens)
 
-    return [sorted(h, key=lambda x: -x.score)[:config.num_return] for h in finished]
-
-
-_EXEMPT_CACHE: weakref.WeakKeyDictionary[Any, torch.Tensor] = weakref.WeakKeyDictionary()
-
-
-def _exempt_tokens(lm: LanguageModel) -> torch.Tensor:
-    """Tokens exempt from the prompt ban, computed once per LM object (it looks at the whole vocabulary)."""
-    if lm not in _EXEMPT_CACHE:
-        _EXEMPT_CACHE[lm] = exempt_from_prompt_ban(lm.token_texts())
-    return _EXEMPT_CACHE[lm]
-
-
-def _record_finished(finished, active, generated, top_scores, top_beam, top_token, hits, eos, stop, W,
-                     length_norm) -> None:
-    """Add the hypotheses among each prompt's first W candidates that end here (as transformers does).
-
-    Device tensors are copied to the host once per call (``tolist``), not element by element: on CUDA every
-    ``int(t[i])`` is a synchronizing copy."""
-    hit_slots = hits[:, :W].nonzero().tolist()
-    if not hit_slots:
-        return
-    first = top_token[:, :W]
-    scores = (top_scores[:, :W] / length_norm).tolist()
-    tokens, beams = first.tolist(), top_beam[:, :W].tolist()
-    is_eos, is_stop = eos[first].tolist(), stop[first].tolist()
-    sequences = generated.tolist()
-    for slot, j in hit_slots:
-        if scores[slot][j] * length_norm <= MASKED / 2:  # a masked candidate (banned, or a step-1 copy)
-            continue
-        prompt = active[slot]
-        token = tokens[slot][j]
-        ids = sequences[slot * W + beams[slot][j]]
-        reason = "eos" if is_eos[slot][j] else "newline" if is_stop[slot][j] else "length"
-        hyp = Hypothesis(tuple(ids if reason == "eos" else ids + [token]), scores[slot][j], reason)
-        pool = finished[prompt]
-        if len(pool) < W:
-            pool.append(hyp)
-        else:
-            worst = min(range(W), key=lambda i: pool[i].score)
-            if hyp.score > pool[worst].score:
-                pool[worst] = hyp
-
-
-def _search_done(finished, active, running, W, length_norm) -> list[bool]:
-    """transformers' early-stop heuristic: W finished and the best running beam cannot beat the worst."""
-    best_running = (running[:, 0] / length_norm).tolist()
-    done = []
-    for slot, prompt in enumerate(active):
-        pool = finished[prompt]
-        done.append(len(pool) == W and best_running[slot] <= min(h.score for h in pool))
-    return done
+    blocked = [i for i, pool in enumerate(pools) if not pool.hypotheses]
+    if blocked:
+        warnings.warn(f"ALICE finished no hypothesis for {len(blocked)} of {len(prompts)} prompts (every candidate "
+                      "was banned or scored -inf); their statements are empty, with finish reason 'blocked'. Check "
+                      "the prompt ban, extra scorers and the λ weights.", RuntimeWarning, stacklevel=2)
+    return [pool.best(config.num_return) or [Hypothesis((), float("-inf"), "blocked")] for pool in pools]
 
 
 class AliceDecoder:
-    """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`), steering toward the class chosen by
-    ``config.mode`` and the prompt label.
+    """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.types.Decoder`), steering toward the class
+    chosen by ``config.mode`` and the prompt label.
 
-    ``decode`` returns, per prompt, the best finished hypothesis as one :class:`Sample` when
-    ``config.num_return == 1``, else a list of up to ``num_return`` hypotheses, best first, that post-process to
-    distinct statements: of the (up to ``num_beams``) finished hypotheses, one whose statement equals a better
-    one's is skipped (different token sequences can decode to the same text, e.g. ``"a"+"b"`` and ``"ab"``, or a
-    statement with and without its newline). Fewer than ``num_return`` come back only when the search did not
-    finish that many distinct ones. The best hypothesis is always first, so rank 0 does not depend on
-    ``num_return``. Each sample's ``score`` is the hypothesis' length-normalized beam score. Beam search is
-    deterministic, so the per-row sampling seeds the pipeline passes are not used."""
+    ``decode`` returns, per prompt, up to ``num_return`` hypotheses, best first, that post-process to distinct,
+    non-empty statements: of the (up to ``num_beams``) finished hypotheses, one whose statement is empty or equals
+    a better one's is skipped (different token sequences can decode to the same text, e.g. ``"a"+"b"`` and
+    ``"ab"``, or a statement with and without its newline). Fewer than ``num_return`` come back only when the
+    search did not finish that many; when none has a statement, the best hypothesis comes back alone (the job
+    flags its row). The best hypothesis is always first, so rank 0 does not depend on ``num_return``. Each
+    sample's ``score`` is the hypothesis' length-normalized beam score. Beam search is deterministic, so the
+    per-row sampling seeds the pipeline passes are not used."""
 
     method = "ALICE"
+    config_type = AliceConfig
 
     def __init__(self, classifier, config: AliceConfig = AliceConfig()):
         if classifier is None and config.lambda_clf > 0:
-            raise InputError("ALICE needs a classifier", hint="pass --classifier NAME (e.g. profanity-check)")
+            raise InputError("ALICE needs a classifier to steer against",
+                             hint="pass --classifier NAME (e.g. profanity-check, which works offline)")
         if classifier is not None:
             for what, index in (("toxic", classifier.toxic_index), ("benign", classifier.benign_index)):
                 if not 0 <= index < classifier.num_classes:
@@ -317,6 +340,10 @@ class AliceDecoder:
         self.config = config
         self._checked: set[int] = set()
 
+    @classmethod
+    def from_config(cls, config: AliceConfig, classifier=None) -> AliceDecoder:
+        return cls(classifier, config)
+
     @property
     def num_return(self) -> int:
         """At most this many outputs per prompt come back from :meth:`decode`."""
@@ -325,29 +352,28 @@ class AliceDecoder:
     def settings(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
 
-    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
-               labels: Sequence[int]) -> list[Sample] | list[list[Sample]]:
+    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],
+               groups: Sequence[str] | None = None) -> list[list[Sample]]:
         if id(lm) not in self._checked:
             check_lm(lm, self.config)
             self._checked.add(id(lm))
         clf = self.classifier
         targets = target_classes(labels, self.config.mode, clf.toxic_index if clf else 1,
                                  clf.benign_index if clf else 0)
-        n = self.config.num_return
-        # the search does not depend on num_return; ask for every finished hypothesis, keep n distinct statements
-        pool = self.config if n == 1 else replace(self.config, num_return=self.config.num_beams)
-        results = alice_search(lm, prompts, targets, pool, classifier=clf)
-        outputs: list = []
-        for hyps in results:
-            hyps = hyps or [Hypothesis((), float("-inf"), "length")]
-            samples, seen = [], set()
-            for h in hyps:
-                sample = Sample(lm.decode(h.token_ids), h.token_ids, h.finish_reason, h.score)
-                statement = postprocess(sample.raw_output).text
-                if statement not in seen:
-                    seen.add(statement)
-                    samples.append(sample)
-                if len(samples) == n:
-                    break
-            outputs.append(samples[0] if n == 1 else samples)
-        return outputs
+        # the search does not depend on num_return: ask for every finished hypothesis, keep n distinct statements
+        pool = replace(self.config, num_return=self.config.num_beams)
+        results = alice_search(lm, prompts, targets, pool, classifier=clf, groups=groups)
+        return [self._distinct(lm, hyps) for hyps in results]
+
+    def _distinct(self, lm: LanguageModel, hyps: list[Hypothesis]) -> list[Sample]:
+        samples = [Sample(text, h.token_ids, h.finish_reason, h.score)
+                   for h, text in zip(hyps, lm.batch_decode([list(h.token_ids) for h in hyps]))]
+        chosen, seen = [], set()
+        for sample in samples:
+            statement = postprocess(sample.raw_output).text
+            if statement and statement not in seen:
+                seen.add(statement)
+                chosen.append(sample)
+            if len(chosen) == self.config.num_return:
+                break
+        return chosen or samples[:1]

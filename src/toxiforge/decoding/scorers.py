@@ -1,8 +1,12 @@
-"""ALICE's pluggable scorers: pure callables in the style of transformers' logits processors.
+"""ALICE's scorers: every term and constraint of a beam step implements one small protocol, :class:`Scorer`.
 
-Token scorers take ``(input_ids [rows, seq], scores [rows, vocab])`` and return new scores; they never mutate
-their inputs. The classifier scorer takes the generated tokens and the candidate tokens of each row and returns
-the classifier's log-probability of a target class for every "generated text + candidate" string.
+A scorer takes the search state (:class:`~toxiforge.decoding.beam.BeamState`: generated tokens, row targets,
+running scores) and a ``[rows, n]`` score tensor, and returns a new tensor (it never mutates its input). With
+``token_ids=None`` column ``j`` is token ``j`` (full vocabulary, before the candidates are chosen: the prompt ban,
+the no-repeat rule and the stop-token rule); otherwise ``scores[r, j]`` belongs to token ``token_ids[r, j]`` (the
+candidates: the classifier term). A constraint gives ``-inf`` to forbidden tokens; a term adds its weighted score.
+When the search reorders, repeats or drops rows, it calls ``keep_rows(rows)`` on every scorer, which returns the
+scorer for the new rows (stateless scorers return themselves).
 """
 
 from __future__ import annotations
@@ -10,18 +14,47 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from toxiforge.errors import InputError
 
-TokenScorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+if TYPE_CHECKING:
+    from toxiforge.decoding.beam import BeamState
+    from toxiforge.groups import Group
+
+MASKED = -1.0e9  # a finite "impossible" beam score (as transformers), so sums of masked scores never become NaN
+
+
+class Scorer(Protocol):
+    """One term or constraint of ALICE's step score (see the module docstring)."""
+
+    def __call__(self, state: BeamState, scores: torch.Tensor,
+                 token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """New scores; ``scores[r, j]`` scores appending token ``j`` (or ``token_ids[r, j]``) to row ``r``."""
+
+    def keep_rows(self, rows: torch.Tensor) -> Scorer:
+        """This scorer for rows ``rows`` (``LongTensor``) of the current ones, in that order."""
 
 
 def lm_scores(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
     """log p_LM at ``temperature``: ``log_softmax(logprobs / T)`` (= log-softmax of the logits / T)."""
     return torch.log_softmax(logprobs / temperature, dim=-1)
 
+
+def weighted(weight: float, scores: torch.Tensor) -> torch.Tensor:
+    """``weight · scores`` where finite; ``-inf`` (a banned token) stays ``-inf`` even for weight 0, where the
+    plain product would be NaN (and ``topk`` ranks NaN first)."""
+    return torch.where(torch.isfinite(scores), weight * scores, scores)
+
+
+def _select(mask: torch.Tensor, token_ids: torch.Tensor | None) -> torch.Tensor:
+    """``mask [rows, vocab]`` itself, or its entries for ``token_ids [rows, n]``."""
+    return mask if token_ids is None else mask.gather(1, token_ids.to(mask.device))
+
+
+# --- the prompt ban ------------------------------------------------------------------------------------------
 
 def exempt_from_prompt_ban(token_texts: Sequence[str], stopwords: frozenset[str] | None = None) -> torch.Tensor:
     """``BoolTensor[vocab]``: tokens that may be copied from the prompt — whitespace, punctuation, stopwords.
@@ -42,6 +75,27 @@ def exempt_from_prompt_ban(token_texts: Sequence[str], stopwords: frozenset[str]
     return exempt
 
 
+def group_term_tokens(token_ids: Sequence[int], group: Group,
+                      batch_decode: Callable[[list[list[int]]], list[str]]) -> set[int]:
+    """The tokens of ``token_ids`` that spell one of ``group``'s identity terms (``groups.py``) in their text.
+
+    A token counts when its characters overlap a match of the group's identity-term regex, so a name split into
+    several tokens (" Mus", "lims") gives all of them. Character offsets come from decoding every prefix.
+    """
+    ids = list(token_ids)
+    text = batch_decode([ids])[0] if ids else ""
+    spans = [m.span() for m in group.regex.finditer(text)] if group.regex is not None else []
+    if not spans:
+        return set()
+    ends = [len(t) for t in batch_decode([ids[:i + 1] for i in range(len(ids))])]
+    found, start = set(), 0
+    for token, end in zip(ids, ends):
+        if any(start < span_end and end > span_start for span_start, span_end in spans):
+            found.add(token)
+        start = end
+    return found
+
+
 @dataclass(frozen=True)
 class PromptTokenBan:
     """Give ``-inf`` to tokens of each row's prompt, except the exempt ones (upstream gave them -100).
@@ -52,26 +106,55 @@ class PromptTokenBan:
     banned: torch.Tensor
 
     @classmethod
-    def from_prompts(cls, prompt_ids: Sequence[Sequence[int]], exempt: torch.Tensor) -> PromptTokenBan:
+    def from_prompts(cls, prompt_ids: Sequence[Sequence[int]], exempt: torch.Tensor,
+                     also_exempt: Sequence[set[int]] | None = None) -> PromptTokenBan:
+        """The ban of each prompt's tokens but ``exempt`` (``BoolTensor[vocab]``) and the row's ``also_exempt``
+        ids (ALICE: the target group's identity-term tokens)."""
         vocab = exempt.shape[0]
         banned = torch.zeros((len(prompt_ids), vocab), dtype=torch.bool)
         for row, ids in enumerate(prompt_ids):
-            if ids:
-                banned[row, torch.tensor(sorted(set(ids)), dtype=torch.long)] = True
+            allowed = also_exempt[row] if also_exempt is not None else set()
+            keep = sorted(set(ids) - allowed)
+            if keep:
+                banned[row, torch.tensor(keep, dtype=torch.long)] = True
         return cls(banned & ~exempt)
 
-    def select(self, index: torch.Tensor) -> PromptTokenBan:
-        """The ban for rows ``index`` (after beams are expanded or prompts dropped)."""
-        return PromptTokenBan(self.banned.index_select(0, index.to(self.banned.device)))
+    def keep_rows(self, rows: torch.Tensor) -> PromptTokenBan:
+        return PromptTokenBan(self.banned.index_select(0, rows.to(self.banned.device)))
 
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return scores.masked_fill(self.banned.to(scores.device), float("-inf"))
+    def __call__(self, state: BeamState, scores: torch.Tensor,
+                 token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        return scores.masked_fill(_select(self.banned.to(scores.device), token_ids), float("-inf"))
+
+
+# --- the no-repeat rule --------------------------------------------------------------------------------------
+
+def repeated_ngram_mask(ids: torch.Tensor, size: int, vocab: int) -> torch.Tensor:
+    """``BoolTensor[rows, vocab]``: tokens that would repeat an n-gram of ``size`` already in the row ``ids``
+    (as transformers' ``no_repeat_ngram_size``). Negative ids are padding and never banned."""
+    mask = torch.zeros((ids.shape[0], vocab), dtype=torch.bool, device=ids.device)
+    if ids.shape[1] < size:
+        return mask
+    grams = ids.unfold(1, size, 1)                                # [rows, windows, size]
+    if size > 1:
+        prefix = ids[:, ids.shape[1] - size + 1:]                 # the last size-1 tokens of each row
+        hits = (grams[:, :, :-1] == prefix[:, None, :]).all(-1)
+    else:
+        hits = torch.ones(grams.shape[:2], dtype=torch.bool, device=ids.device)
+    rows, windows = hits.nonzero(as_tuple=True)
+    tokens = grams[rows, windows, size - 1]
+    valid = tokens >= 0
+    mask[rows[valid], tokens[valid]] = True
+    return mask
 
 
 @dataclass(frozen=True)
 class NoRepeatNGram:
-    """Give ``-inf`` to every token that would repeat an n-gram already in the row (as transformers'
-    ``no_repeat_ngram_size``; the rows' ``input_ids`` include the prompt)."""
+    """Give ``-inf`` to every token that would repeat an n-gram of the row's *generated* tokens.
+
+    The prompt is not part of the row: with it, every demonstration's "\\n" "-" X trigram was banned, so a
+    statement could never open with a word that opens a demonstration (" the", " my") — see the ALICE docstring.
+    """
 
     size: int
 
@@ -79,50 +162,92 @@ class NoRepeatNGram:
         if self.size < 1:
             raise InputError(f"no-repeat n-gram size {self.size} must be at least 1", hint="use 3, or 0 to disable")
 
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        n = self.size
-        if input_ids.shape[1] < n:
+    def keep_rows(self, rows: torch.Tensor) -> NoRepeatNGram:
+        return self
+
+    def __call__(self, state: BeamState, scores: torch.Tensor,
+                 token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if state.generated.shape[1] < self.size:
             return scores
-        ids = input_ids.to(scores.device)
-        grams = ids.unfold(1, n, 1)                               # [rows, windows, n]
-        if n > 1:
-            prefix = ids[:, ids.shape[1] - n + 1:]                # the last n-1 tokens of each row
-            hits = (grams[:, :, :-1] == prefix[:, None, :]).all(-1)
-        else:
-            hits = torch.ones(grams.shape[:2], dtype=torch.bool, device=ids.device)
-        rows, windows = hits.nonzero(as_tuple=True)
-        tokens = grams[rows, windows, n - 1]
-        valid = tokens >= 0  # negative ids mark padding
-        if not bool(valid.any()):
-            return scores
-        mask = torch.zeros_like(scores, dtype=torch.bool)
-        mask[rows[valid], tokens[valid]] = True
-        return scores.masked_fill(mask, float("-inf"))
+        mask = repeated_ngram_mask(state.generated.to(scores.device), self.size, state.vocab_size)
+        return scores.masked_fill(_select(mask, token_ids), float("-inf"))
+
+
+# --- the minimum length --------------------------------------------------------------------------------------
+
+def text_tokens(token_texts: Sequence[str]) -> torch.Tensor:
+    """``BoolTensor[vocab]``: tokens whose text before any newline has a character other than whitespace and
+    '-' (so a statement ending with them is not empty after :func:`~toxiforge.decoding.types.postprocess`)."""
+    return torch.tensor([bool(t.split("\n", 1)[0].replace("-", "").strip()) for t in token_texts], dtype=torch.bool)
 
 
 @dataclass(frozen=True)
-class ClassifierScorer:
-    """log p_CLF(target class | generated text + candidate token), the classifier term of the paper's eq. 1.
+class RequireText:
+    """Give ``-inf`` to stop tokens (newline, EOS) that would end a row whose continuation has no text yet.
 
-    ``decode`` turns token ids into text (the LM's tokenizer); the classifier sees only the continuation, never
-    the prompt. ``class_log_probs`` is the classifier's batched method (see
+    ``stop`` marks the stop tokens, ``has_text`` the tokens with text (:func:`text_tokens`), both
+    ``BoolTensor[vocab]``. A stop token that itself carries text (".\\n") stays allowed.
+    """
+
+    stop: torch.Tensor
+    has_text: torch.Tensor
+
+    def keep_rows(self, rows: torch.Tensor) -> RequireText:
+        return self
+
+    def __call__(self, state: BeamState, scores: torch.Tensor,
+                 token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        has_text = self.has_text.to(scores.device)
+        generated = state.generated.to(scores.device)
+        row_has_text = has_text[generated].any(dim=1) if generated.shape[1] else \
+            torch.zeros(generated.shape[0], dtype=torch.bool, device=scores.device)
+        if bool(row_has_text.all()):  # the usual case after a step or two: nothing to mask
+            return scores
+        forbidden = (self.stop.to(scores.device) & ~has_text)[None, :] & ~row_has_text[:, None]
+        return scores.masked_fill(_select(forbidden, token_ids), float("-inf"))
+
+
+# --- the classifier term -------------------------------------------------------------------------------------
+
+def complete_text(text: str) -> str:
+    """``text`` without trailing U+FFFD: what a byte-level tokenizer decodes from the incomplete bytes of a
+    character that the next token would finish (an emoji, an accented letter). The classifier should score the
+    text so far, not a replacement character."""
+    return text.rstrip("\ufffd")
+
+
+@dataclass(frozen=True)
+class ClassifierTerm:
+    """``weight · log p_CLF(target class | generated text + candidate)``, the classifier term of the paper's eq. 1.
+
+    Scores only candidates that can still be chosen: a finite score on a live row (not a masked step-1 copy).
+    ``batch_decode`` turns token ids into text (the LM's tokenizer); the classifier sees only the continuation,
+    never the prompt, with incomplete trailing characters removed (:func:`complete_text`).
+    ``class_log_probs`` is the classifier's batched method (see
     :class:`toxiforge.classifiers.base.ToxicityClassifier`).
     """
 
     class_log_probs: Callable[[Sequence[str]], torch.Tensor]
     batch_decode: Callable[[list[list[int]]], list[str]]
+    weight: float
 
-    def texts(self, generated: torch.Tensor, candidates: torch.Tensor) -> list[str]:
-        """Row-major texts of every (row, candidate): ``generated[row] + [candidates[row, j]]``."""
-        prefixes = generated.tolist()
-        return self.batch_decode([prefix + [token] for prefix, row in zip(prefixes, candidates.tolist())
-                                  for token in row])
+    def keep_rows(self, rows: torch.Tensor) -> ClassifierTerm:
+        return self
 
-    def __call__(self, generated: torch.Tensor, candidates: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """``[rows, n]`` log-probabilities of class ``targets[row]`` for each candidate continuation."""
-        rows, n = candidates.shape
-        if rows == 0 or n == 0:
-            return torch.zeros((rows, n))
-        log_probs = self.class_log_probs(self.texts(generated, candidates))
-        column = targets.to(log_probs.device).repeat_interleave(n).view(-1, 1)
-        return log_probs.gather(1, column).view(rows, n).float()
+    def __call__(self, state: BeamState, scores: torch.Tensor,
+                 token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if token_ids is None:
+            raise ValueError("the classifier term scores candidates: pass their token_ids")
+        live = torch.isfinite(scores) & (state.running.view(-1, 1).to(scores.device) > MASKED / 2)
+        rows, cols = live.nonzero(as_tuple=True)
+        if rows.numel() == 0:
+            return scores
+        pairs = list(zip(rows.tolist(), token_ids[rows, cols].tolist()))  # one host copy each, not per element
+        prefixes = state.generated.tolist()
+        texts = [complete_text(t) for t in self.batch_decode([prefixes[r] + [tok] for r, tok in pairs])]
+        log_probs = self.class_log_probs(texts)
+        targets = state.targets.index_select(0, rows.cpu()).to(log_probs.device).view(-1, 1)
+        term = log_probs.gather(1, targets).view(-1).to(scores)
+        out = scores.clone()
+        out[rows, cols] = scores[rows, cols] + weighted(self.weight, term)
+        return out

@@ -24,13 +24,16 @@ from typing import Any, ClassVar
 
 import torch
 
+from toxiforge.decoding.types import Sample
 from toxiforge.errors import InputError
 from toxiforge.models.base import LanguageModel, RemoteSampler
 
 
 @dataclass(frozen=True)
 class TopKConfig:
-    """Decoding settings (defaults = the paper's)."""
+    """Decoding settings (defaults = the paper's); the one place they are checked."""
+
+    method: ClassVar[str] = "top-k"
 
     top_k: int = 40
     temperature: float = 0.9
@@ -47,37 +50,6 @@ class TopKConfig:
 
     def to_dict(self) -> dict:
         return {"method": "top-k", **asdict(self)}
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One decoded continuation: the raw text and why decoding stopped ('newline', 'eos' or 'length').
-
-    ``score`` is the decoder's own score of the continuation where it has one (ALICE: the length-normalized beam
-    score); None for top-k samples."""
-
-    raw_output: str
-    token_ids: tuple[int, ...]
-    finish_reason: str
-    score: float | None = None
-
-
-@dataclass(frozen=True)
-class Statement:
-    """A post-processed statement; ``error`` is set (and ``text`` empty) when none could be extracted."""
-
-    text: str
-    error: str | None
-
-
-def postprocess(raw_output: str) -> Statement:
-    """Turn a raw continuation into a statement: text before the first newline, stripped, leading '- ' dropped."""
-    text = raw_output.split("\n", 1)[0].strip()
-    if text.startswith("-"):
-        text = text[1:].strip()
-    if not text:
-        return Statement("", "empty: no text before the first newline" if raw_output.strip() else "empty output")
-    return Statement(text, None)
 
 
 def top_k_filter(logprobs: torch.Tensor, top_k: int, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,13 +117,19 @@ class TopKDecoder:
     """The top-k method as a pipeline decoder (see :class:`toxiforge.decoding.Decoder`)."""
 
     config: TopKConfig = TopKConfig()
-    method: str = "top-k"
+    method: str = "top-k"  # the generation_method column; toxiforge bench writes top-k=1 rows as "greedy"
     num_return: ClassVar[int] = 1  # one sample per prompt
+    config_type: ClassVar[type] = TopKConfig
+
+    @classmethod
+    def from_config(cls, config: TopKConfig, classifier=None) -> TopKDecoder:
+        """The decoder for ``config``; top-k does not use a classifier (the job may still score its rows)."""
+        return cls(config)
 
     def settings(self) -> dict[str, Any]:
         return self.config.to_dict()
 
-    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int],
-               labels: Sequence[int]) -> list[Sample]:
-        """One :class:`Sample` per prompt (the pipeline writes it as hypothesis rank 0)."""
-        return sample_top_k(lm, prompts, seeds, self.config)
+    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],
+               groups: Sequence[str] | None = None) -> list[list[Sample]]:
+        """One :class:`Sample` per prompt, as a one-item list (the pipeline writes it as hypothesis rank 0)."""
+        return [[sample] for sample in sample_top_k(lm, prompts, seeds, self.config)]

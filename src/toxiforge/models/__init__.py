@@ -11,6 +11,7 @@ from toxiforge._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "DEFAULT_LM": "embedded:DEFAULT_LM", "EMBEDDED": "embedded:EMBEDDED", "EmbeddedModel": "embedded:EmbeddedModel",
     "DEFAULT_ENCODER": "embedded:DEFAULT_ENCODER", "embedded_encoder_dir": "embedded:embedded_encoder_dir",
-    "LMSession": "base:LMSession", "LanguageModel": "base:LanguageModel", "RemoteSampler": "base:RemoteSampler",
-    "API_PREFIX": "loader:API_PREFIX", "load_language_model": "loader:load_language_model",
+    "LMSession": "base:LMSession", "LanguageModel": "base:LanguageModel", "Loglikelihood": "base:Loglikelihood",
+    "RemoteSampler": "base:RemoteSampler", "API_PREFIX": "loader:API_PREFIX",
+    "load_language_model": "loader:load_language_model",
 })

@@ -12,14 +12,27 @@ An inference server samples whole continuations itself and shows only its top-N 
 Such a backend (:class:`~toxiforge.models.openai_lm.OpenAILM`) also implements :class:`RemoteSampler`: top-k
 sampling hands it the whole request (one completion per prompt, sampled by the server), and its sessions return
 a *sparse* distribution, ``-inf`` everywhere except the top-N tokens, which ALICE ranks as it ranks a full one.
+
+Scoring text is the one other job: :meth:`LanguageModel.loglikelihood` returns log P(continuation | context) for
+many (context, continuation) pairs, with lm-evaluation-harness's ``loglikelihood`` semantics, so that perplexity
+(:mod:`toxiforge.analysis.perplexity`) and the benchmark's classification mode (:mod:`toxiforge.bench`) never reach
+into a backend's model or tokenizer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
+
+
+class Loglikelihood(NamedTuple):
+    """The score of one (context, continuation) request; see :meth:`LanguageModel.loglikelihood`."""
+
+    logprob: float    # sum over the continuation's tokens of log P(token | context, earlier continuation tokens)
+    is_greedy: bool   # every continuation token is the argmax of its distribution (True for 0 tokens)
+    tokens: int       # number of continuation tokens scored (0 for an empty continuation; logprob is then 0.0)
 
 
 @runtime_checkable
@@ -90,6 +103,31 @@ class LanguageModel(Protocol):
 
     def start(self, prompts: Sequence[str]) -> LMSession:
         """Open a session: one row per prompt, prompts already consumed."""
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *,
+                      batch_size: int | None = None) -> list[Loglikelihood]:
+        """Score ``continuation`` given ``context`` for every ``(context, continuation)`` pair, in request order.
+
+        The contract (lm-evaluation-harness's ``LM.loglikelihood`` for a causal model, so results can be compared
+        request by request):
+
+        * Tokenization: trailing whitespace of ``context`` moves to the front of ``continuation``; the context is
+          encoded the way the model's tokenizer encodes text by default (with a BOS token where the tokenizer adds
+          one), ``context + continuation`` likewise, and the continuation's tokens are the whole's tokens after
+          the context's. So ``(prompt, " Yes")`` scores the token(s) that " Yes" becomes after ``prompt``.
+        * An empty ``context`` conditions on the model's start token, BOS, else EOS (the harness's
+          ``prefix_token_id``), and scores every token of ``continuation`` encoded without special tokens. This
+          is what perplexity uses.
+        * An empty ``continuation`` scores nothing: ``Loglikelihood(0.0, True, 0)``.
+        * Inputs longer than the model's context window are truncated from the left (the continuation is kept).
+        * Log-probabilities are those of :meth:`LMSession.logprobs` (log-softmax at temperature 1); the sum is a
+          Python float. Results do not depend on ``batch_size`` or on which requests share a batch, up to float
+          rounding of padded batches (well under 1e-4 in float32).
+
+        ``batch_size`` is a hint (sequences per forward pass); backends may ignore it. A backend that cannot
+        score text (e.g. a chat API without prompt log-probabilities) raises
+        :class:`~toxiforge.errors.InputError` saying so, with a hint naming a backend that can.
+        """
 
     def describe(self) -> dict[str, Any]:
         """Provenance for manifests: name, source, dtype, device, parameter count."""

@@ -253,7 +253,7 @@ class OpenAILM:
     # --- RemoteSampler protocol: top-k on the server -------------------------------------------------------
     def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config) -> list:
         """One completion per prompt, sampled by the server with ``config``'s top-k settings and the row seeds."""
-        from toxiforge.decoding.topk import Sample
+        from toxiforge.decoding.types import Sample
 
         def call(prompt: str, seed: int):
             payload = {"model": self.model, "prompt": prompt, "max_tokens": config.max_new_tokens,

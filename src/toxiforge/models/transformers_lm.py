@@ -6,6 +6,12 @@ safetensors under the user cache dir (``toxiforge.models.cache_dir()``) and late
 
 Sessions batch prompts with left padding, explicit position ids and an attention mask, and keep a transformers
 ``DynamicCache``; ``select`` re-indexes the cache on the device (``index_select`` per layer).
+
+``loglikelihood`` tokenizes as lm-evaluation-harness's ``HFLM`` does and runs one forward pass per batch of
+distinct inputs: requests whose input tokens are equal (the same prompt with one-token continuations such as
+" No" / " Yes") share one row, as the harness's ``logits_cache`` does. Unlike the harness (right padding, logits and
+log-softmax at every position) it left-pads and asks the model for the logits of the last positions only
+(``logits_to_keep``), the ones that score continuation tokens: the same numbers, less work.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import torch
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
 from toxiforge._io import cache_dir
 from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.models.base import Loglikelihood
 
 
 def _gguf_cache_path(gguf: Path) -> Path:
@@ -177,6 +184,44 @@ class TransformersLM:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         encoded = [self.encode(p) for p in prompts]
         return TransformersSession(self, encoded)
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *,
+                      batch_size: int | None = None) -> list[Loglikelihood]:
+        """See :meth:`toxiforge.models.base.LanguageModel.loglikelihood` (default ``batch_size`` 16 rows)."""
+        from toxiforge.models._scoring import score_requests
+
+        batch_size = 16 if batch_size is None else batch_size
+        if batch_size < 1:
+            raise InputError(f"batch size {batch_size} must be >= 1", hint="use a batch size of 1 or more")
+        window = getattr(self.model.config, "max_position_embeddings", None)
+        encoded = [self._encode_pair(context, continuation) for context, continuation in requests]
+        return score_requests(self.model, encoded, pad_id=self.tokenizer.pad_token_id, batch_size=batch_size,
+                              window=window)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """(context tokens, continuation tokens) as lm-evaluation-harness's HFLM makes them (see base.py)."""
+        if not continuation and not context.endswith((" ", "\t", "\n")):
+            return [], []
+        if context == "":
+            cont, start = self.encode(continuation), self._start_token()
+            # the harness: a continuation that already starts with the start token uses that token as context
+            return ([start], cont) if cont and cont[0] != start else (cont[:1], cont[1:])
+        spaces = len(context) - len(context.rstrip())
+        if spaces:
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        whole = self._encode_default(context + continuation)
+        context_ids = self._encode_default(context)
+        return context_ids, whole[len(context_ids):]
+
+    def _start_token(self) -> int:
+        """The context token of an empty context: BOS, else EOS (the harness's ``prefix_token_id``)."""
+        bos = self.tokenizer.bos_token_id
+        return int(bos if bos is not None else self.tokenizer.eos_token_id)
+
+    def _encode_default(self, text: str) -> list[int]:
+        """Token ids with the tokenizer's default special tokens, unless ``text`` already starts with BOS text."""
+        special = not text.startswith(self.tokenizer.decode(self._start_token()))
+        return self.tokenizer(text, add_special_tokens=special)["input_ids"]
 
     def describe(self) -> dict[str, Any]:
         return {

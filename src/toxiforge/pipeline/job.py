@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from toxiforge._io import atomic_write_text, require_empty_dir
-from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, outputs_per_prompt, postprocess
+from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
@@ -105,7 +105,7 @@ class JobModels:
     @classmethod
     def of(cls, lm: LanguageModel, decoder: Decoder, classifier=None) -> JobModels:
         return cls(method=decoder.method, decoding=decoder.settings(), model=lm.name, model_info=lm.describe(),
-                   classifier=getattr(classifier, "name", None), num_return=outputs_per_prompt(decoder))
+                   classifier=getattr(classifier, "name", None), num_return=decoder.num_return)
 
 
 def _fingerprint(plan: GenerationPlan, models: JobModels, config: JobConfig) -> dict:
@@ -146,7 +146,7 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     if len(outputs) != len(items):
         raise ToxiforgeError(f"decoder {decoder.method} returned {len(outputs)} outputs for {len(items)} prompts")
     settings = json.dumps(decoder.settings(), sort_keys=True)
-    limit = outputs_per_prompt(decoder)
+    limit = decoder.num_return
     rows = []
     for item, output in zip(items, outputs):
         for rank, sample in enumerate(as_hypotheses(output, limit)):
@@ -248,7 +248,7 @@ def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, dec
     for b in range(0, len(items), batch_size):
         batch = items[b:b + batch_size]
         outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
-                                 [it.label for it in batch])
+                                 [it.label for it in batch], [it.group for it in batch])
         batch_rows = _make_rows(batch, outputs, decoder, lm, run_id)
         if classifier is not None:
             score_rows(batch_rows, classifier)

@@ -90,14 +90,14 @@ def resolve_base_model(name: str, tokenizer: str | None = None) -> tuple[str, st
     return name, tokenizer or name
 
 
-def split_heldout(examples: Sequence[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
-    """A seeded, label-stratified split: ``(train, held_out)`` with ``fraction`` of each label held out (at least
-    one example of a label stays in training)."""
+def split_heldout_indices(labels: Sequence[int], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Positions ``(train, held_out)`` of a seeded, label-stratified split: ``fraction`` of each label held out
+    (at least one example of a label stays in training)."""
     rng = random.Random(seed)
-    train: list[Example] = []
-    held: list[Example] = []
+    train: list[int] = []
+    held: list[int] = []
     for label in (0, 1):
-        rows = [e for e in examples if e.label == label]
+        rows = [i for i, y in enumerate(labels) if y == label]
         rng.shuffle(rows)
         k = min(len(rows) - 1, math.ceil(len(rows) * fraction)) if rows else 0
         held += rows[:k]
@@ -106,13 +106,29 @@ def split_heldout(examples: Sequence[Example], fraction: float, seed: int) -> tu
     return train, held
 
 
-class _Encoded:
-    """Pre-tokenized examples as a map-style dataset for ``Trainer`` (padding happens per batch)."""
+def split_heldout(examples: Sequence[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """:func:`split_heldout_indices` applied to ``examples``: ``(train, held_out)``."""
+    train, held = split_heldout_indices([e.label for e in examples], fraction, seed)
+    return [examples[i] for i in train], [examples[i] for i in held]
 
-    def __init__(self, tokenizer: Any, examples: Sequence[Example], max_length: int):
+
+INDEX_FIELD = "example_index"
+
+
+class _Encoded:
+    """Pre-tokenized examples as a map-style dataset for ``Trainer`` (padding happens per batch).
+
+    With ``positions``, each row also carries :data:`INDEX_FIELD`, the example's position in the list given to
+    :func:`train_classifier` (:class:`ToxiforgeTrainer` takes it out of the batch before the forward pass)."""
+
+    def __init__(self, tokenizer: Any, examples: Sequence[Example], max_length: int,
+                 positions: Sequence[int] | None = None):
         enc = tokenizer([e.text for e in examples], truncation=True, max_length=max_length)
         keys = [k for k in enc if k in ("input_ids", "attention_mask", "token_type_ids")]
         self.rows = [{**{k: enc[k][i] for k in keys}, "labels": e.label} for i, e in enumerate(examples)]
+        if positions is not None:
+            for row, position in zip(self.rows, positions):
+                row[INDEX_FIELD] = position
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -189,16 +205,24 @@ def _epoch_summary(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def train_classifier(train: Sequence[Example], output_dir: str | Path, config: TrainConfig | None = None, *,
                      eval_examples: Sequence[Example] | None = None, progress: bool = True,
-                     overwrite: bool = False, console: Any = None, data_sources: Sequence[str] = ()) -> TrainResult:
+                     overwrite: bool = False, console: Any = None, data_sources: Sequence[str] = (),
+                     callbacks: Sequence[Any] = (), trainer_class: type | None = None,
+                     trainer_kwargs: dict[str, Any] | None = None) -> TrainResult:
     """Fine-tune ``config.base_model`` on ``train`` and save it to ``output_dir`` (see the module docstring).
 
     ``eval_examples`` is the set evaluated after each epoch; without it ``config.eval_fraction`` of ``train`` is
     held out (stratified, seeded); with neither, no evaluation runs. ``config.early_stopping`` = patience in
     epochs without improvement of eval AUC (eval loss when the eval set has one class).
+
+    ``callbacks`` are extra ``TrainerCallback`` objects (a
+    :class:`~toxiforge.training.indexed.BatchCallback` also sees each training batch's logits, with the examples'
+    positions in ``train``). ``trainer_class`` (an :class:`~toxiforge.training.indexed.IndexedTrainer` subclass,
+    built with ``trainer_kwargs``) replaces the training loss, e.g. LEARNED-MIXIN.
     """
-    from transformers import EarlyStoppingCallback, Trainer, TrainingArguments
+    from transformers import EarlyStoppingCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
+    from toxiforge.training.indexed import IndexedTrainer
     from toxiforge.training.metrics import auc_or_reason
     from toxiforge.training.progress import RichProgressCallback
 
@@ -213,8 +237,12 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
         only = "toxic" if labels == {1} else "benign"
         raise InputError(f"every one of the {len(train)} training examples is {only}; a classifier needs both "
                          "classes", hint="add data of the other class (e.g. generate with --labels toxic,benign)")
+    positions = list(range(len(train)))  # each training row's position in the list given (for BatchCallbacks)
     if eval_examples is None and config.eval_fraction > 0:
-        train, eval_examples = split_heldout(train, config.eval_fraction, config.seed)
+        positions, held = split_heldout_indices([e.label for e in train], config.eval_fraction, config.seed)
+        eval_examples = [train[i] for i in held]
+    given = train
+    train = [given[i] for i in positions]
     eval_examples = list(eval_examples or [])
     if config.early_stopping and not eval_examples:
         raise InputError("early stopping needs an evaluation set", hint="give --eval, or --eval-fraction > 0")
@@ -224,7 +252,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
     model, tokenizer, source = load_base_model(config)
     from transformers import DataCollatorWithPadding
 
-    train_set = _Encoded(tokenizer, train, config.max_length)
+    train_set = _Encoded(tokenizer, train, config.max_length, positions)
     eval_set = _Encoded(tokenizer, eval_examples, config.max_length) if eval_examples else None
 
     def compute_metrics(prediction) -> dict[str, float]:
@@ -248,7 +276,8 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
         greater_is_better=(metric == "auc") if early else None, save_total_limit=2 if early else None,
         logging_strategy="steps", logging_steps=config.logging_steps, report_to="none", disable_tqdm=True,
         use_cpu=config.device == "cpu", bf16=config.bf16, save_only_model=True,
-        dataloader_pin_memory=config.device != "cpu" and _cuda_available())
+        dataloader_pin_memory=config.device != "cpu" and _cuda_available(),
+        remove_unused_columns=False)  # keep INDEX_FIELD in the batches; IndexedTrainer takes it out
     # log the training loss at least once per epoch, so every epoch of the log has one
     per_epoch = math.ceil(len(train_set) / (args.train_batch_size * args.gradient_accumulation_steps
                                             * max(1, args.world_size)))
@@ -257,14 +286,16 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
         from toxiforge._hf import resolve_device
 
         resolve_device("cuda")  # a clear error without a GPU
-    callbacks: list[Any] = []
+    callbacks = list(callbacks)
     if progress:
         callbacks.append(RichProgressCallback(console=console))
     if early:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(config.early_stopping)))
-    trainer = Trainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
-                      processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer),
-                      compute_metrics=compute_metrics if eval_set is not None else None, callbacks=callbacks)
+    trainer = (trainer_class or IndexedTrainer)(
+        model=model, args=args, train_dataset=train_set, eval_dataset=eval_set, processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_metrics if eval_set is not None else None, callbacks=callbacks,
+        **(trainer_kwargs or {}))
     trainer.remove_callback(PrinterCallback)
     started = time.perf_counter()
     output = trainer.train()
@@ -302,6 +333,7 @@ def _training_log(config: TrainConfig, source: str, data_sources: Sequence[str],
         "best_checkpoint_metric": state.best_metric, "global_steps": state.global_step,
         "train_seconds": round(seconds, 3), "train_runtime": metrics.get("train_runtime"),
         "train_examples_per_second": metrics.get("train_samples_per_second"),
-        "train_loss": metrics.get("train_loss"), "devices": trainer.args.world_size,
+        "train_loss": metrics.get("train_loss"), "objective": trainer.describe_loss(),
+        "devices": trainer.args.world_size,
         "device": str(trainer.args.device),
     }

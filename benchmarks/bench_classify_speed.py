@@ -1,0 +1,91 @@
+"""Classification mode: toxiforge's items/s against lm-evaluation-harness's HFLM on the same requests and model.
+
+Both score the same (context, " No"/" Yes") requests of :func:`toxiforge.bench.classify.classify_requests` with
+the same model object at the same batch size: ours through ``TransformersLM.loglikelihood``, the harness's
+through ``HFLM(pretrained=model, tokenizer=tokenizer).loglikelihood(instances)``. Runs alternate (ours, harness,
+ours, ...) so background load hits both alike; the medians are compared. The largest per-request difference of
+the log-likelihoods is printed as a check. Wall and process CPU time are both reported (CPU time is steadier on
+a shared machine), with the load average before and after.
+
+Items are the toxigen-dev demonstrations (hate and neutral sentences, every group, in file order, the first
+``--items``); without them, placeholder sentences.
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_classify_speed.py --items 96 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+from toxiforge.models.embedded import DEFAULT_LM
+
+TOXIGEN_DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=DEFAULT_LM)
+    parser.add_argument("--items", type=int, default=96)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from toxiforge.bench.classify import classify_requests, demonstration_examples
+    from toxiforge.models import load_language_model
+
+    torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if TOXIGEN_DEV.is_dir():
+        texts, source = demonstration_examples(TOXIGEN_DEV).texts[:args.items], "toxigen-dev demonstrations"
+    else:
+        texts, source = [f"placeholder statement {i} about group alpha" for i in range(args.items)], "placeholders"
+    lm = load_language_model(args.model, dtype="float32", device="cpu")
+    requests = classify_requests(texts)
+    instances = [Instance(request_type="loglikelihood", doc={}, arguments=r, idx=i) for i, r in enumerate(requests)]
+    harness = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=args.batch_size)
+
+    def ours():
+        return [x.logprob for x in lm.loglikelihood(requests, batch_size=args.batch_size)]
+
+    def theirs():
+        return [x[0] for x in harness.loglikelihood(instances, disable_tqdm=True)]
+
+    a, b = ours(), theirs()  # warm-up, and the agreement check
+    diff = max(abs(x - y) for x, y in zip(a, b))
+    print(f"warm-up done; max |log-likelihood difference| {diff:.2e}", flush=True)
+    load_before = os.getloadavg()
+    times: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
+    cpu: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
+    for _ in range(args.repeats):
+        for name, fn in (("toxiforge", ours), ("lm-eval HFLM", theirs)):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            fn()
+            times[name].append(time.perf_counter() - started)
+            cpu[name].append(time.process_time() - cpu_started)
+            print(f"  run: {name} {times[name][-1]:.2f} s wall, {cpu[name][-1]:.2f} s CPU", flush=True)
+    print(f"{len(texts)} items ({len(requests)} requests) from {source}; {args.model} float32 on CPU "
+          f"({torch.get_num_threads()} threads), batch size {args.batch_size}, {args.repeats} runs each, alternating; "
+          f"load average (1 min) {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    rates, cpu_rates = {}, {}
+    for name, ts in times.items():
+        rates[name] = len(texts) / statistics.median(ts)
+        cpu_rates[name] = len(texts) / statistics.median(cpu[name])
+        print(f"  {name:14s} median {statistics.median(ts):6.2f} s wall -> {rates[name]:6.2f} items/s; "
+              f"median {statistics.median(cpu[name]):6.2f} s CPU -> {cpu_rates[name]:6.2f} items per CPU-s  "
+              f"(wall runs: {', '.join(f'{t:.2f}' for t in ts)} s)")
+    print(f"  ratio toxiforge / lm-eval: {rates['toxiforge'] / rates['lm-eval HFLM']:.2f}x wall, "
+          f"{cpu_rates['toxiforge'] / cpu_rates['lm-eval HFLM']:.2f}x CPU   "
+          f"max |log-likelihood difference|: {diff:.2e}")
+
+if __name__ == "__main__":
+    main()

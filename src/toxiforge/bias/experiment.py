@@ -1,0 +1,251 @@
+"""Zhou et al.'s (2021) comparison as one run: ``toxiforge experiment debias --train DATA --eval DATA -o DIR``.
+
+Per run (seed ``seed + run``), on the training rows:
+
+* **Vanilla** -- plain fine-tuning. Its training dynamics are recorded (:class:`DataMapRecorder`) and give the
+  DataMaps regions, so the data map costs no extra training. Departure: Swayamdipta et al. map with a separate
+  model; here the vanilla model of the same run is that model (same encoder and settings).
+* **LMIXIN-ONI**, **LMIXIN-TOXTRIG** -- LEARNED-MIXIN+H against the ``oni`` / ``toxtrig`` bias-only models
+  (:mod:`toxiforge.bias.bias_only`); skipped with a note when the training texts have no such word.
+* **Random**, **AFLite**, **DataMaps-Easy/-Ambiguous/-Hard** -- trained on 33% subsets with the original label
+  ratio (:mod:`toxiforge.bias.subsets`). AFLite filters to half the data over frozen encoder embeddings, computed
+  once for all runs.
+* **AAE-relabeled** -- trained on a relabeled copy of the training data (``toxiforge bias relabel``), when one is
+  given (the data needs dialect signal for relabeling to change anything).
+
+Each model is scored on the evaluation data and measured with :func:`toxiforge.bias.measure.measure_data`
+(Tables 2 and 4: accuracy, F1, FPR and F1 per TOXTRIG category and AAE); each training set's own Pearson R of
+the label with the categories (Table 1) is measured too. The tables give mean ± s.d. over the runs (sample s.d.,
+``ddof=1``; one run has no s.d.). ``debias.json`` holds every run's numbers; ``debias.md`` the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.errors import InputError
+
+METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "Random", "AFLite", "DataMaps-Easy",
+                            "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
+BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig"}
+# Table 2: in-distribution accuracy and F1, then F1 and FPR per lexical category; Table 4: dialect.
+TABLE2: tuple[tuple[str, str, str], ...] = (("Acc.", "accuracy", ""), ("F1", "f1", "overall"),
+                                            ("F1 NOI", "f1", "noi"), ("FPR NOI", "fpr", "noi"),
+                                            ("F1 OI", "f1", "oi"), ("FPR OI", "fpr", "oi"),
+                                            ("F1 ONI", "f1", "oni"), ("FPR ONI", "fpr", "oni"))
+TABLE4: tuple[tuple[str, str, str], ...] = (("R AAE (train)", "train_r", "aae"), ("Acc.", "accuracy", ""),
+                                            ("F1", "f1", "overall"), ("F1 AAE", "f1", "aae"),
+                                            ("FPR AAE", "fpr", "aae"))
+TABLE1: tuple[tuple[str, str, str], ...] = (("train rows", "n_train", ""), ("R NOI", "train_r", "noi"),
+                                            ("R OI", "train_r", "oi"), ("R ONI", "train_r", "oni"),
+                                            ("R TOXTRIG", "train_r", "toxtrig"))
+
+
+@dataclass(frozen=True)
+class DebiasSettings:
+    """What the experiment trains. ``train`` is a :class:`~toxiforge.training.trainer.TrainConfig` (its seed is
+    the first run's); the paper's scale is GPU work, the CLI's ``--smoke`` is a small CPU setting."""
+
+    train: Any
+    runs: int = 3
+    methods: tuple[str, ...] = METHODS
+    fraction: float = 0.33
+    aflite_ensemble: int = 64
+    encoder: str = "all-minilm-l6-v2"
+    lexicon: str | None = None
+    threshold: float = 0.5
+    keep_models: bool = False
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise InputError(f"--runs must be at least 1, got {self.runs}", hint="e.g. --runs 3")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise InputError(f"unknown methods {unknown}", hint=f"choose from {', '.join(METHODS)}")
+        if not 0 < self.fraction <= 1:
+            raise InputError(f"--fraction must be in (0, 1], got {self.fraction}", hint="the paper uses 0.33")
+
+
+def _mean_sd(values: Sequence[float | None]) -> dict[str, float | None]:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"mean": None, "sd": None, "n": 0}
+    return {"mean": float(np.mean(vals)), "sd": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,
+            "n": len(vals)}
+
+
+def _metric(record: dict, key: str, sub: str) -> float | None:
+    value = record.get(key)
+    return value.get(sub) if isinstance(value, dict) else value
+
+
+def aggregate(runs: Sequence[dict]) -> dict[str, dict[str, dict]]:
+    """Mean and s.d. over runs of every table cell: ``{method: {"key.sub": {"mean", "sd", "n"}}}``."""
+    out: dict[str, dict[str, dict]] = {}
+    cells = {(k, s) for table in (TABLE1, TABLE2, TABLE4) for _, k, s in table}
+    for method in dict.fromkeys(r["method"] for r in runs):
+        records = [r for r in runs if r["method"] == method]
+        out[method] = {f"{k}.{s}" if s else k: _mean_sd([_metric(r, k, s) for r in records]) for k, s in cells}
+    return out
+
+
+def _cell(stat: dict, key: str) -> str:
+    if stat["mean"] is None:
+        return ""
+    scale = 1 if key.startswith(("train_r", "n_train")) else 100  # rates as percentages, R as is
+    fmt = "{:.0f}" if key == "n_train" else ("{:.4f}" if scale == 1 else "{:.1f}")
+    text = fmt.format(stat["mean"] * scale)
+    return text if stat["sd"] is None else f"{text} ± {fmt.format(stat['sd'] * scale)}"
+
+
+def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, notes: Sequence[str] = ()) -> str:
+    """Tables 1, 2 and 4 of Zhou et al. in their layout (rows: methods)."""
+    lines = [f"# Debiasing comparison (mean ± s.d. over {runs} run{'s' if runs > 1 else ''})", ""]
+    for title, table in (("Table 2: lexical bias (evaluation data; %)", TABLE2),
+                         ("Table 4: dialect bias (evaluation data; %)", TABLE4),
+                         ("Table 1: label–lexicon correlation in each training set (Pearson R)", TABLE1)):
+        lines += [f"## {title}", "", "| model | " + " | ".join(c for c, _, _ in table) + " |",
+                  "|---|" + "---:|" * len(table)]
+        for method, cells in summary.items():
+            row = [_cell(cells[f"{k}.{s}" if s else k], f"{k}.{s}" if s else k) for _, k, s in table]
+            lines.append(f"| {method} | " + " | ".join(row) + " |")
+        lines.append("")
+    if notes:
+        lines += ["Notes:", ""] + [f"* {n}" for n in notes] + [""]
+    return "\n".join(lines)
+
+
+def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: Any,
+             scores: np.ndarray | None = None, threshold: float = 0.5) -> dict:
+    from toxiforge.bias.measure import measure_data
+
+    data = LabeledData(name=name, examples=list(rows), layout="subset", source=name)
+    return measure_data(data, lexicon=lexicon, dialect_model=dialect_model, scores=scores,
+                        threshold=threshold).report.to_json()
+
+
+def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_dir: str | Path,
+                          settings: DebiasSettings, *, relabeled: Sequence[Example] | None = None,
+                          dialect_model: Any = None, dialect_source: str | None = None, overwrite: bool = False,
+                          on_step: Callable[[str], None] | None = None) -> dict:
+    """Train and measure every method ``settings.runs`` times; write ``debias.json`` and ``debias.md``."""
+    from toxiforge._io import atomic_write_text, require_empty_dir
+    from toxiforge.bias.aflite import AFLiteConfig, aflite
+    from toxiforge.bias.bias_only import bias_only_probabilities
+    from toxiforge.bias.datamaps import DataMapRecorder, region_subset
+    from toxiforge.bias.lexicon import default_bias_lexicon, load_bias_lexicon
+    from toxiforge.bias.subsets import keep_label_ratio, random_subset, subset_size
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.training.debias import train_debiased
+    from toxiforge.training.trainer import train_classifier
+
+    out = require_empty_dir(out_dir, overwrite)
+    say = on_step or (lambda message: None)
+    train = list(train)
+    labels = np.array([e.label for e in train])
+    if len(np.unique(labels)) < 2:
+        raise InputError("the training data has a single class", hint="give toxic and benign training rows")
+    methods = [m for m in settings.methods if m != "AAE-relabeled" or relabeled is not None]
+    lexicon = load_bias_lexicon(settings.lexicon) if settings.lexicon else default_bias_lexicon()
+    lexicon_spec = f":{settings.lexicon}" if settings.lexicon else ""
+    size = subset_size(len(train), settings.fraction)
+    notes: list[str] = []
+    embeddings, embed_seconds = None, 0.0
+    if "AFLite" in methods:
+        from toxiforge.analysis.embeddings import embed_texts, load_encoder
+
+        say(f"embedding {len(train)} training texts with {settings.encoder}")
+        started = time.perf_counter()
+        embeddings = embed_texts([e.text for e in train], load_encoder(settings.encoder, device="cpu"))
+        embed_seconds = time.perf_counter() - started
+    bias_probs: dict[str, np.ndarray] = {}
+    for method, kind in BIAS_ONLY_OF.items():
+        if method in methods:
+            try:
+                bias_probs[method] = bias_only_probabilities(kind + lexicon_spec, train)
+            except InputError as exc:  # e.g. no ONI word in the training texts: nothing to debias against
+                notes.append(f"{method} skipped: {exc}")
+                methods.remove(method)
+    eval_texts = eval_data.texts
+    records: list[dict] = []
+    started = time.perf_counter()
+    for run in range(settings.runs):
+        seed = settings.train.seed + run
+        config = replace(settings.train, seed=seed)
+        folder = out / "models" / f"run{run}"
+        subsets: dict[str, np.ndarray] = {}
+        trained: dict[str, np.ndarray] = {}
+
+        def fit(method: str, index: np.ndarray | None = None, callbacks: Sequence[Any] = (), *, run: int = run,
+                folder: Path = folder, config: Any = config, trained: dict = trained) -> None:
+            say(f"run {run + 1}/{settings.runs}: training {method}")
+            rows = train if index is None else [train[i] for i in index]
+            if method in bias_probs:
+                train_debiased(rows, folder / method, config, bias_probs=bias_probs[method],
+                               bias_only=BIAS_ONLY_OF[method] + lexicon_spec, progress=False)
+            else:
+                train_classifier(rows, folder / method, config, progress=False, callbacks=callbacks)
+            trained[method] = np.arange(len(train)) if index is None else index
+
+        recorder = DataMapRecorder(len(train))
+        fit("Vanilla", callbacks=[recorder])
+        dynamics = recorder.dynamics() if config.epochs >= 2 else None
+        if "Random" in methods:
+            subsets["Random"] = random_subset(labels, size, seed=seed)
+        if embeddings is not None:
+            kept = aflite(embeddings, labels, AFLiteConfig(target_size=len(train) // 2,
+                                                           ensemble_size=settings.aflite_ensemble, seed=seed)).kept
+            subsets["AFLite"] = keep_label_ratio(kept, labels, min(size, len(kept)), seed=seed)
+        for region in ("easy", "ambiguous", "hard"):
+            name = f"DataMaps-{region.capitalize()}"
+            if name in methods:
+                if dynamics is None:
+                    raise InputError("DataMaps needs at least 2 whole epochs", hint="use --epochs 2 or more")
+                subsets[name] = region_subset(dynamics, labels, region, fraction=settings.fraction, seed=seed)
+        for method in methods:
+            if method in BIAS_ONLY_OF:
+                fit(method)
+            elif method in subsets:
+                fit(method, subsets[method])
+        for method in methods:
+            if method == "AAE-relabeled":
+                say(f"run {run + 1}/{settings.runs}: training {method}")
+                train_classifier(list(relabeled), folder / method, config, progress=False)
+                train_rows = list(relabeled)
+            elif method in trained:
+                train_rows = [train[i] for i in trained[method]]
+            else:
+                continue
+            say(f"run {run + 1}/{settings.runs}: measuring {method}")
+            scores = load_classifier(folder / method, device="cpu").predict_proba(eval_texts)
+            report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, np.asarray(scores),
+                              settings.threshold)
+            own = _measure(train_rows, method, lexicon, dialect_model)
+            records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
+                            "train_r": own["pearson_r"], "accuracy": report["accuracy"], "f1": report["f1"],
+                            "fpr": report["fpr"], "n_eval": report["n"]})
+        if not settings.keep_models:
+            shutil.rmtree(folder)
+    if not settings.keep_models and (out / "models").exists():
+        shutil.rmtree(out / "models")
+    if dialect_model is None:
+        notes.append(f"no dialect model ({dialect_source or 'none given'}): the AAE cells are empty")
+    summary = aggregate(records)
+    manifest = {"settings": {**{k: v for k, v in asdict(settings).items() if k != "train"},
+                             "train": asdict(settings.train)},
+                "train_rows": len(train), "eval": eval_data.describe(), "subset_size": size,
+                "embed_seconds": embed_seconds, "seconds": time.perf_counter() - started,
+                "lexicon": lexicon.describe(), "dialect": dialect_source, "notes": notes,
+                "summary": summary, "runs": records}
+    atomic_write_text(out / "debias.json", json.dumps(manifest, indent=2, default=str))
+    atomic_write_text(out / "debias.md", render_markdown(summary, runs=settings.runs, notes=notes))
+    return manifest

@@ -1,0 +1,178 @@
+"""The pieces of ALICE's batched beam search, split the way transformers' ``_beam_search`` is split.
+
+* :class:`BeamState` — running scores, generated ids, the prompt of each batch slot and the classifier target of
+  each row; :meth:`BeamState.keep_rows` follows a row selection.
+* :func:`top_continuations` — each prompt's best (beam, token) extensions (transformers'
+  ``_get_top_k_continuations``).
+* :class:`FinishedPool` and :func:`record_finished` — finished hypotheses (``_update_finished_beams``).
+* :func:`next_beams` — the beams that go on (``_get_running_beams_for_next_iteration``).
+* :func:`search_done` — transformers' early stop (``_check_early_stop_heuristic``).
+
+Rows are ``prompt slot × beam``: row ``s * num_beams + b`` is beam ``b`` of the prompt in batch slot ``s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from toxiforge.decoding.scorers import MASKED
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A finished continuation: its tokens (a newline token included, an EOS token not), its length-normalized
+    beam score, and why it ended ("newline", "eos", "length"; "blocked" when nothing could finish)."""
+
+    token_ids: tuple[int, ...]
+    score: float
+    finish_reason: str
+
+
+@dataclass(frozen=True)
+class BeamState:
+    """What the search knows between steps. Tensors are on the LM's device except ``targets`` (CPU)."""
+
+    num_beams: int
+    vocab_size: int
+    running: torch.Tensor        # [rows] beam score of each row (sum of step scores); MASKED: an unused row
+    generated: torch.Tensor      # [rows, steps] token ids generated so far
+    targets: torch.Tensor        # [rows] the classifier class each row steers toward
+    prompts: list[int] = field(default_factory=list)  # original prompt index of each batch slot
+
+    @classmethod
+    def start(cls, targets: Sequence[int], num_beams: int, vocab_size: int, device: torch.device) -> BeamState:
+        """Every prompt's beams before step 1: beam 0 scores 0, the others are masked copies, so step 1 expands
+        each prompt once (its beams are still identical)."""
+        running = torch.full((len(targets), num_beams), MASKED, device=device)
+        running[:, 0] = 0.0
+        return cls(num_beams, vocab_size, running.view(-1), torch.zeros((running.numel(), 0), dtype=torch.long,
+                   device=device), torch.tensor(list(targets), dtype=torch.long).repeat_interleave(num_beams),
+                   list(range(len(targets))))
+
+    @property
+    def rows(self) -> int:
+        return self.running.shape[0]
+
+    def keep_rows(self, rows: torch.Tensor) -> BeamState:
+        """The state of rows ``rows`` (``LongTensor``, in blocks of ``num_beams`` rows of one prompt each)."""
+        rows = rows.to(self.running.device)
+        slots = (rows[::self.num_beams] // self.num_beams).tolist()
+        return BeamState(self.num_beams, self.vocab_size, self.running.index_select(0, rows),
+                         self.generated.index_select(0, rows), self.targets.index_select(0, rows.cpu()),
+                         [self.prompts[s] for s in slots])
+
+    def extend(self, tokens: torch.Tensor, running: torch.Tensor) -> BeamState:
+        """This state with one more generated token per row and new running scores."""
+        return BeamState(self.num_beams, self.vocab_size, running.view(-1),
+                         torch.cat([self.generated, tokens.view(-1, 1)], dim=1), self.targets, self.prompts)
+
+    def slot_rows(self, slots: Sequence[int]) -> torch.Tensor:
+        """The rows of batch slots ``slots``, in order."""
+        base = torch.tensor(list(slots), device=self.running.device).view(-1, 1) * self.num_beams
+        return (base + torch.arange(self.num_beams, device=self.running.device)).view(-1)
+
+
+@dataclass(frozen=True)
+class Continuations:
+    """Each prompt slot's best extensions, best first: ``[slots, K]`` tensors."""
+
+    scores: torch.Tensor   # beam score if the token is appended (running + step score)
+    beams: torch.Tensor    # which beam (0 .. num_beams-1) the token extends
+    tokens: torch.Tensor   # the token
+
+
+def beams_to_keep(num_beams: int, num_stop_tokens: int, candidates: int) -> int:
+    """How many extensions per prompt :func:`top_continuations` keeps.
+
+    transformers keeps ``max(2, 1 + n_eos) * num_beams``: even if every stop token of every beam ranks first,
+    ``num_beams`` extensions that do not stop remain to carry the search on. Here every token containing a newline
+    stops a hypothesis (upstream's ``stop="\\n"``), so all of them count (≈ 1,600 for SmolLM2's vocabulary), capped
+    by the ``num_beams × candidates`` extensions there are.
+    """
+    return min(max(2, 1 + num_stop_tokens) * num_beams, num_beams * candidates)
+
+
+def top_continuations(state: BeamState, step_scores: torch.Tensor, token_ids: torch.Tensor,
+                      keep: int) -> Continuations:
+    """The ``keep`` best (beam, token) extensions of each prompt by total beam score.
+
+    ``step_scores`` and ``token_ids`` are ``[rows, n]``: the step score (eq. 1) of appending ``token_ids[r, j]`` to
+    row ``r``."""
+    n = step_scores.shape[1]
+    slots = state.rows // state.num_beams
+    total = (state.running.view(-1, 1) + step_scores).view(slots, state.num_beams * n)
+    scores, flat = torch.topk(total, min(keep, total.shape[1]), dim=-1)
+    return Continuations(scores, flat // n, token_ids.reshape(slots, -1).gather(1, flat))
+
+
+class FinishedPool:
+    """One prompt's best finished hypotheses (at most ``size``), as transformers' ``BeamHypotheses``."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.hypotheses: list[Hypothesis] = []
+
+    def add(self, hypothesis: Hypothesis) -> None:
+        if len(self.hypotheses) < self.size:
+            self.hypotheses.append(hypothesis)
+            return
+        worst = min(range(self.size), key=lambda i: self.hypotheses[i].score)
+        if hypothesis.score > self.hypotheses[worst].score:
+            self.hypotheses[worst] = hypothesis
+
+    def is_done(self, best_running: float) -> bool:
+        """Nothing better can finish: no live beam is left, or the pool is full and the best running beam
+        (normalized as if it ended now) does not beat its worst hypothesis (``early_stopping=False``)."""
+        if best_running <= MASKED / 2:
+            return True
+        return len(self.hypotheses) == self.size and best_running <= min(h.score for h in self.hypotheses)
+
+    def best(self, n: int) -> list[Hypothesis]:
+        return sorted(self.hypotheses, key=lambda h: -h.score)[:n]
+
+
+def record_finished(pools: Sequence[FinishedPool], state: BeamState, cont: Continuations, finishing: torch.Tensor,
+                    stop: torch.Tensor, eos: torch.Tensor, length_norm: float) -> None:
+    """Add the hypotheses among each prompt's first ``num_beams`` extensions that end here (as transformers).
+
+    ``finishing [slots, K]`` marks extensions that end a hypothesis (a stop token, or the last step); ``stop`` and
+    ``eos`` (``BoolTensor[vocab]``) the stop and EOS tokens (an EOS token is left out of the hypothesis' tokens).
+    Device tensors are copied to the host once per call (``tolist``), not element by element: on CUDA every
+    ``int(t[i])`` is a synchronizing copy."""
+    width = state.num_beams
+    hits = finishing[:, :width].nonzero().tolist()
+    if not hits:
+        return
+    tokens = cont.tokens[:, :width]
+    raw, beams, token_list = cont.scores[:, :width].tolist(), cont.beams[:, :width].tolist(), tokens.tolist()
+    is_eos, is_stop = eos[tokens].tolist(), stop[tokens].tolist()
+    sequences = state.generated.tolist()
+    for slot, j in hits:
+        if raw[slot][j] <= MASKED / 2:  # a masked extension (banned, or a copy of beam 0 at step 1)
+            continue
+        token, ids = token_list[slot][j], sequences[slot * width + beams[slot][j]]
+        reason = "eos" if is_eos[slot][j] else "newline" if is_stop[slot][j] else "length"
+        kept = ids if reason == "eos" else ids + [token]
+        pools[state.prompts[slot]].add(Hypothesis(tuple(kept), raw[slot][j] / length_norm, reason))
+
+
+def next_beams(state: BeamState, cont: Continuations, finishing: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``num_beams`` best extensions of each prompt that do not finish: ``(rows, tokens, scores)``, each
+    ``[slots * num_beams]`` — the row each new beam extends, its new token and its beam score."""
+    width = state.num_beams
+    scores, pick = torch.topk(cont.scores.masked_fill(finishing, MASKED), width, dim=-1)
+    slots = torch.arange(scores.shape[0], device=scores.device).view(-1, 1)
+    rows = (slots * width + cont.beams.gather(1, pick)).view(-1)
+    return rows, cont.tokens.gather(1, pick).view(-1), scores.view(-1)
+
+
+def search_done(pools: Sequence[FinishedPool], state: BeamState, running: torch.Tensor,
+                length_norm: float) -> list[bool]:
+    """Per batch slot, whether its prompt's result can no longer change (see :meth:`FinishedPool.is_done`);
+    ``running`` are the new beams' scores, best first per slot."""
+    best = running.view(-1, state.num_beams)[:, 0].tolist()
+    return [pools[prompt].is_done(b / length_norm if b > MASKED / 2 else b) for prompt, b in zip(state.prompts, best)]

@@ -38,18 +38,9 @@ TEXTS = ["placeholder sentence alpha", "a neutral line of text", "people enjoy m
 
 
 def build_wordlevel_tokenizer():
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from conftest import build_word_tokenizer
 
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(CORPUS, trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+    return build_word_tokenizer(CORPUS)
 
 
 def build_tiny_bert(tokenizer, *, num_labels: int = 2, id2label: dict | None = None, head: bool = True, seed: int = 0):

@@ -38,19 +38,9 @@ def synthetic(n: int, offset: int = 0, *, methods: bool = False) -> list[Example
 
 
 def build_tokenizer():
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from conftest import build_word_tokenizer
 
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator([e.text for e in synthetic(20)] + ["people enjoy music food and sports"],
-                            trainers.WordLevelTrainer(special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]))
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
+    return build_word_tokenizer([e.text for e in synthetic(20)] + ["people enjoy music food and sports"])
 
 
 @pytest.fixture(scope="module")

@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from toxiforge.bench.stats import Share, bootstrap_share
-from toxiforge.data.examples import Example, LabeledData
+from toxiforge.data.examples import LabeledData
 from toxiforge.errors import InputError
 
 PROMPT = "Is the following statement hateful? Respond with either Yes or No. Statement: '{text}'"
@@ -43,20 +43,21 @@ def classify_requests(texts: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def demonstration_examples(source: str | Path, *, groups: Sequence[str] | None = None) -> LabeledData:
-    """A labelled table from demonstration files (hate/toxic sets = 1, neutral/benign = 0), e.g. upstream's
-    ``demonstrations/`` folder. Not HumanVal: these are the prompts' own human-written sentences."""
-    from toxiforge.demonstrations import load_demonstrations
+    """A labelled table from demonstration files (the ``demonstrations`` data kind: hate/toxic sets = 1,
+    neutral/benign = 0), e.g. upstream's ``demonstrations/`` folder, optionally only some groups. Not HumanVal:
+    these are the prompts' own human-written sentences."""
+    from toxiforge.data.toxigen import load_demonstration_data
     from toxiforge.groups import resolve_group
 
-    sets = load_demonstrations(source)
-    wanted = None if groups is None else {resolve_group(g).name for g in groups}
-    examples = [Example(text=s, label=d.label, group=d.group) for (group, _label), d in sorted(sets.items())
-                if wanted is None or group in wanted for s in d.sentences]
+    data = load_demonstration_data(source, name=f"demonstrations:{Path(source).name}")
+    if groups is None:
+        return data
+    wanted = {resolve_group(g).name for g in groups}
+    examples = [e for e in data.examples if e.group in wanted]
     if not examples:
         raise InputError("no demonstrations for the chosen groups", path=source,
                          hint="check --groups against the files' groups (toxiforge groups lists them)")
-    return LabeledData(name=f"demonstrations:{Path(source).name}", examples=examples, layout="demonstrations",
-                       source=str(source), notes=["labels: hate/toxic demonstration files = 1, neutral = 0"])
+    return replace(data, examples=examples)
 
 
 @dataclass

@@ -46,6 +46,15 @@ def build_word_tokenizer(corpus):
                                    sep_token="[SEP]")
 
 
+def tiny_bert_config(tokenizer, **overrides):
+    """A 2-layer, 32-wide BertConfig sized to ``tokenizer`` (``overrides`` change any field)."""
+    from transformers import BertConfig
+
+    settings = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    return BertConfig(**{**settings, **overrides})
+
+
 def build_tiny_llama(tokenizer, *, seed: int = 0, newline_bias: float | None = None):
     """A 2-layer Llama. ``newline_bias`` adds that bias to the newline token's logit (to make lines end)."""
     import torch

@@ -66,13 +66,14 @@ def build_tokenizer():
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory):
     """A tiny random BertModel without dropout (so training-time and eval-time passes agree), saved."""
-    from transformers import BertConfig, BertModel
+    from transformers import BertModel
+
+    from conftest import tiny_bert_config
 
     tokenizer = build_tokenizer()
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = tiny_bert_config(tokenizer, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                              attention_probs_dropout_prob=0.0)
     folder = tmp_path_factory.mktemp("tiny-bert-debias")
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -44,13 +44,13 @@ def build_wordlevel_tokenizer():
 
 
 def build_tiny_bert(tokenizer, *, num_labels: int = 2, id2label: dict | None = None, head: bool = True, seed: int = 0):
-    from transformers import BertConfig, BertForSequenceClassification, BertModel
+    from transformers import BertForSequenceClassification, BertModel
+
+    from conftest import tiny_bert_config
 
     torch.manual_seed(seed)
     extra = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}} if id2label else {}
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-                        num_labels=num_labels, **extra)
+    config = tiny_bert_config(tokenizer, num_labels=num_labels, **extra)
     if not head:
         return BertModel(config).eval()
     model = BertForSequenceClassification(config).eval()

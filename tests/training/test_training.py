@@ -46,12 +46,13 @@ def build_tokenizer():
 @pytest.fixture(scope="module")
 def base_dir(tmp_path_factory):
     """A tiny random BertModel (no classification head) with its tokenizer, saved like a hub checkpoint."""
-    from transformers import BertConfig, BertModel
+    from transformers import BertModel
+
+    from conftest import tiny_bert_config
 
     tokenizer = build_tokenizer()
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    config = tiny_bert_config(tokenizer)
     folder = tmp_path_factory.mktemp("tiny-bert-base")
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -1,8 +1,8 @@
 """Bias mitigation (Zhou et al. 2021 §3): DataMaps, AFLite, the random baseline and LEARNED-MIXIN(+H).
 
 Everything trains a tiny random BERT with a word-level tokenizer built in-process, on neutral placeholder text.
-The planted-shortcut proofs (the stand-in token "zorblax" occurs almost only in toxic training rows) are at the
-end. Nothing is downloaded.
+The planted-shortcut proofs (the stand-in token "zorblax" goes with the toxic label in the training rows) are at
+the end. Nothing is downloaded.
 """
 
 from __future__ import annotations

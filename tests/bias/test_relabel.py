@@ -7,7 +7,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from toxiforge.bias.relabel import FEW_SHOT, lm_translator, relabel, relabeled_table, translation_prompt
+from toxiforge.bias.relabel import (
+    FEW_SHOT,
+    lm_translator,
+    relabel,
+    relabeled_table,
+    translation_error,
+    translation_prompt,
+)
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 
@@ -60,15 +67,54 @@ def test_relabel_any_direction_also_flips_benign_rows():
         relabel(ROWS, p_aae=P_AAE[:4], translate=translate, classify=classify)
 
 
+def test_translation_error_by_hand():
+    source = "placeholder a zorb"
+    assert translation_error(source, "Placeholder a.") is None
+    assert translation_error(source, "  ") == "empty translation"
+    assert translation_error(source, "...") == "empty translation"          # no word left
+    assert translation_error(source, "they have never seen that movie") == "repeats a few-shot example"
+    assert translation_error(source, "We finna go to the store!") == "repeats a few-shot example"  # an input too
+    assert translation_error("we finna go to the store", "We are about to go to the store.") \
+        == "repeats a few-shot example"
+    assert translation_error("they have never seen that movie", "They have never seen that movie.") is None
+    assert translation_error(source, "placeholder a Input: placeholder b") == "contains the prompt's scaffolding"
+    assert translation_error(source, "output: placeholder") == "contains the prompt's scaffolding"
+    assert translation_error(source, "They have never seen that movie.", [("x y", "x z")]) is None
+
+
+def test_failed_translations_keep_their_label_and_are_not_judged():
+    rows = [Example(f"placeholder {c} zorb", 1) for c in "abcd"]
+    outputs = {"placeholder a zorb": "", "placeholder b zorb": "They have never seen that movie.",
+               "placeholder c zorb": "Output: placeholder c", "placeholder d zorb": "placeholder d calm"}
+    judged: list[str] = []
+
+    def spy(texts):
+        judged.extend(texts)
+        return classify(texts)
+
+    result = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [outputs[t] for t in texts], classify=spy)
+    assert judged == ["placeholder d calm"]                  # failed translations never reach the classifier
+    assert result.labels.tolist() == [1, 1, 1, 0]             # ... so they keep their label
+    assert result.errors == ["empty translation", "repeats a few-shot example", "contains the prompt's scaffolding",
+                             None]
+    assert result.scores == [None, None, None, 0.1]
+    table = relabeled_table(rows, result, method="stand-in")
+    assert table.column("translation_error").to_pylist() == result.errors
+    assert table.column("translation").to_pylist()[1] == "They have never seen that movie."
+    none = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [""] * len(texts), classify=spy)
+    assert none.labels.tolist() == [1, 1, 1, 1] and len(judged) == 1
+
+
 def test_lm_translator_is_greedy_and_batch_independent(tiny_lm_newlines):
     from toxiforge.decoding.topk import TopKConfig, sample_top_k
+    from toxiforge.decoding.types import postprocess
 
     texts = ["placeholder one", "placeholder two words", "three"]
     one = lm_translator(tiny_lm_newlines, max_new_tokens=8, batch_size=1)(texts)
     many = lm_translator(tiny_lm_newlines, max_new_tokens=8, batch_size=8)(texts)
     greedy = sample_top_k(tiny_lm_newlines, [translation_prompt(t) for t in texts], [5, 6, 7],
                           TopKConfig(top_k=1, max_new_tokens=8))
-    assert one == many == [s.raw_output.strip() for s in greedy]
+    assert one == many == [postprocess(s.raw_output).text for s in greedy]
 
 
 def test_cli_relabel(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
@@ -125,3 +171,48 @@ def _tiny_classifier(tmp_path, build_tokenizer, shortcut_data, tiny_config):
     train_classifier(shortcut_data(16, seed=1), tmp_path / "clf", tiny_config(base, epochs=1, max_length=48),
                      progress=False)
     return tmp_path / "clf"
+
+
+def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
+    import pyarrow as pa
+    from typer.testing import CliRunner
+
+    from conftest import build_tiny_llama
+    from toxiforge.cli import app
+
+    lm_dir = tmp_path / "lm"
+    build_tiny_llama(tiny_tokenizer, newline_bias=3.0).save_pretrained(lm_dir)
+    tiny_tokenizer.save_pretrained(lm_dir)
+    texts = [f"placeholder statement {i}" for i in range(6)]
+    data = tmp_path / "data.parquet"
+    pq.write_table(pa.table({"text": texts, "label": [1, 0, 1, 1, 0, 1],
+                             "p_dialect": [0.9, 0.8, None, 0.2, float("nan"), 0.51]}), data)
+    out = tmp_path / "relabeled.parquet"
+
+    def run(*extra):
+        return CliRunner().invoke(app, ["bias", "relabel", str(data), "-o", str(out), "-c", "profanity-check",
+                                        "--lm", str(lm_dir), "--max-new-tokens", "4", "--device", "cpu",
+                                        "--overwrite", *extra])
+
+    result = run("--aae-column", "p_dialect", "--direction", "any")
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out).to_pylist()
+    assert [r["p_aae"] for r in table] == [0.9, 0.8, None, 0.2, None, 0.51]   # empty and NaN cells: no estimate
+    assert [r["translation"] is not None for r in table] == [True, True, False, False, False, True]
+    for row in table:
+        if row["translation"] is not None and row["translation_error"] is None:
+            assert row["label"] == int(row["translation_p_toxic"] > 0.5)
+        else:
+            assert row["label"] == row["old_label"] and row["translation_p_toxic"] is None
+    assert table[0]["relabel_method"].endswith("p(AAE) from column p_dialect")
+    toxic_only = run("--aae-column", "p_dialect")                          # the default toxic-to-benign
+    assert toxic_only.exit_code == 0, toxic_only.output
+    assert [r["translation"] is not None for r in pq.read_table(out).to_pylist()] == [True, False, False, False,
+                                                                                      False, True]
+    both = run("--aae-column", "p_dialect", "--dialect-model", str(model_dir))
+    assert isinstance(both.exception, InputError) and "both given" in str(both.exception)
+    missing = run("--aae-column", "p_nope")
+    assert isinstance(missing.exception, InputError) and "no p(AAE) column 'p_nope'" in str(missing.exception)
+    pq.write_table(pa.table({"text": texts[:2], "label": [1, 0], "p_dialect": [0.9, 1.5]}), data)
+    bad = run("--aae-column", "p_dialect")
+    assert isinstance(bad.exception, InputError) and "outside [0, 1]" in str(bad.exception)

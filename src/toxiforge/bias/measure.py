@@ -45,18 +45,21 @@ def find_dialect_model(folder: str | Path | None) -> tuple[DialectModel | None, 
         return None, "unavailable: run `toxiforge bias dialect fetch` (or pass --dialect-model DIR)"
 
 
-def predictions_from_column(data: LabeledData, name: str) -> np.ndarray:
-    """Scores from column ``name`` of the table ``data`` was read from, lined up by :attr:`Example.row`:
-    P(toxic) in [0, 1] or 0/1 labels (true/false and toxic/benign words count as 1/0)."""
+def predictions_from_column(data: LabeledData, name: str, *, option: str = "--predictions",
+                            what: str = "predictions", missing: bool = False) -> np.ndarray:
+    """Values in [0, 1] from column ``name`` of the table ``data`` was read from, lined up by
+    :attr:`Example.row`: P(toxic) or 0/1 labels (true/false and toxic/benign words count as 1/0) for
+    ``--predictions``, p(AAE) for ``relabel --aae-column``. ``missing=True`` reads a null or NaN cell as NaN (no
+    estimate, as the dialect model's) instead of failing; ``option`` and ``what`` name the column in errors."""
     from toxiforge.data.examples import to_binary
 
     if any(e.row is None for e in data.examples):
-        raise InputError(f"the {data.layout} loader does not keep table rows, so --predictions cannot be lined up",
-                         path=data.source, hint="use --classifier, or a table/toxiforge/ToxiGen file")
+        raise InputError(f"the {data.layout} loader does not keep table rows, so {option} cannot be lined up",
+                         path=data.source, hint="use a table/toxiforge/ToxiGen file, or drop " + option)
     table = read_any_table(data.source)
     if name not in table.column_names:
-        raise InputError(f"no predictions column {name!r}; the columns are {table.column_names}",
-                         path=data.source, hint="pass --predictions with one of them")
+        raise InputError(f"no {what} column {name!r}; the columns are {table.column_names}",
+                         path=data.source, hint=f"pass {option} with one of them")
     values = column(table, name)
     out = np.empty(len(data.examples))
     for i, example in enumerate(data.examples):
@@ -67,13 +70,17 @@ def predictions_from_column(data: LabeledData, name: str) -> np.ndarray:
                 binary = to_binary(raw)
             except ValueError:
                 binary = None
+            if binary is None and missing and (raw is None or str(raw).strip().lower() in ("", "nan")):
+                out[i] = np.nan
+                continue
             if binary is None:
-                raise InputError(f"predictions column {name!r} has {raw!r} at data row {example.row + 1}",
-                                 path=data.source, hint="give P(toxic) in [0, 1] or a 0/1 label on every row")
+                raise InputError(f"{what} column {name!r} has {raw!r} at data row {example.row + 1}",
+                                 path=data.source, hint="give a probability in [0, 1] or a 0/1 label on every row"
+                                 + (" (or leave the cell empty: no estimate)" if missing else ""))
             number = float(binary)
         if not 0.0 <= number <= 1.0:
-            raise InputError(f"predictions column {name!r} has {number} at data row {example.row + 1}, "
-                             "outside [0, 1]", path=data.source, hint="give P(toxic) or 0/1 labels")
+            raise InputError(f"{what} column {name!r} has {number} at data row {example.row + 1}, "
+                             "outside [0, 1]", path=data.source, hint="give probabilities in [0, 1] or 0/1 labels")
         out[i] = number
     return out
 

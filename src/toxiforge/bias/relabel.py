@@ -10,8 +10,14 @@ White-aligned English (WAE) "translation".
    heuristic, the default here: ``direction="toxic-to-benign"``); ``direction="any"`` relabels either way, as
    the general rule reads.
 
-The output keeps every row; candidates get ``translation`` and all rows ``old_label``, ``p_aae``, ``relabeled``
-and ``relabel_method`` (the translator and classifier) as provenance; ``label`` is the new label.
+A translation that is empty, repeats one of the few-shot sentences, or carries the prompt's ``Input:`` /
+``Output:`` scaffolding is a failed translation (:func:`translation_error`): its row keeps its label and says why
+in ``translation_error``. Judging such text would relabel by the prompt, not by the example (SmolLM2-135M answered
+2 of 40 real sentences with the last few-shot output; docs/bias.md).
+
+The output keeps every row; candidates get ``translation`` (and ``translation_error``) and all rows
+``old_label``, ``p_aae``, ``relabeled`` and ``relabel_method`` (the translator and classifier) as provenance;
+``label`` is the new label.
 
 Departures: the paper prompts GPT-3 with four pairs from Spears (1998); toxiforge's few-shot pairs
 (:data:`FEW_SHOT`) are its own neutral sentences showing the same kinds of features (habitual *be*, completive
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toxiforge.data.examples import Example
+from toxiforge.decoding.types import postprocess
 from toxiforge.errors import InputError
 
 # (AAE, WAE) pairs written for toxiforge: neutral everyday sentences, one dialect feature each.
@@ -38,6 +45,7 @@ FEW_SHOT: tuple[tuple[str, str], ...] = (
 )
 INSTRUCTION = "Rewrite each sentence in Standard American English, keeping its meaning."
 DIRECTIONS: tuple[str, ...] = ("toxic-to-benign", "any")
+SCAFFOLDING: tuple[str, ...] = ("input:", "output:", INSTRUCTION.lower())  # parts of the prompt, not of a sentence
 
 
 def translation_prompt(text: str, few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> str:
@@ -57,21 +65,41 @@ def lm_translator(lm, *, max_new_tokens: int = 48, batch_size: int = 8,
         out: list[str] = []
         for start in range(0, len(texts), batch_size):
             prompts = [translation_prompt(t, few_shot) for t in texts[start:start + batch_size]]
-            out += [s.raw_output.strip() for s in sample_top_k(lm, prompts, [0] * len(prompts), config)]
+            out += [postprocess(s.raw_output).text for s in sample_top_k(lm, prompts, [0] * len(prompts), config)]
         return out
 
     return translate
 
 
+def _words(text: str) -> str:
+    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
+
+
+def translation_error(source: str, translation: str, few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> str | None:
+    """Why ``translation`` of ``source`` is not a translation (None when it may be one): empty, a repeat of a
+    few-shot sentence (words compared without case and punctuation; unless ``source`` is that sentence), or the
+    prompt's scaffolding (``Input:``, ``Output:``, the instruction)."""
+    words = _words(translation)
+    if not words:
+        return "empty translation"
+    if words != _words(source) and words in {_words(t) for pair in few_shot for t in pair}:
+        return "repeats a few-shot example"
+    if any(part in translation.lower() for part in SCAFFOLDING):
+        return "contains the prompt's scaffolding"
+    return None
+
+
 @dataclass(frozen=True)
 class RelabelResult:
-    """Per row: new label, old label, p(AAE) (NaN: no prediction), translation (None: not a candidate)."""
+    """Per row: new label, old label, p(AAE) (NaN: no prediction), translation (None: not a candidate), the
+    classifier's P(toxic) of it, and why it is not a translation (:func:`translation_error`; None: it is one)."""
 
     labels: np.ndarray
     old_labels: np.ndarray
     p_aae: np.ndarray
     translations: list[str | None]
     scores: list[float | None]
+    errors: list[str | None]
 
     @property
     def relabeled(self) -> np.ndarray:
@@ -80,9 +108,11 @@ class RelabelResult:
 
 def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: Callable[[Sequence[str]], list[str]],
             classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float = 0.5,
-            direction: str = "toxic-to-benign", threshold: float = 0.5) -> RelabelResult:
+            direction: str = "toxic-to-benign", threshold: float = 0.5,
+            few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> RelabelResult:
     """Relabel ``examples`` (see the module docstring). ``classify`` gives P(toxic) per text; a translation is
-    toxic when its score is above ``threshold``."""
+    toxic when its score is above ``threshold``. Failed translations (:func:`translation_error` against
+    ``few_shot``, the translator's pairs) are not judged and keep their label."""
     if direction not in DIRECTIONS:
         raise InputError(f"unknown relabel direction {direction!r}", hint=f"use one of {', '.join(DIRECTIONS)}")
     if not 0 <= aae_threshold < 1:
@@ -96,14 +126,19 @@ def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: C
         candidates = candidates[old[candidates] == 1]
     translations: list[str | None] = [None] * len(old)
     scores: list[float | None] = [None] * len(old)
+    errors: list[str | None] = [None] * len(old)
     new = old.copy()
     if len(candidates):
         done = translate([examples[i].text for i in candidates])
-        verdict = np.asarray(classify(done), dtype=np.float64)
-        for i, text, score in zip(candidates, done, verdict):
-            translations[i], scores[i] = text, float(score)
+        for i, text in zip(candidates, done):
+            translations[i], errors[i] = text, translation_error(examples[i].text, text, few_shot)
+        judged = [i for i in candidates if errors[i] is None]
+        verdict = np.asarray(classify([translations[i] for i in judged]), dtype=np.float64) if judged else []
+        for i, score in zip(judged, verdict):
+            scores[i] = float(score)
             new[i] = int(score > threshold)
-    return RelabelResult(labels=new, old_labels=old, p_aae=p, translations=translations, scores=scores)
+    return RelabelResult(labels=new, old_labels=old, p_aae=p, translations=translations, scores=scores,
+                         errors=errors)
 
 
 def relabeled_table(examples: Sequence[Example], result: RelabelResult, *, method: str):
@@ -115,5 +150,6 @@ def relabeled_table(examples: Sequence[Example], result: RelabelResult, *, metho
         "group": [e.group for e in examples], "old_label": result.old_labels.tolist(),
         "p_aae": [None if np.isnan(x) else float(x) for x in result.p_aae],
         "translation": result.translations, "translation_p_toxic": result.scores,
+        "translation_error": result.errors,
         "relabeled": result.relabeled.tolist(), "relabel_method": [method] * len(examples),
     })

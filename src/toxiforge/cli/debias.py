@@ -134,6 +134,9 @@ def relabel_command(
                                   "toxic examples whose translation is judged benign) or any."),
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: the "
                                               "cache of `toxiforge bias dialect fetch`)."),
+    aae_column: str | None = typer.Option(None, "--aae-column", help="Column of DATA's table(s) with precomputed "
+                                          "p(AAE) in [0, 1] (another dialect identifier's; empty cell: no "
+                                          "estimate), instead of the dialect model."),
     max_new_tokens: int = typer.Option(48, "--max-new-tokens", help="Longest translation, in tokens."),
     label_column: str | None = typer.Option(None, "--label-column"),
     text_column: str | None = typer.Option(None, "--text-column"),
@@ -141,28 +144,44 @@ def relabel_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
     """Dialect-aware relabeling (Zhou et al. §6): translate AAE examples, relabel by the classifier's verdict."""
+    import numpy as np
+
     from toxiforge.bias.dialect import aae_probability, load_dialect_model
+    from toxiforge.bias.measure import predictions_from_column
     from toxiforge.bias.relabel import lm_translator, relabel, relabeled_table
     from toxiforge.classifiers import load_classifier
+    from toxiforge.data import load_specs
     from toxiforge.errors import InputError
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
     if out.exists() and not overwrite:
         raise InputError("output file exists", path=out, hint="choose another -o or pass --overwrite")
-    rows = _load_examples(data, label_column, text_column)
-    p_aae = aae_probability([e.text for e in rows], load_dialect_model(dialect_model))
+    if aae_column and dialect_model:
+        raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
+    datasets = load_specs(split_list(data), label_column=label_column, text_column=text_column)
+    rows = [e for d in datasets for e in d.examples]
+    if aae_column:
+        p_aae = np.concatenate([predictions_from_column(d, aae_column, option="--aae-column", what="p(AAE)",
+                                                        missing=True) for d in datasets])
+        aae_source = f"column {aae_column}"
+    else:
+        p_aae = aae_probability([e.text for e in rows], load_dialect_model(dialect_model))
+        aae_source = f"Blodgett et al. model{f' from {dialect_model}' if dialect_model else ''}"
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, device=device)
         judge = load_classifier(classifier, device=device)
     with console.status(f"translating the examples with p(AAE) > {aae_threshold:g}"):
         result = relabel(rows, p_aae=p_aae, translate=lm_translator(model, max_new_tokens=max_new_tokens),
                          classify=judge.predict_proba, aae_threshold=aae_threshold, direction=direction)
-    method = f"relabel: translated by {lm} (few-shot, greedy), judged by {classifier}, direction {direction}"
+    method = (f"relabel: translated by {lm} (few-shot, greedy), judged by {classifier}, direction {direction}, "
+              f"p(AAE) from {aae_source}")
     write_table(relabeled_table(rows, result, method=method), out)
     translated = sum(t is not None for t in result.translations)
-    console.print(f"{translated} of {len(rows)} examples translated, {int(result.relabeled.sum())} relabeled; "
-                  f"wrote {out}", highlight=False, soft_wrap=True)
+    failed = sum(e is not None for e in result.errors)
+    console.print(f"{translated} of {len(rows)} examples translated ({failed} failed translations kept their "
+                  f"label: see translation_error), {int(result.relabeled.sum())} relabeled; wrote {out}",
+                  highlight=False, soft_wrap=True)
 
 
 def register_bias_commands(bias_app: typer.Typer) -> None:

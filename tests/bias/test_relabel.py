@@ -11,6 +11,7 @@ from toxiforge.bias.relabel import (
     FEW_SHOT,
     lm_translator,
     relabel,
+    relabel_manifest,
     relabeled_table,
     translation_error,
     translation_prompt,
@@ -51,9 +52,14 @@ def test_relabel_toxic_to_benign_only_touches_toxic_aae_rows():
     assert result.labels.tolist() == [1, 0, 0, 1, 1] and result.relabeled.tolist() == [False, True, False, False,
                                                                                        False]
     assert result.scores[:2] == [0.9, 0.1]
-    table = relabeled_table(ROWS, result, method="stand-in")
+    table = relabeled_table(ROWS, result, method="stand-in", model="dictionary", seed=3)
     assert table.column("old_label").to_pylist() == [1, 1, 0, 1, 1]
     assert table.column("p_aae").to_pylist()[-1] is None and table.column("relabel_method").to_pylist()[0] == "stand-in"
+    assert set(table.column("relabel_model").to_pylist()) == {"dictionary"}
+    assert set(table.column("relabel_seed").to_pylist()) == {3}
+    counts = relabel_manifest(result, {"lm": "dictionary"})["counts"]
+    assert counts == {"rows": 5, "translated": 2, "failed_translations": {}, "toxic_to_benign": 1,
+                      "benign_to_toxic": 0}
 
 
 def test_relabel_any_direction_also_flips_benign_rows():
@@ -98,7 +104,9 @@ def test_failed_translations_keep_their_label_and_are_not_judged():
     assert result.errors == ["empty translation", "repeats a few-shot example", "contains the prompt's scaffolding",
                              None]
     assert result.scores == [None, None, None, 0.1]
-    table = relabeled_table(rows, result, method="stand-in")
+    table = relabeled_table(rows, result, method="stand-in", model="dictionary", seed=0)
+    assert relabel_manifest(result, {})["counts"]["failed_translations"] == {
+        "contains the prompt's scaffolding": 1, "empty translation": 1, "repeats a few-shot example": 1}
     assert table.column("translation_error").to_pylist() == result.errors
     assert table.column("translation").to_pylist()[1] == "They have never seen that movie."
     none = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [""] * len(texts), classify=spy)
@@ -115,6 +123,8 @@ def test_lm_translator_is_greedy_and_batch_independent(tiny_lm_newlines):
     greedy = sample_top_k(tiny_lm_newlines, [translation_prompt(t) for t in texts], [5, 6, 7],
                           TopKConfig(top_k=1, max_new_tokens=8))
     assert one == many == [postprocess(s.raw_output).text for s in greedy]
+    with pytest.raises(InputError, match="--batch-size must be at least 1"):
+        lm_translator(tiny_lm_newlines, batch_size=0)
 
 
 def test_cli_relabel(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
@@ -174,6 +184,8 @@ def _tiny_classifier(tmp_path, build_tokenizer, shortcut_data, tiny_config):
 
 
 def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
+    import json
+
     import pyarrow as pa
     from typer.testing import CliRunner
 
@@ -205,6 +217,12 @@ def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tok
         else:
             assert row["label"] == row["old_label"] and row["translation_p_toxic"] is None
     assert table[0]["relabel_method"].endswith("p(AAE) from column p_dialect")
+    assert {(r["relabel_model"], r["relabel_seed"]) for r in table} == {(str(lm_dir), 0)}
+    manifest = json.loads((tmp_path / "relabeled.manifest.json").read_text())
+    assert manifest["settings"]["decoding"]["top_k"] == 1 and manifest["settings"]["seed"] == 0
+    assert manifest["settings"]["aae_source"] == "column p_dialect"
+    assert manifest["counts"]["translated"] == 3 and manifest["counts"]["rows"] == 6
+    assert manifest["counts"]["toxic_to_benign"] == sum(r["old_label"] == 1 and r["label"] == 0 for r in table)
     toxic_only = run("--aae-column", "p_dialect")                          # the default toxic-to-benign
     assert toxic_only.exit_code == 0, toxic_only.output
     assert [r["translation"] is not None for r in pq.read_table(out).to_pylist()] == [True, False, False, False,

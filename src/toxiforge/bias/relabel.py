@@ -16,8 +16,9 @@ in ``translation_error``. Judging such text would relabel by the prompt, not by 
 2 of 40 real sentences with the last few-shot output; docs/bias.md).
 
 The output keeps every row; candidates get ``translation`` (and ``translation_error``) and all rows
-``old_label``, ``p_aae``, ``relabeled`` and ``relabel_method`` (the translator and classifier) as provenance;
-``label`` is the new label.
+``old_label``, ``p_aae``, ``relabeled``, ``relabel_method`` (the translator and classifier), ``relabel_model``
+(the translating LM) and ``relabel_seed`` (the decoder's seed; greedy decoding does not use it) as provenance;
+``label`` is the new label. :func:`relabel_manifest` is the run manifest written beside it.
 
 Departures: the paper prompts GPT-3 with four pairs from Spears (1998); toxiforge's few-shot pairs
 (:data:`FEW_SHOT`) are its own neutral sentences showing the same kinds of features (habitual *be*, completive
@@ -27,8 +28,10 @@ by a classifier trained on the translations; here one classifier decides.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,18 +57,29 @@ def translation_prompt(text: str, few_shot: Sequence[tuple[str, str]] = FEW_SHOT
     return "\n".join(blocks) + f"\nInput: {' '.join(text.split())}\nOutput:"
 
 
-def lm_translator(lm, *, max_new_tokens: int = 48, batch_size: int = 8,
-                  few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> Callable[[Sequence[str]], list[str]]:
-    """``texts -> translations`` with ``lm``: greedy (top-1) decoding of the few-shot prompt to the line's end."""
-    from toxiforge.decoding.topk import TopKConfig, sample_top_k
+def translation_config(max_new_tokens: int = 48):
+    """The translator's decoding settings: greedy (top-1), to the end of the line."""
+    from toxiforge.decoding.topk import TopKConfig
 
-    config = TopKConfig(top_k=1, temperature=1.0, max_new_tokens=max_new_tokens, stop_at_newline=True)
+    return TopKConfig(top_k=1, temperature=1.0, max_new_tokens=max_new_tokens, stop_at_newline=True)
+
+
+def lm_translator(lm, *, max_new_tokens: int = 48, batch_size: int = 8, seed: int = 0,
+                  few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> Callable[[Sequence[str]], list[str]]:
+    """``texts -> translations`` with ``lm``: greedy (top-1) decoding of the few-shot prompt to the line's end
+    (``seed`` seeds every row's generator, which top-1 decoding never draws from; recorded as provenance)."""
+    from toxiforge.decoding.topk import sample_top_k
+
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size}", hint="e.g. 8")
+    config = translation_config(max_new_tokens)
 
     def translate(texts: Sequence[str]) -> list[str]:
         out: list[str] = []
         for start in range(0, len(texts), batch_size):
             prompts = [translation_prompt(t, few_shot) for t in texts[start:start + batch_size]]
-            out += [postprocess(s.raw_output).text for s in sample_top_k(lm, prompts, [0] * len(prompts), config)]
+            out += [postprocess(s.raw_output).text for s in sample_top_k(lm, prompts, [seed] * len(prompts),
+                                                                          config)]
         return out
 
     return translate
@@ -141,7 +155,7 @@ def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: C
                          errors=errors)
 
 
-def relabeled_table(examples: Sequence[Example], result: RelabelResult, *, method: str):
+def relabeled_table(examples: Sequence[Example], result: RelabelResult, *, method: str, model: str, seed: int):
     """The relabeled dataset as a pyarrow table: text, label (new), group, then the provenance columns."""
     import pyarrow as pa
 
@@ -152,4 +166,19 @@ def relabeled_table(examples: Sequence[Example], result: RelabelResult, *, metho
         "translation": result.translations, "translation_p_toxic": result.scores,
         "translation_error": result.errors,
         "relabeled": result.relabeled.tolist(), "relabel_method": [method] * len(examples),
+        "relabel_model": [model] * len(examples), "relabel_seed": [seed] * len(examples),
     })
+
+
+def relabel_manifest(result: RelabelResult, settings: dict[str, Any],
+                     few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> dict[str, Any]:
+    """The run manifest: ``settings`` (what the caller ran: models, decoding, seed, thresholds, p(AAE) source),
+    the prompt's pairs and the counts: rows, candidates (translated), failed translations by reason, labels
+    changed each way."""
+    old, new = result.old_labels, result.labels
+    failed = Counter(e for e in result.errors if e is not None)
+    return {"settings": settings, "few_shot": [list(pair) for pair in few_shot], "instruction": INSTRUCTION,
+            "counts": {"rows": len(old), "translated": sum(t is not None for t in result.translations),
+                       "failed_translations": dict(sorted(failed.items())),
+                       "toxic_to_benign": int(((old == 1) & (new == 0)).sum()),
+                       "benign_to_toxic": int(((old == 0) & (new == 1)).sum())}}

@@ -124,7 +124,8 @@ def aflite_command(
 def relabel_command(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output table (.parquet, .csv or .jsonl): text, label (new), "
-                                                     "group, old_label, p_aae, translation, relabeled, ..."),
+                                                     "group, old_label, p_aae, translation, relabeled, ...; the "
+                                                     "run manifest goes beside it as NAME.manifest.json."),
     classifier: str = typer.Option(..., "--classifier", "-c", help="Classifier that judges the translations "
                                    "(registry name, model directory or hub id; Zhou et al.: the vanilla model)."),
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
@@ -138,17 +139,22 @@ def relabel_command(
                                           "p(AAE) in [0, 1] (another dialect identifier's; empty cell: no "
                                           "estimate), instead of the dialect model."),
     max_new_tokens: int = typer.Option(48, "--max-new-tokens", help="Longest translation, in tokens."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Translations decoded together."),
     label_column: str | None = typer.Option(None, "--label-column"),
     text_column: str | None = typer.Option(None, "--text-column"),
     device: str = typer.Option("auto", "--device"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
     """Dialect-aware relabeling (Zhou et al. §6): translate AAE examples, relabel by the classifier's verdict."""
+    import json
+    import time
+
     import numpy as np
 
+    from toxiforge._io import atomic_write_text
     from toxiforge.bias.dialect import aae_probability, load_dialect_model
     from toxiforge.bias.measure import predictions_from_column
-    from toxiforge.bias.relabel import lm_translator, relabel, relabeled_table
+    from toxiforge.bias.relabel import lm_translator, relabel, relabel_manifest, relabeled_table, translation_config
     from toxiforge.classifiers import load_classifier
     from toxiforge.data import load_specs
     from toxiforge.errors import InputError
@@ -168,19 +174,32 @@ def relabel_command(
     else:
         p_aae = aae_probability([e.text for e in rows], load_dialect_model(dialect_model))
         aae_source = f"Blodgett et al. model{f' from {dialect_model}' if dialect_model else ''}"
+    manifest_path = out.with_name(f"{out.stem}.manifest.json")
+    started = time.perf_counter()
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, device=device)
         judge = load_classifier(classifier, device=device)
+    loaded = time.perf_counter()
+    seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
     with console.status(f"translating the examples with p(AAE) > {aae_threshold:g}"):
-        result = relabel(rows, p_aae=p_aae, translate=lm_translator(model, max_new_tokens=max_new_tokens),
-                         classify=judge.predict_proba, aae_threshold=aae_threshold, direction=direction)
+        translate = lm_translator(model, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+        result = relabel(rows, p_aae=p_aae, translate=translate, classify=judge.predict_proba,
+                         aae_threshold=aae_threshold, direction=direction)
+    done = time.perf_counter()
     method = (f"relabel: translated by {lm} (few-shot, greedy), judged by {classifier}, direction {direction}, "
               f"p(AAE) from {aae_source}")
-    write_table(relabeled_table(rows, result, method=method), out)
+    write_table(relabeled_table(rows, result, method=method, model=lm, seed=seed), out)
+    settings = {"data": data, "out": str(out), "method": method, "lm": model.describe(),
+                "classifier": judge.describe(), "decoding": translation_config(max_new_tokens).to_dict(),
+                "seed": seed, "batch_size": batch_size, "direction": direction, "aae_threshold": aae_threshold,
+                "aae_source": aae_source, "seconds": {"load": round(loaded - started, 2),
+                                                      "translate_and_judge": round(done - loaded, 2)}}
+    atomic_write_text(manifest_path, json.dumps(relabel_manifest(result, settings), indent=2, default=str) + "\n")
     translated = sum(t is not None for t in result.translations)
     failed = sum(e is not None for e in result.errors)
     console.print(f"{translated} of {len(rows)} examples translated ({failed} failed translations kept their "
-                  f"label: see translation_error), {int(result.relabeled.sum())} relabeled; wrote {out}",
+                  f"label: see translation_error), {int(result.relabeled.sum())} relabeled in "
+                  f"{done - loaded:.1f} s; wrote {out} and {manifest_path.name}",
                   highlight=False, soft_wrap=True)
 
 

@@ -80,8 +80,9 @@ def test_translation_error_by_hand():
     assert translation_error(source, "...") == "empty translation"          # no word left
     assert translation_error(source, "they have never seen that movie") == "repeats a few-shot example"
     assert translation_error(source, "We finna go to the store!") == "repeats a few-shot example"  # an input too
-    assert translation_error("we finna go to the store", "We are about to go to the store.") \
-        == "repeats a few-shot example"
+    assert translation_error("we finna go to the store", "We are about to go to the store.") is None  # its pair
+    assert translation_error("we finna go to the store", "They have never seen that movie.") \
+        == "repeats a few-shot example"                                      # another pair's
     assert translation_error("they have never seen that movie", "They have never seen that movie.") is None
     assert translation_error(source, "placeholder a Input: placeholder b") == "contains the prompt's scaffolding"
     assert translation_error(source, "output: placeholder") == "contains the prompt's scaffolding"
@@ -234,3 +235,23 @@ def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tok
     pq.write_table(pa.table({"text": texts[:2], "label": [1, 0], "p_dialect": [0.9, 1.5]}), data)
     bad = run("--aae-column", "p_dialect")
     assert isinstance(bad.exception, InputError) and "outside [0, 1]" in str(bad.exception)
+
+
+@pytest.mark.embedded
+def test_embedded_smollm2_translates_one_line_per_sentence():
+    """The real default LM on neutral sentences written for this test: one line each, greedy, batch-independent,
+    and a few-shot input comes back as its pair's output (which is not a failed translation)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from toxiforge.models import load_language_model
+
+    lm = load_language_model("smollm2-135m", dtype="float32", device="cpu")
+    texts = ["she be reading the placeholder report every morning", "we finna go to the store",
+             "they done painted the fence already"]
+    out = lm_translator(lm, max_new_tokens=24, batch_size=3)(texts)
+    assert out == lm_translator(lm, max_new_tokens=24, batch_size=1)(texts)
+    for source, text in zip(texts, out):
+        assert text and "\n" not in text and text == text.strip()
+        assert translation_error(source, text) is None, (source, text)
+    assert out[1] == "We are about to go to the store."

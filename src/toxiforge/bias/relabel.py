@@ -91,13 +91,16 @@ def _words(text: str) -> str:
 
 def translation_error(source: str, translation: str, few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> str | None:
     """Why ``translation`` of ``source`` is not a translation (None when it may be one): empty, a repeat of a
-    few-shot sentence (words compared without case and punctuation; unless ``source`` is that sentence), or the
-    prompt's scaffolding (``Input:``, ``Output:``, the instruction)."""
-    words = _words(translation)
+    few-shot sentence (words compared without case and punctuation; unless ``source`` is that pair's input or
+    output, whose translation it then is), or the prompt's scaffolding (``Input:``, ``Output:``, the
+    instruction)."""
+    words, own = _words(translation), _words(source)
     if not words:
         return "empty translation"
-    if words != _words(source) and words in {_words(t) for pair in few_shot for t in pair}:
-        return "repeats a few-shot example"
+    for pair in few_shot:
+        sentences = {_words(t) for t in pair}
+        if words in sentences and own not in sentences:
+            return "repeats a few-shot example"
     if any(part in translation.lower() for part in SCAFFOLDING):
         return "contains the prompt's scaffolding"
     return None

@@ -50,7 +50,8 @@ def predictions_from_column(data: LabeledData, name: str) -> np.ndarray:
     P(toxic) in [0, 1] or 0/1 labels (true/false and toxic/benign words count as 1/0)."""
     from toxiforge.data.examples import to_binary
 
-    if any(e.row is None for e in data.examples):
+    rows = [e.row for e in data.examples if e.row is not None]
+    if len(rows) != len(data.examples):
         raise InputError(f"the {data.layout} loader does not keep table rows, so --predictions cannot be lined up",
                          path=data.source, hint="use --classifier, or a table/toxiforge/ToxiGen file")
     table = read_any_table(data.source)
@@ -59,8 +60,8 @@ def predictions_from_column(data: LabeledData, name: str) -> np.ndarray:
                          path=data.source, hint="pass --predictions with one of them")
     values = column(table, name)
     out = np.empty(len(data.examples))
-    for i, example in enumerate(data.examples):
-        raw = values[example.row]
+    for i, row in enumerate(rows):
+        raw = values[row]
         number = to_float(raw)
         if number is None:
             try:
@@ -68,11 +69,11 @@ def predictions_from_column(data: LabeledData, name: str) -> np.ndarray:
             except ValueError:
                 binary = None
             if binary is None:
-                raise InputError(f"predictions column {name!r} has {raw!r} at data row {example.row + 1}",
+                raise InputError(f"predictions column {name!r} has {raw!r} at data row {row + 1}",
                                  path=data.source, hint="give P(toxic) in [0, 1] or a 0/1 label on every row")
             number = float(binary)
         if not 0.0 <= number <= 1.0:
-            raise InputError(f"predictions column {name!r} has {number} at data row {example.row + 1}, "
+            raise InputError(f"predictions column {name!r} has {number} at data row {row + 1}, "
                              "outside [0, 1]", path=data.source, hint="give P(toxic) or 0/1 labels")
         out[i] = number
     return out

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
@@ -78,7 +79,7 @@ class RelabelResult:
         return self.labels != self.old_labels
 
 
-def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: Callable[[Sequence[str]], list[str]],
+def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Callable[[Sequence[str]], list[str]],
             classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float = 0.5,
             direction: str = "toxic-to-benign", threshold: float = 0.5) -> RelabelResult:
     """Relabel ``examples`` (see the module docstring). ``classify`` gives P(toxic) per text; a translation is
@@ -98,7 +99,7 @@ def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: C
     scores: list[float | None] = [None] * len(old)
     new = old.copy()
     if len(candidates):
-        done = translate([examples[i].text for i in candidates])
+        done = translate([examples[int(i)].text for i in candidates])
         verdict = np.asarray(classify(done), dtype=np.float64)
         for i, text, score in zip(candidates, done, verdict):
             translations[i], scores[i] = text, float(score)

@@ -82,7 +82,8 @@ class RawClient:
     def __init__(self, base: str):
         host, port = base.split("://", 1)[1].rstrip("/").rsplit(":", 1)
         self.host, self.port, self.cookie = host, int(port), ""
-        self.reader = self.writer = None
+        self.reader: asyncio.StreamReader  # both set by __aenter__
+        self.writer: asyncio.StreamWriter
 
     async def __aenter__(self) -> RawClient:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
@@ -133,8 +134,16 @@ class _HttpxClient:
         return (await self.request("GET", path))[1]
 
 
+def _csrf(page: str) -> str:
+    found = _CSRF.search(page)
+    if found is None:
+        raise RuntimeError("the page has no csrf field")
+    return found.group(1)
+
+
 async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
                     ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str) -> None:
+    client: RawClient | _HttpxClient
     if client_kind == "raw":
         client = RawClient(base)
     else:
@@ -145,14 +154,14 @@ async def _annotate(base: str, token: str, result: LoadResult, stop: threading.E
             try:
                 await client.get(f"/a/{token}")  # sets the session cookie
                 page = await client.get("/annotate")
-                await client.request("POST", "/consent", {"csrf": _CSRF.search(page).group(1), "agree": "yes"})
+                await client.request("POST", "/consent", {"csrf": _csrf(page), "agree": "yes"})
                 page = await client.get("/annotate")
             finally:
                 waiting[0] -= 1
                 if waiting[0] == 0:
                     ready.set()
             await ready.wait()
-            csrf = _CSRF.search(page).group(1)
+            csrf = _csrf(page)
             done = 0
             due = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
             while not stop.is_set() and (limit is None or done < limit):

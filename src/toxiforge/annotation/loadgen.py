@@ -224,8 +224,17 @@ def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None
     enabled = gc.isenabled()
     gc.disable()
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(_run(base, tokens, result, stop, per_annotator, timeout, interval, client))
+        main = _run(base, tokens, result, stop, per_annotator, timeout, interval, client)
+        if sys.version_info >= (3, 11):
+            with asyncio.Runner(loop_factory=_new_loop) as runner:
+                runner.run(main)
+        else:  # asyncio.Runner is new in 3.11; toxiforge supports 3.10
+            loop = _new_loop()
+            try:
+                loop.run_until_complete(main)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
     finally:
         if enabled:
             gc.enable()

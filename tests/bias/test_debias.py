@@ -1,8 +1,8 @@
 """Bias mitigation (Zhou et al. 2021 §3): DataMaps, AFLite, the random baseline and LEARNED-MIXIN(+H).
 
 Everything trains a tiny random BERT with a word-level tokenizer built in-process, on neutral placeholder text.
-The planted-shortcut proofs (the stand-in token "zorblax" occurs almost only in toxic training rows) are at the
-end. Nothing is downloaded.
+The planted-shortcut proofs (the stand-in token "zorblax" goes with the toxic label in the training rows) are at
+the end. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -63,9 +63,8 @@ def build_tokenizer():
     return build_word_tokenizer([" ".join(["placeholder note", SHORTCUT] + SIGNALS + FILLERS)])
 
 
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    """A tiny random BertModel without dropout (so training-time and eval-time passes agree), saved."""
+def save_tiny_bert(folder, **overrides):
+    """A tiny random BertModel without dropout (so training-time and eval-time passes agree), seeded, saved."""
     from transformers import BertModel
 
     from conftest import tiny_bert_config
@@ -73,11 +72,15 @@ def base_dir(tmp_path_factory):
     tokenizer = build_tokenizer()
     torch.manual_seed(0)
     config = tiny_bert_config(tokenizer, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                              attention_probs_dropout_prob=0.0)
-    folder = tmp_path_factory.mktemp("tiny-bert-debias")
+                              attention_probs_dropout_prob=0.0, **overrides)
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-debias"))
 
 
 def tiny_config(base_dir, **kwargs) -> TrainConfig:
@@ -447,8 +450,9 @@ def test_debiased_model_is_a_plain_classifier(base_dir, tmp_path):
 
 
 # --- proof: a planted shortcut ---------------------------------------------------------------------------------
-# Training rows: "zorblax" in 95% of toxic and 3% of benign rows; the real signal ("alpha"/"beta") agrees with
-# the label in 90% of rows. Test rows: the same signal, "zorblax" in half of all rows, independent of the label.
+# planted() training rows (LEARNED-MIXIN): "zorblax" in 95% of toxic and 3% of benign rows; the real signal
+# ("alpha"/"beta") agrees with the label in 90% of rows. Test rows: the same signal, "zorblax" in half of all rows,
+# independent of the label. The filtering test builds its own rows (its docstring says why).
 
 
 def planted(n: int, seed: int, *, test: bool = False) -> list[Example]:
@@ -466,34 +470,50 @@ def shortcut_fpr(model_dir, rows) -> float:
     return float((p[benign] > 0.5).mean())
 
 
-def test_filtering_lowers_the_shortcut_correlation(base_dir, tmp_path):
-    """Zhou et al. Table 1's effect: DataMaps hard/ambiguous and AFLite subsets hold a weaker token-label
+@pytest.fixture(scope="module")
+def quick_base_dir(tmp_path_factory):
+    """``base_dir``'s tiny BERT initialized with ``initializer_range`` 0.2 instead of BERT's 0.02: at 0.02 its
+    output barely depends on the input and it sits at p = 0.5 for its first ~25-30 training steps (measured; see
+    docs/bias.md), which a pretrained encoder does not do."""
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-quick"), initializer_range=0.2)
+
+
+def test_filtering_lowers_the_shortcut_correlation(quick_base_dir, tmp_path):
+    """Zhou et al. Table 1's effect: DataMaps ambiguous/hard and AFLite subsets hold a weaker token-label
     correlation than the full data, DataMaps easy a stronger one, and the random baseline about the same.
 
-    Here the token is in 80% of toxic and 10% of benign rows (R ~ 0.7, like the paper's R_ONI of 0.67) and the
-    real signal agrees with the label in 70% of rows, so the rows that contradict the token are the hard ones.
-    The subsets are the top third of each ranking (no 50% pool), which makes the effect crisp.
+    Data: the token is in 80% of toxic and 20% of benign rows (R ~ 0.6; the paper's R_ONI is 0.67) and the real
+    signal agrees with the label in 80% of rows, so the rows where token and signal disagree are toxic half the
+    time -- their label is a coin flip given the text (cartography's ambiguous examples) -- the rows where both
+    agree are easy, and the few rows both contradict are hard. Regime: cartography's, in which the model fits the
+    clear features early in the first epoch (an epoch of RoBERTa on a real dataset is thousands of steps): 720
+    rows (45 steps an epoch), no warm-up (as cartography's and Zhou et al.'s settings), lr 2e-3, and
+    ``quick_base_dir``. With 15 steps an epoch and BERT's initialization the rows sit at p = 0.5 for two of the
+    four epochs, so variability measured how far a row had moved by the end, not how much it swings, and the
+    ambiguous third kept the full data's R (docs/bias.md, "Proof: a planted shortcut"). Subsets: the top third of
+    each ranking (no 50% pool), which makes the effect crisp.
 
-    DataMaps-ambiguous is only required to sit below easy: on this tiny model every row starts at p = 0.5 in the
-    first recorded epoch, so variability mostly measures how fast a row is learned, and the ambiguous third kept
-    the full data's correlation (measured at this seed: full 0.602, ambiguous 0.597, hard -0.157, AFLite 0.063,
-    easy 1.0; with 8 epochs ambiguous 0.58). Zhou et al.'s ambiguous reduction is not reproduced here."""
-    rows = shortcut_data(240, seed=11, signal_rate=0.7, shortcut_toxic=0.8, shortcut_benign=0.1)
+    Measured (this setting, seeds 0-12 of data, model and training, docs/bias.md): full - ambiguous 0.156 to
+    0.405 (median 0.227); a random third's R stayed within 0.12 of the full data's. At seed 0 (this test): full
+    0.526, ambiguous 0.308, hard -0.042, AFLite -0.041, easy 1.0, random 0.410. Margins: 0.3 of Pearson R for hard
+    and AFLite, 0.1 for ambiguous (Zhou et al.'s own ambiguous reduction in R_ONI is 0.09)."""
+    rows = shortcut_data(720, seed=0, signal_rate=0.8, shortcut_toxic=0.8, shortcut_benign=0.2)
     labels = np.array([e.label for e in rows])
     token = has_shortcut(rows)
     full = pearson_r(token, labels)
-    result = run_datamap(rows, tmp_path / "dm", tiny_config(base_dir, epochs=4), fraction=1 / 3,
-                         pool_fraction=1 / 3)
+    config = tiny_config(quick_base_dir, epochs=4, batch_size=16, learning_rate=2e-3, warmup=0.0)
+    result = run_datamap(rows, tmp_path / "dm", config, fraction=1 / 3, pool_fraction=1 / 3)
     r = {region: pearson_r(token[idx], labels[idx]) for region, idx in result.subsets.items()}
-    aflite_result, kept = run_aflite(rows, tmp_path / "af", AFLiteConfig(target_size=80, ensemble_size=16, seed=0),
+    aflite_result, kept = run_aflite(rows, tmp_path / "af", AFLiteConfig(target_size=240, ensemble_size=16, seed=0),
                                      embeddings=bag_of_words(rows))
     r["aflite"] = pearson_r(token[kept], labels[kept])
-    baseline = random_subset(labels, 80, seed=0)
+    baseline = random_subset(labels, 240, seed=0)
     r["random"] = pearson_r(token[baseline], labels[baseline])
-    assert 0.6 < full < 0.8
+    assert 0.45 < full < 0.75
     for name in ("hard", "aflite"):
         assert r[name] is None or r[name] < full - 0.3, (name, full, r)  # margin: 0.3 of Pearson R
-    assert r["easy"] > full and r["ambiguous"] < r["easy"] and abs(r["random"] - full) < 0.2, (full, r)
+    assert r["ambiguous"] < full - 0.1, (full, r)  # margin: 0.1 of Pearson R
+    assert r["easy"] > full and abs(r["random"] - full) < 0.2, (full, r)
 
 
 def test_learned_mixin_lowers_the_false_positive_rate_on_the_token(base_dir, tmp_path):

@@ -15,9 +15,19 @@ lowest confidence. As Zhou et al. (Appendix A.2) each region is cut to 50% of th
 
 Departure from the paper, and why: as cartography's reference code does, the probabilities are the ones the
 training forward passes compute during each epoch (dropout on, the model moving within the epoch), not those of
-an extra pass over the training set after the epoch. That is what keeps the overhead to a few per cent instead of
-the ~1/3 of an extra forward pass per epoch. :func:`run_datamap` trains on every row (no held-out split), so each
-example gets a coordinate, and needs at least 2 whole epochs.
+an extra pass over the training set with the epoch's parameters. That is what keeps the overhead to a few per
+cent instead of the ~1/3 of an extra forward pass per epoch. :func:`run_datamap` trains on every row (no held-out
+split), so each example gets a coordinate, and needs at least 2 whole epochs.
+
+Checked against allenai/cartography (``run_glue.py`` logs each epoch's training-pass logits;
+``train_dy_filtering.py`` takes softmax p(gold) per epoch, ``np.mean`` and ``np.std`` over the epochs): the same,
+every epoch from the first included. There is no burn-in: cartography's ``--burn_out N`` keeps the *first* N
+epochs (default all), which this module does not offer. A consequence of recording during training, in both: the
+first epoch's value of a row seen before the model learned anything is p ~ 0.5. With a pretrained encoder and
+thousands of steps per epoch that is a small share of the rows; when the model needs a large share of the first
+epochs to fit anything (little data, a small random model), variability ranks how far a row moved from 0.5 -- how
+fast it was learned -- rather than how much its prediction swings, and the ambiguous region is then close to a
+random mix of easy and hard rows (measured on the planted-shortcut test, ``docs/bias.md``).
 """
 
 from __future__ import annotations

@@ -64,8 +64,9 @@ postgres:
 		|| echo "warning: could not install postgresql (the PostgreSQL tests will be skipped)"; }
 
 # Lint and import order (ruff), then type checks of src/ (mypy); both configured in pyproject.toml and installed by
-# the test extra. CI runs this before the tests. mypy from a clean cache (as in CI) took 111-115 s on 2 shared cores
-# (load 2.6-4.1, 2026-11-23); with its .mypy_cache a rerun takes ~3 s.
+# the test extra. CI runs this before the tests. mypy from a clean cache (as in CI) took 74 s wall, 43 s user CPU on
+# 2 shared cores (load ~4, 2026-11-23; torch and transformers not followed, see pyproject.toml); with its
+# .mypy_cache a rerun takes ~3 s.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy

@@ -170,8 +170,8 @@ def chat_formatter(model: str) -> Callable[[str], str]:
         raise InputError(f"model {model!r} has no chat template", hint="drop --chat for a base (non-chat) model")
 
     def wrap(prompt: str) -> str:
-        # a str with tokenize=False; transformers annotates only the union of all its return types
-        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,  # type: ignore[return-value]
+        # a str with tokenize=False
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                              add_generation_prompt=True)
 
     return wrap

@@ -58,7 +58,7 @@ def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
         else:
             os.environ["TQDM_DISABLE"] = previous
     # save_pretrained refuses a GGUF-quantized model; the weights are already dequantized fp32 tensors.
-    model.hf_quantizer = None  # type: ignore[assignment]  # not declared on PreTrainedModel: mypy sees nn.Module's __getattr__
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     tmp = target.with_name(target.name + f".tmp-{os.getpid()}")
@@ -138,7 +138,7 @@ class TransformersLM:
             raise ToxiforgeError(
                 f"could not load language model {source!r}: {exc}. Fix: check the name; without internet use the "
                 "embedded 'smollm2-135m', a local model directory, or a .gguf file") from exc
-        model.to(dev)  # type: ignore[arg-type]  # transformers' decorator on .to() hides its signature from mypy
+        model.to(dev)
         lm = cls(model, tokenizer, name=name or str(source), source=str(source))
         lm.load_seconds = time.perf_counter() - started
         return lm
@@ -291,4 +291,4 @@ class TransformersSession:
         self._attention = self._attention.index_select(0, index)
         self._next_position = self._next_position.index_select(0, index)
         self._logprobs = self._logprobs.index_select(0, index)
-        self._cache.reorder_cache(index)  # type: ignore[arg-type]  # transformers annotates the legacy LongTensor
+        self._cache.reorder_cache(index)

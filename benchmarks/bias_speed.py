@@ -9,9 +9,10 @@ and uses one core). Prints the median of ``--repeats`` runs, wall-clock and CPU 
 also counts waiting for the core), and the ratio of the CPU time to the target.
 
 Dialect: a synthetic model of ``--vocab`` words (random counts, upstream's file format is not needed here) and
-``--docs`` texts; times :func:`toxiforge.bias.dialect.predict_dialects` against the same inference done one
-document and one token at a time (the way upstream's ``predict.py`` runs), checks they agree, and prints the
-speed-up.
+``--docs`` texts; times :func:`toxiforge.bias.dialect.predict_dialects` against
+:func:`~toxiforge.bias.dialect.predict_dialects_loop`, the same inference one document and one token at a time (the
+way upstream's ``predict.py`` runs; the reference tests/bias/test_dialect.py checks against too), checks they agree,
+and prints the speed-up.
 
     python benchmarks/bias_speed.py                    # 250,000 statements, 3 repeats; dialect on 20,000 texts
     python benchmarks/bias_speed.py --n 25000 --repeats 1 --docs 2000     # a quick check
@@ -26,7 +27,7 @@ import time
 
 import numpy as np
 
-from toxiforge.bias.dialect import DialectModel, predict_dialects, tokenize
+from toxiforge.bias.dialect import DialectModel, predict_dialects, predict_dialects_loop, tokenize
 from toxiforge.bias.lexicon import load_bias_lexicon, shipped_noi_terms
 
 NEUTRAL = ("the of and to in a is that for it as was with be by on not this are or from at which but have an "
@@ -76,27 +77,6 @@ def bench_tagging(args) -> None:
     print(f"  target 10 s for 250,000 on one core: {per_250k:.2f} CPU s ({per_250k / 10:.2f} x the target)")
 
 
-def loop_predict(tokens_list, model: DialectModel, alpha=1.0, numpasses=5):
-    """One document and one token at a time (reference for the timing)."""
-    out = []
-    for tokens in tokens_list:
-        ids = [model.vocab[t] for t in tokens if t in model.vocab]
-        if not ids or len(ids) / len(tokens) < 0.2:
-            out.append(np.full(4, np.nan))
-            continue
-        lik = model.likelihood[ids]
-        qs = lik.copy()
-        q_k = qs.sum(0)
-        for _ in range(1, numpasses):
-            for i in range(len(ids)):
-                q_k -= qs[i]
-                qs[i] = lik[i] * (q_k + alpha)
-                qs[i] /= qs[i].sum()
-                q_k += qs[i]
-        out.append(q_k / q_k.sum())
-    return np.array(out)
-
-
 def bench_dialect(args) -> None:
     rng = np.random.default_rng(args.seed)
     words = [f"w{i}" for i in range(args.vocab)]
@@ -112,7 +92,7 @@ def bench_dialect(args) -> None:
     fast = predict_dialects(tokens, model)
     t_fast = time.process_time() - started
     started = time.process_time()
-    slow = loop_predict(tokens, model)
+    slow = predict_dialects_loop(tokens, model)
     t_slow = time.process_time() - started
     assert np.allclose(fast, slow, equal_nan=True, atol=1e-12), "vectorised and loop disagree"
     print(f"dialect: {args.docs:,} texts, vocabulary {args.vocab:,}: vectorised {t_fast:.2f} CPU s "

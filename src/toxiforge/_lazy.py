@@ -116,7 +116,7 @@ class Registry(Generic[T]):
         if isinstance(target, str):
             target = _resolve(target)
             self._entries[key] = target
-        return target  # type: ignore[return-value]
+        return target
 
 
 __all__ = ["Registry", "did_you_mean", "lazy_exports"]

@@ -6,7 +6,11 @@ traceback and exits with status 2. Messages name the file, line or value at faul
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
+
+S = TypeVar("S", bound=str)
 
 
 class ToxiforgeError(Exception):
@@ -38,3 +42,12 @@ class InputError(ToxiforgeError, ValueError):
         if self.hint:
             text += f". Fix: {self.hint}"
         return text
+
+
+def check_choice(value: str, choices: Sequence[S], *, what: str, hint: str | None = None) -> S:
+    """``value`` when it is one of ``choices`` (returned as the choice, so typed as their ``Literal``), else
+    ``InputError("unknown {what} {value!r}")`` with ``hint`` (default: the choices)."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise InputError(f"unknown {what} {value!r}", hint=hint or f"use one of {', '.join(choices)}")

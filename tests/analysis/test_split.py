@@ -186,6 +186,10 @@ def test_split_command_with_a_stub_encoder(tmp_path, monkeypatch):
     assert isinstance(big.exception, InputError) and not (tmp_path / "m").exists()
     fmt = runner.invoke(app, ["split", str(data), "--test-size", "2", "--format", "xlsx", "-o", str(tmp_path / "f")])
     assert isinstance(fmt.exception, InputError) and not (tmp_path / "f").exists()
+    for option, value, message in (("--allocation", "equal-ish", "unknown allocation 'equal-ish'"),
+                                   ("--on-conflict", "keep", "unknown on_conflict 'keep'")):
+        wrong = runner.invoke(app, ["split", str(data), "--test-size", "2", option, value, "-o", str(tmp_path / "w")])
+        assert isinstance(wrong.exception, InputError) and str(wrong.exception).startswith(message)
 
 
 @pytest.mark.embedded

@@ -288,6 +288,28 @@ def test_cli_datamap(base_dir, tmp_path):
     assert isinstance(again.exception, InputError) and "not empty" in str(again.exception)
 
 
+def test_cli_datamap_keeps_train_defaults_for_unset_options(tmp_path, monkeypatch):
+    """Unset --batch-size/--lr/--max-length keep TrainConfig's defaults (they used to be passed as None, which
+    crashed the Trainer and lifted the 128-token cap); the given ones are used."""
+    from typer.testing import CliRunner
+
+    import toxiforge.bias.datamaps as datamaps
+    from toxiforge.cli import app
+
+    seen = []
+
+    def capture(rows, out, config, **kwargs):
+        seen.append(config)
+        raise InputError("stop after building the config")
+
+    monkeypatch.setattr(datamaps, "run_datamap", capture)
+    data = write_table(shortcut_data(12, seed=4), tmp_path / "train.parquet")
+    CliRunner().invoke(app, ["bias", "datamap", str(data), "-o", str(tmp_path / "a"), "--epochs", "2"])
+    CliRunner().invoke(app, ["bias", "datamap", str(data), "-o", str(tmp_path / "b"), "--batch-size", "8"])
+    defaults = TrainConfig()
+    assert [(c.batch_size, c.learning_rate, c.max_length, c.epochs) for c in seen] == [
+        (32, 2e-5, 128, 2), (8, defaults.learning_rate, defaults.max_length, 3)]
+
 @pytest.mark.embedded
 def test_cli_aflite_on_minilm_embeddings(tmp_path):
     from typer.testing import CliRunner

@@ -6,13 +6,14 @@ Stand-in terms only ("zorb", "quux", "blorf"): the tests never need a real slur 
 from __future__ import annotations
 
 import io
+import json
 import re
 import urllib.error
 
 import numpy as np
 import pytest
 
-from toxiforge.bias.fetch import TOXTRIG, fetch_resource
+from toxiforge.bias.fetch import TOXTRIG, TWITTERAAE, fetch_resource
 from toxiforge.bias.lexicon import (
     BiasLexicon,
     group_alias_terms,
@@ -232,6 +233,29 @@ def test_fetch_writes_the_pinned_file_and_the_lexicon_finds_it_in_the_cache():
     lx = load_bias_lexicon()
     assert lx.terms["oi"] == ("quux",) and lx.available("oi")
     assert "Toxic_Debias@bb511db" in lx.sources["oi"]
+
+
+def test_fetch_failing_midway_keeps_the_old_folder_and_leaves_no_staging(tmp_path):
+    served = []
+
+    def second_fails(url, timeout):
+        served.append(url)
+        if len(served) == 2:
+            raise urllib.error.URLError("offline")
+        return io.BytesIO(b"placeholder\n")
+
+    dest = tmp_path / "twitteraae"
+    dest.mkdir()
+    (dest / "old.txt").write_text("kept", encoding="utf-8")
+    with pytest.raises(FetchError, match="could not reach GitHub"):
+        fetch_resource(TWITTERAAE, dest, opener=second_fails)
+    assert [p.name for p in tmp_path.iterdir()] == ["twitteraae"] and [p.name for p in dest.iterdir()] == ["old.txt"]
+    fetch_resource(TWITTERAAE, dest, opener=lambda url, timeout: io.BytesIO(b"placeholder\n"))
+    assert sorted(p.name for p in dest.iterdir()) == ["SOURCE.json", "model_count_table.txt", "model_vocab.txt"]
+    info = json.loads((dest / "SOURCE.json").read_text(encoding="utf-8"))
+    assert info["repo"] == "slanglab/twitteraae" and info["commit"] == TWITTERAAE.commit and info["fetched_at"]
+    assert info["urls"] == [TWITTERAAE.url(p) for p in TWITTERAAE.files]
+    assert [p.name for p in tmp_path.iterdir()] == ["twitteraae"]
 
 
 def test_fetch_http_404_names_the_commit(tmp_path):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toxiforge.annotation.export import FORMULA_STARTS
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 from toxiforge.records import Row, label_word
 
 
@@ -52,11 +52,13 @@ def human_labels(path: str | Path, rule: str = "max") -> dict[str, int]:
     from toxiforge.data.examples import read_any_table, to_float
     from toxiforge.data.toxigen import LABEL_RULES, annotated_label
 
-    if rule not in LABEL_RULES:
-        raise InputError(f"unknown label rule {rule!r}", hint="use 'max' (the paper) or 'sum' (upstream)")
+    checked_rule = check_choice(rule, tuple(LABEL_RULES), what="label rule",
+                                hint="use 'max' (the paper) or 'sum' (upstream)")
     table = read_any_table(path)
     names = set(table.column_names)
     scores: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    ai: float | None
+    human: float | None
     if "Input.text" in names:
         for row in table.to_pylist():
             key, ai, human = join_key(row["Input.text"]), _one_hot(row, "Answer.toAI"), _one_hot(row, "Answer.toPER")
@@ -71,7 +73,7 @@ def human_labels(path: str | Path, rule: str = "max") -> dict[str, int]:
         raise InputError("not an annotated file: expected text, toxicity_ai, toxicity_human (toxiforge or ToxiGen "
                          "annotated/annotations) or Input.text with Answer.toAI.* / Answer.toPER.* (ToxiGen's hub "
                          "annotations)", path=path, hint="export one with 'toxiforge annotate export'")
-    return {key: annotated_label(sum(a for a, _ in s) / len(s), sum(h for _, h in s) / len(s), rule)
+    return {key: annotated_label(sum(a for a, _ in s) / len(s), sum(h for _, h in s) / len(s), checked_rule)
             for key, s in scores.items()}
 
 
@@ -105,7 +107,8 @@ def human_validation(rows: Iterable[Row], labels: dict[str, int]) -> tuple[list[
     for r in rows:
         if r.parse_error is not None or not r.generation:
             continue
-        human = labels.get(join_key(r.generation))
+        key = join_key(r.generation)
+        human = labels.get(key) if key is not None else None
         if human is None:
             unmatched += 1
             continue

@@ -92,6 +92,7 @@ def mention_stats(data: Any, *, on_progress: Callable[[int], None] | None = None
     from toxiforge.groups import groups_mentioned, resolve_group
 
     d: AnalysisData = load_data(data, need=("groups",))
+    assert d.groups is not None, "load_data(need=('groups',)) raises when there is no group column"
     methods = d.methods or ["(none)"] * len(d)
     resolved: dict[str, Any] = {}
     cells: dict[tuple[str, str], list[int]] = {}

@@ -61,16 +61,15 @@ def perplexities(texts: Sequence[str], lm: Any, *, batch_size: int = 16, max_tok
     encoded = [ids[:max_tokens] for ids in full]
     out = np.full(len(texts), np.nan, dtype=np.float64)
     order = sorted((i for i, ids in enumerate(encoded) if ids), key=lambda i: len(encoded[i]))
-    sessions = use_protocol or prefix is not None
-    start_text = prefix
-    if sessions and start_text is None:
+    start_text = prefix  # None: score through loglikelihood, else through sessions that start with it
+    if use_protocol and start_text is None:
         start_text = lm.token_texts()[min(lm.eos_token_ids)] if lm.eos_token_ids else "\n"
     if on_progress is not None and len(order) < len(texts):
         on_progress(len(texts) - len(order))
     for b in range(0, len(order), batch_size):
         rows = order[b:b + batch_size]
         batch = [encoded[i] for i in rows]
-        if sessions:
+        if start_text is not None:
             nll = _batch_nll_protocol(lm, batch, start_text)
         else:
             requests = [("", texts[i] if len(full[i]) <= max_tokens else lm.decode(encoded[i])) for i in rows]

@@ -33,6 +33,8 @@ from toxiforge.errors import InputError
 
 Allocation = Literal["proportional", "equal"]
 OnConflict = Literal["drop", "move"]
+ALLOCATIONS: tuple[Allocation, ...] = ("proportional", "equal")
+ON_CONFLICTS: tuple[OnConflict, ...] = ("drop", "move")
 Stratum = tuple
 
 
@@ -46,7 +48,8 @@ def check_threshold(threshold: float) -> float:
     return value
 
 
-def allocate(sizes: dict[Stratum, int], test_size: int, allocation: Allocation = "proportional") -> dict[Stratum, int]:
+def allocate(sizes: dict[Stratum, int], test_size: int | None,
+             allocation: Allocation = "proportional") -> dict[Stratum, int]:
     """Test rows per stratum summing to ``test_size``; raises when a stratum cannot supply its share."""
     total = sum(sizes.values())
     keys = sorted(sizes)
@@ -86,7 +89,7 @@ def strata_of(data: AnalysisData) -> list[Stratum]:
     return list(zip(*columns)) if columns else [()] * len(data)
 
 
-def choose_test(strata: Sequence[Stratum], test_size: int, *, seed: int = 0,
+def choose_test(strata: Sequence[Stratum], test_size: int | None, *, seed: int = 0,
                 allocation: Allocation = "proportional") -> np.ndarray:
     """Sorted row indices of a stratified random test set (deterministic given ``seed``)."""
     members: dict[Stratum, list[int]] = {}
@@ -190,7 +193,7 @@ def split_embeddings(embeddings: np.ndarray, strata: Sequence[Stratum], test_siz
     if test_indices is not None:
         test = fixed_test(test_indices, len(emb))
     else:
-        test = choose_test(strata, test_size, seed=seed, allocation=allocation)  # type: ignore[arg-type]
+        test = choose_test(strata, test_size, seed=seed, allocation=allocation)
     test_size = len(test)
     is_test = np.zeros(len(emb), dtype=bool)
     is_test[test] = True
@@ -253,7 +256,7 @@ def similarity_split(data: Any, test_size: int | None, *, threshold: float = 0.7
     if test_indices is not None:  # fail fast on a bad test set, before loading the encoder
         fixed_test(test_indices, len(d))
     else:
-        choose_test(strata, test_size, seed=seed, allocation=allocation)  # type: ignore[arg-type]
+        choose_test(strata, test_size, seed=seed, allocation=allocation)
     load_seconds = 0.0
     if embeddings is None:
         started = time.perf_counter()

@@ -13,8 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import mean
+from typing import TYPE_CHECKING
 
 from toxiforge.records import Row, label_word
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,10 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
     from rich.table import Table
 
     table = Table(title=title, show_lines=True)
-    for name, justify in [("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"),
-                          ("mean chars", "right"), ("flagged", "right"), ("label flip", "right")]:
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"), ("mean chars", "right"),
+        ("flagged", "right"), ("label flip", "right")]
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("examples", ratio=1, min_width=30, overflow="fold")
     for s in summaries:

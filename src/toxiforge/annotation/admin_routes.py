@@ -35,8 +35,8 @@ async def admin_page(request: Request, web: Web = Depends(get_web), who=Depends(
     from toxiforge.annotation.agreement import study_agreement
 
     session_id, study = who
-    released = request.query_params.get("released")
-    released = parse_int(released, "released", 0, MAX_ID) if released is not None else None
+    given = request.query_params.get("released")
+    released = parse_int(given, "released", 0, MAX_ID) if given is not None else None
     progress = await web.db(web.store.progress, study.id)
     agreement = await web.db(study_agreement, web.store, study.id)
     return web.render("admin.html", study=study, progress=progress, agreement=agreement,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def fleiss(ratings: Sequence[Sequence[int]], n_cat: int | None = None) -> float:
     return float(fleiss_kappa(table, method="fleiss"))
 
 
-def kripp_alpha(ratings: Sequence[Sequence[int]], level: str, domain: Sequence[int]) -> float:
+def kripp_alpha(ratings: Sequence[Sequence[int]], level: Literal["nominal", "ordinal", "interval", "ratio"],
+                domain: Sequence[int]) -> float:
     """Krippendorff's alpha of a subjects x ratings matrix (raters need not be the same people across
     subjects; the package's value-count form is used)."""
     import krippendorff

@@ -119,7 +119,9 @@ class CoreExecutor:
         return self.connection.execute(statement, params).rowcount
 
     def insert(self, statement, params) -> int:
-        return self.connection.execute(statement, params).inserted_primary_key[0]
+        key = self.connection.execute(statement, params).inserted_primary_key
+        assert key is not None, "insert() runs INSERT statements"
+        return key[0]
 
 
 class CompiledStatement:
@@ -155,7 +157,8 @@ class CompiledStatement:
         if plan and all(key is not None and process is None for key, _, process in plan):
             # the common case, values as they are: one C call (itemgetter of one key returns the bare value)
             get = itemgetter(*self.keys)
-            self.parameters = get if len(plan) > 1 else lambda params: (get(params),)
+            # an instance attribute shadowing the method below: the fast path
+            self.parameters = get if len(plan) > 1 else lambda params: (get(params),)  # type: ignore[method-assign,assignment]
         result = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None)
                        for c in statement.exported_columns)  # selected or RETURNING columns
         self.converted = tuple((i, p) for i, p in enumerate(result) if p is not None)

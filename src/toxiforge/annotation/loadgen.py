@@ -82,7 +82,8 @@ class RawClient:
     def __init__(self, base: str):
         host, port = base.split("://", 1)[1].rstrip("/").rsplit(":", 1)
         self.host, self.port, self.cookie = host, int(port), ""
-        self.reader = self.writer = None
+        self.reader: asyncio.StreamReader  # both set by __aenter__
+        self.writer: asyncio.StreamWriter
 
     async def __aenter__(self) -> RawClient:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
@@ -133,8 +134,16 @@ class _HttpxClient:
         return (await self.request("GET", path))[1]
 
 
+def _csrf(page: str) -> str:
+    found = _CSRF.search(page)
+    if found is None:
+        raise RuntimeError("the page has no csrf field")
+    return found.group(1)
+
+
 async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
                     ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str) -> None:
+    client: RawClient | _HttpxClient
     if client_kind == "raw":
         client = RawClient(base)
     else:
@@ -145,14 +154,14 @@ async def _annotate(base: str, token: str, result: LoadResult, stop: threading.E
             try:
                 await client.get(f"/a/{token}")  # sets the session cookie
                 page = await client.get("/annotate")
-                await client.request("POST", "/consent", {"csrf": _CSRF.search(page).group(1), "agree": "yes"})
+                await client.request("POST", "/consent", {"csrf": _csrf(page), "agree": "yes"})
                 page = await client.get("/annotate")
             finally:
                 waiting[0] -= 1
                 if waiting[0] == 0:
                     ready.set()
             await ready.wait()
-            csrf = _CSRF.search(page).group(1)
+            csrf = _csrf(page)
             done = 0
             due = time.perf_counter() + (random.uniform(0, interval) if interval else 0.0)
             while not stop.is_set() and (limit is None or done < limit):
@@ -215,8 +224,17 @@ def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None
     enabled = gc.isenabled()
     gc.disable()
     try:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            runner.run(_run(base, tokens, result, stop, per_annotator, timeout, interval, client))
+        main = _run(base, tokens, result, stop, per_annotator, timeout, interval, client)
+        if sys.version_info >= (3, 11):
+            with asyncio.Runner(loop_factory=_new_loop) as runner:
+                runner.run(main)
+        else:  # asyncio.Runner is new in 3.11; toxiforge supports 3.10
+            loop = _new_loop()
+            try:
+                loop.run_until_complete(main)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
     finally:
         if enabled:
             gc.enable()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timezone
+from typing import ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     create_engine,
@@ -44,7 +46,7 @@ MAX_ID = 2**31 - 1  # ids are INTEGER columns: PostgreSQL refuses larger values 
 
 
 class Base(DeclarativeBase):
-    pass
+    __table__: ClassVar[Table]  # every model here maps a Table (DeclarativeBase says only FromClause)
 
 
 class Meta(Base):

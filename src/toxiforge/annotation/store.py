@@ -20,7 +20,7 @@ import queue
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -29,6 +29,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
+from sqlalchemy.pool import PoolProxiedConnection
 
 from toxiforge.annotation.checkpoint import start_wal_checkpointer
 from toxiforge.annotation.hotpath import (
@@ -111,7 +112,8 @@ class Store:
         # the SQLite fast path's driver connections (see hotpath.SQLiteExecutor), one per concurrent transaction:
         # store calls run in a thread pool, and a sqlite3 connection holds one transaction at a time
         self._sqlite_connections: queue.SimpleQueue = queue.SimpleQueue()
-        self._no_wait_connection = None  # the one for writes inside without_waiting (busy timeout 0, see _txn)
+        # the connection for writes inside without_waiting (busy timeout 0, see _txn)
+        self._no_wait_connection: PoolProxiedConnection | None = None
         self._compiled: dict = {}  # Core statement -> CompiledStatement, for the SQLite fast path
         # this process's SQLite writers queue here rather than in SQLite's busy handler, whose sleeps back off
         # (1, 2, 5 ... 100 ms) and gave submissions a tail of seconds under load; other processes still wait in it
@@ -196,6 +198,7 @@ class Store:
     def open_session(self, kind: str, token: str) -> str | None:
         """A new session for an invite link (``kind`` "annotator") or an admin link ("admin"); returns its id (the
         cookie value; only its hash is stored), or None for an unknown token."""
+        found: Sequence[Any] | None
         with self.Session.begin() as s:
             if kind == "annotator":
                 found = s.execute(select(Annotator.id, Annotator.study_id)
@@ -238,7 +241,8 @@ class Store:
         if not where:
             raise InputError("end_sessions needs an annotator or a study", hint="pass annotator_id or study_id")
         with self.Session.begin() as s:
-            return s.execute(delete(BrowserSession).where(*where)).rowcount
+            # a DML statement's result is a CursorResult; Session.execute() is annotated with the base Result
+            return s.execute(delete(BrowserSession).where(*where)).rowcount  # type: ignore[attr-defined]
 
     def consent(self, annotator_id: int) -> None:
         with self.Session.begin() as s:
@@ -250,8 +254,9 @@ class Store:
     def start_checkpointer(self, interval: float = 0.1) -> None:
         """Move SQLite's WAL checkpoints off the commits into a background thread (see
         :mod:`toxiforge.annotation.checkpoint`); used by the server. The thread ends with the store."""
-        if self.fast_sqlite and self._checkpointer is None:
-            self._checkpointer = start_wal_checkpointer(self, self.engine.url.database, interval)
+        database = self.engine.url.database  # a file whenever fast_sqlite
+        if self.fast_sqlite and self._checkpointer is None and database:
+            self._checkpointer = start_wal_checkpointer(self, database, interval)
 
     @contextmanager
     def _txn(self, write: bool) -> Iterator[HotPathOperations]:
@@ -278,13 +283,16 @@ class Store:
             pooled = self._no_wait_connection
             if pooled is None:
                 pooled = self._no_wait_connection = self.engine.raw_connection()
-                pooled.driver_connection.execute("PRAGMA busy_timeout=0")
+                driver = pooled.driver_connection
+                assert driver is not None  # None only once a connection is invalidated
+                driver.execute("PRAGMA busy_timeout=0")
         else:
             try:
                 pooled = self._sqlite_connections.get_nowait()
             except queue.Empty:
                 pooled = self.engine.raw_connection()  # a pooled connection: same pragmas, kept for good
         raw = pooled.driver_connection
+        assert raw is not None  # None only once a connection is invalidated
         cur = raw.cursor()
         try:
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -385,7 +393,7 @@ class Store:
                                                       Assignment.annotator_id == annotator_id,
                                                       Assignment.submitted.is_(False),
                                                       Assignment.released_at.is_(None))
-                             .values(draft=draft)).rowcount == 1
+                             .values(draft=draft)).rowcount == 1  # type: ignore[attr-defined]  # as end_sessions
 
     def _submit(self, ops: HotPathOperations, annotator_id: int, assignment_id: int, answers: dict[str, Any]) -> bool:
         marked = ops.mark_submitted(assignment_id, annotator_id)
@@ -431,6 +439,8 @@ class Store:
     def progress(self, study_id: int) -> dict[str, Any]:
         with self.ReadSession() as s:
             study = s.get(Study, study_id)
+            if study is None:
+                raise InputError(f"no study {study_id!r}", hint="give the id of an existing study")
             n_items = s.scalar(select(func.count()).select_from(Item).where(Item.study_id == study_id)) or 0
             n_resp = s.scalar(select(func.count()).select_from(Response).join(Item, Item.id == Response.item_id)
                               .where(Item.study_id == study_id)) or 0

@@ -111,6 +111,7 @@ class GenerateConfig:
             return {g: None for (g, label) in sorted(load_demonstrations(self.demonstrations)) if label == 1}
         from toxiforge.demonstrations.prompts import infer_prompt_file_meta, read_prompt_file
 
+        assert self.prompts is not None, "__post_init__: exactly one of prompts and demonstrations"
         path = Path(self.prompts)
         if not path.exists():
             raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
@@ -169,6 +170,7 @@ def chat_formatter(model: str) -> Callable[[str], str]:
         raise InputError(f"model {model!r} has no chat template", hint="drop --chat for a base (non-chat) model")
 
     def wrap(prompt: str) -> str:
+        # a str with tokenize=False
         return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                              add_generation_prompt=True)
 

@@ -41,9 +41,9 @@ def write_chart(groups: dict[str, dict[str, Any]], title: str, path: Path) -> Pa
     from toxiforge._io import atomic_write
 
     names = list(groups)
-    shares = [Share(**groups[g]["toxic"]) for g in names]
-    values = [100 * s.value for s in shares]
-    errors = [[100 * (s.value - s.low) for s in shares], [100 * (s.high - s.value) for s in shares]]
+    shares = [Share(**groups[g]["toxic"]).bounds() for g in names]  # every group has outcomes (summarize)
+    values = [100 * value for value, _, _ in shares]
+    errors = [[100 * (value - low) for value, low, _ in shares], [100 * (high - value) for value, _, high in shares]]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(names) + 2), 3.6))
     ax.bar(range(len(names)), values, yerr=errors, capsize=3, color="#b4543a")
     ax.set_xticks(range(len(names)), [n.replace("_", " ") for n in names], rotation=30, ha="right")

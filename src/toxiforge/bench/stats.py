@@ -7,10 +7,10 @@ group the interval is a few points wide either side; it is there so a reader doe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 N_BOOT = 1000
 
@@ -28,13 +28,20 @@ class Share:
         """``"42.0 [35.1, 48.9]"`` (percentages) or ``"-"`` when there is no outcome."""
         if self.value is None:
             return "-"
-        return f"{100 * self.value:.{digits}f} [{100 * self.low:.{digits}f}, {100 * self.high:.{digits}f}]"
+        value, low, high = self.bounds()
+        return f"{100 * value:.{digits}f} [{100 * low:.{digits}f}, {100 * high:.{digits}f}]"
+
+    def bounds(self) -> tuple[float, float, float]:
+        """``(value, low, high)``; a share of no outcome has none (ValueError)."""
+        if self.value is None or self.low is None or self.high is None:
+            raise ValueError("a share of no outcome has no value or interval")
+        return self.value, self.low, self.high
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def bootstrap_share(outcomes: Sequence[float], *, n_boot: int = N_BOOT, seed: int = 0,
+def bootstrap_share(outcomes: npt.ArrayLike, *, n_boot: int = N_BOOT, seed: int = 0,
                     level: float = 0.95) -> Share:
     """The mean of ``outcomes`` (0/1, or scores in [0, 1]) with a percentile bootstrap interval."""
     x = np.asarray(outcomes, dtype=np.float64)

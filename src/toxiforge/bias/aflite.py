@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from toxiforge.errors import InputError
 
@@ -171,7 +172,7 @@ def predictability(X: np.ndarray, y: np.ndarray, config: AFLiteConfig, rng: np.r
         return np.where(seen > 0, right / np.maximum(seen, 1), np.nan)
 
 
-def aflite(X: np.ndarray, y: Sequence[int], config: AFLiteConfig, *,
+def aflite(X: np.ndarray, y: npt.ArrayLike, config: AFLiteConfig, *,
            on_iteration: Callable[[dict[str, Any]], None] | None = None) -> AFLiteResult:
     """Run AFLite on embeddings ``X`` [n, d] with binary labels ``y`` (see the module docstring)."""
     started = time.perf_counter()
@@ -184,6 +185,8 @@ def aflite(X: np.ndarray, y: Sequence[int], config: AFLiteConfig, *,
         raise InputError(f"target size {config.target_size} is not smaller than the data ({len(y)} rows)",
                          hint="pass a --target-size below the number of rows")
     config = config.resolved(len(y))
+    k = config.cut_size
+    assert k is not None, "resolved() fills in the cut size"
     rng = np.random.default_rng(config.seed)
     rows = np.arange(len(y))
     removed_at = np.full(len(y), -1, dtype=np.int64)
@@ -196,7 +199,7 @@ def aflite(X: np.ndarray, y: Sequence[int], config: AFLiteConfig, *,
         scores[rows] = p
         eligible = np.flatnonzero(np.nan_to_num(p, nan=-1.0) >= config.threshold)
         eligible = eligible[np.argsort(-p[eligible], kind="stable")]
-        cut = eligible[:min(config.cut_size, len(rows) - config.target_size)]
+        cut = eligible[:min(k, len(rows) - config.target_size)]
         removed_at[rows[cut]] = iteration
         step = {"iteration": iteration, "rows": int(len(rows)), "removed": int(len(cut)),
                 "eligible": int(len(eligible)), "mean_predictability": float(np.nanmean(p)),
@@ -206,7 +209,7 @@ def aflite(X: np.ndarray, y: Sequence[int], config: AFLiteConfig, *,
             on_iteration(step)
         rows = np.delete(rows, cut)
         iteration += 1
-        if len(cut) < min(config.cut_size, len(rows) + len(cut) - config.target_size):
+        if len(cut) < min(k, len(rows) + len(cut) - config.target_size):
             stopped_early = True  # fewer than k rows reached tau (Algorithm 1's early stop)
             break
     return AFLiteResult(kept=np.sort(rows), removed_at=removed_at, predictability=scores, config=config,

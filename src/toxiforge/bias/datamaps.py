@@ -35,10 +35,12 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from toxiforge.bias.subsets import DEFAULT_FRACTION, DEFAULT_POOL_FRACTION, keep_label_ratio, subset_size
@@ -124,7 +126,7 @@ def region_order(dynamics: Dynamics, region: str) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def region_subset(dynamics: Dynamics, labels: Sequence[int], region: str, *, fraction: float = DEFAULT_FRACTION,
+def region_subset(dynamics: Dynamics, labels: npt.ArrayLike, region: str, *, fraction: float = DEFAULT_FRACTION,
                   pool_fraction: float = DEFAULT_POOL_FRACTION, seed: int = 0) -> np.ndarray:
     """Sorted indices of a region's subset: the top ``pool_fraction`` of :func:`region_order`, sampled down to
     ``fraction`` of the data with the original label ratio (``pool_fraction`` < ``fraction`` is an error)."""
@@ -184,7 +186,7 @@ def run_datamap(examples: Sequence[Example], out_dir: str | Path, config: Any, *
     table = datamap_frame(examples, dynamics)
     atomic_write(out / DYNAMICS_FILE, lambda tmp: pq.write_table(table, tmp))
     for region, index in subsets.items():
-        atomic_write(out / f"{region}.parquet", lambda tmp, index=index: pq.write_table(table.take(index), tmp))
+        atomic_write(out / f"{region}.parquet", partial(pq.write_table, table.take(index)))
     plot_datamap(dynamics, out / PLOT_FILE)
     log = {"examples": len(examples), "epochs": dynamics.epochs, "fraction": fraction,
            "pool_fraction": pool_fraction, "sizes": {r: int(len(i)) for r, i in subsets.items()},

@@ -217,7 +217,7 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             elif method in subsets:
                 fit(method, subsets[method])
         for method in methods:
-            if method == "AAE-relabeled":
+            if method == "AAE-relabeled" and relabeled is not None:  # else not in methods
                 say(f"run {run + 1}/{settings.runs}: training {method}")
                 train_classifier(list(relabeled), folder / method, config, progress=False)
                 train_rows = list(relabeled)

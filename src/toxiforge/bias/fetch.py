@@ -15,15 +15,11 @@ into a staging folder that replaces ``dest`` only when every file arrived, besid
 
 from __future__ import annotations
 
-import json
-import shutil
-import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from toxiforge._io import cache_dir
-from toxiforge.demonstrations.fetch import FetchError, Opener, check_commit, download, move_into_place
+from toxiforge.demonstrations.fetch import FetchError, Opener, check_commit, download, staged_folder, write_source
 
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
@@ -73,23 +69,15 @@ def fetch_resource(resource: Resource, dest: str | Path | None = None, *, commit
         raise FetchError("destination exists and is not a folder", path=dest, hint="choose a folder for --dest")
     if dest.is_dir() and any(dest.iterdir()) and not overwrite:
         raise FetchError("destination folder is not empty", path=dest, hint="choose an empty folder")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
-    try:
+    with staged_folder(dest) as staging:
         for path in resource.files:
             url = resource.url(path, commit)
             with open(staging / Path(path).name, "wb") as out:
                 download(url, out, opener=opener, timeout=timeout, hint=resource.local_copy_hint(commit),
                          missing_hint=f"check that {commit!r} is a commit of {resource.repo} that has {path}, "
                                       f"or use the pinned {resource.commit}")
-        source = {"repo": resource.repo, "commit": commit, "files": list(resource.files),
-                  "urls": [resource.url(p, commit) for p in resource.files], "license": resource.license,
-                  "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        (staging / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
-        move_into_place(staging, dest)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        write_source(staging, {"repo": resource.repo, "commit": commit, "files": list(resource.files),
+                               "urls": [resource.url(p, commit) for p in resource.files], "license": resource.license})
     return dest
 
 

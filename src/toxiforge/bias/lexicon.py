@@ -163,7 +163,8 @@ class BiasLexicon:
         out = {c: np.zeros(len(texts), dtype=np.int32) for c in (*CATEGORIES, TOXTRIG)}
         if self.regex is None:
             return out
-        findall, memo = self.regex.findall, {}
+        findall = self.regex.findall
+        memo: dict[str, frozenset[str]] = {}
         columns = [out[c] for c in CATEGORIES]
         bits = {c: i for i, c in enumerate(CATEGORIES)}
         toxtrig = out[TOXTRIG]
@@ -253,7 +254,7 @@ def load_bias_lexicon(lexicon: str | Path | Mapping[str, Sequence[str]] | None =
         bad = [c for c in user if canonical_category(c) is None]
         if bad:
             raise InputError(f"unknown lexicon categories {bad}", hint=f"use {', '.join(CATEGORIES)}")
-        user = {canonical_category(c): v for c, v in user.items()}  # type: ignore[misc]
+        user = {category: v for c, v in user.items() if (category := canonical_category(c)) is not None}
     terms: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
     for category, values in user.items():

@@ -53,7 +53,8 @@ def predictions_from_column(data: LabeledData, name: str, *, option: str = "--pr
     estimate, as the dialect model's) instead of failing; ``option`` and ``what`` name the column in errors."""
     from toxiforge.data.examples import to_binary
 
-    if any(e.row is None for e in data.examples):
+    rows = [e.row for e in data.examples if e.row is not None]
+    if len(rows) != len(data.examples):
         raise InputError(f"the {data.layout} loader does not keep table rows, so {option} cannot be lined up",
                          path=data.source, hint="use a table/toxiforge/ToxiGen file, or drop " + option)
     table = read_any_table(data.source)
@@ -62,8 +63,8 @@ def predictions_from_column(data: LabeledData, name: str, *, option: str = "--pr
                          path=data.source, hint=f"pass {option} with one of them")
     values = column(table, name)
     out = np.empty(len(data.examples))
-    for i, example in enumerate(data.examples):
-        raw = values[example.row]
+    for i, row in enumerate(rows):
+        raw = values[row]
         number = to_float(raw)
         if number is None:
             try:
@@ -74,12 +75,12 @@ def predictions_from_column(data: LabeledData, name: str, *, option: str = "--pr
                 out[i] = np.nan
                 continue
             if binary is None:
-                raise InputError(f"{what} column {name!r} has {raw!r} at data row {example.row + 1}",
+                raise InputError(f"{what} column {name!r} has {raw!r} at data row {row + 1}",
                                  path=data.source, hint="give a probability in [0, 1] or a 0/1 label on every row"
                                  + (" (or leave the cell empty: no estimate)" if missing else ""))
             number = float(binary)
         if not 0.0 <= number <= 1.0:
-            raise InputError(f"{what} column {name!r} has {number} at data row {example.row + 1}, "
+            raise InputError(f"{what} column {name!r} has {number} at data row {row + 1}, "
                              "outside [0, 1]", path=data.source, hint="give probabilities in [0, 1] or 0/1 labels")
         out[i] = number
     return out

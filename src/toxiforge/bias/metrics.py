@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from toxiforge.errors import InputError
 
@@ -138,7 +139,7 @@ def _slice(labels: np.ndarray, mask: np.ndarray, preds: np.ndarray | None) -> Sl
 
 
 def measure_bias(labels: Sequence[int], flags: Mapping[str, np.ndarray], *,
-                 scores: Sequence[float] | None = None, threshold: float = 0.5,
+                 scores: npt.ArrayLike | None = None, threshold: float = 0.5,
                  p_dialect: np.ndarray | None = None, aae_threshold: float | None = None,
                  groups: Sequence[str | None] | None = None,
                  available: Mapping[str, bool] | None = None) -> BiasReport:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from toxiforge.data.examples import Example
 from toxiforge.decoding.types import postprocess
@@ -123,7 +124,7 @@ class RelabelResult:
         return self.labels != self.old_labels
 
 
-def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: Callable[[Sequence[str]], list[str]],
+def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Callable[[Sequence[str]], list[str]],
             classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float = 0.5,
             direction: str = "toxic-to-benign", threshold: float = 0.5,
             few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> RelabelResult:
@@ -146,14 +147,14 @@ def relabel(examples: Sequence[Example], *, p_aae: Sequence[float], translate: C
     errors: list[str | None] = [None] * len(old)
     new = old.copy()
     if len(candidates):
-        done = translate([examples[i].text for i in candidates])
-        for i, text in zip(candidates, done):
-            translations[i], errors[i] = text, translation_error(examples[i].text, text, few_shot)
-        judged = [i for i in candidates if errors[i] is None]
-        verdict = np.asarray(classify([translations[i] for i in judged]), dtype=np.float64) if judged else []
-        for i, score in zip(judged, verdict):
-            scores[i] = float(score)
-            new[i] = int(score > threshold)
+        rows = [int(i) for i in candidates]
+        for row, text in zip(rows, translate([examples[row].text for row in rows])):
+            translations[row], errors[row] = text, translation_error(examples[row].text, text, few_shot)
+        judged = [row for row in rows if errors[row] is None]
+        verdict = np.asarray(classify([str(translations[row]) for row in judged]) if judged else [], dtype=np.float64)
+        for row, score in zip(judged, verdict):
+            scores[row] = float(score)
+            new[row] = int(score > threshold)
     return RelabelResult(labels=new, old_labels=old, p_aae=p, translations=translations, scores=scores,
                          errors=errors)
 

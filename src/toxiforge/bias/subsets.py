@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from toxiforge.errors import InputError
 
@@ -32,33 +33,33 @@ def subset_size(n: int, fraction: float) -> int:
     return max(1, int(round(n * fraction)))
 
 
-def label_quota(labels: Sequence[int], size: int) -> dict[int, int]:
+def label_quota(labels: npt.ArrayLike, size: int) -> dict[int, int]:
     """``{label: rows}`` adding up to ``size`` in the proportions of ``labels``."""
-    labels = np.asarray(labels)
-    toxic_share = float(labels.mean()) if len(labels) else 0.0
+    y = np.asarray(labels)
+    toxic_share = float(y.mean()) if len(y) else 0.0
     toxic = int(round(size * toxic_share))
     return {1: toxic, 0: size - toxic}
 
 
-def keep_label_ratio(pool: Sequence[int], labels: Sequence[int], size: int, *, seed: int = 0,
-                     fallback: Sequence[int] = ()) -> np.ndarray:
+def keep_label_ratio(pool: Sequence[int] | np.ndarray, labels: npt.ArrayLike, size: int, *, seed: int = 0,
+                     fallback: Sequence[int] | np.ndarray = ()) -> np.ndarray:
     """Indices (sorted) of a seeded sample of ``pool`` with ``size`` rows and the label ratio of all ``labels``.
 
     ``fallback``: further candidates in order of preference, used when ``pool`` lacks rows of a label.
     """
-    labels = np.asarray(labels)
-    if size > len(labels):
-        raise InputError(f"a subset of {size} rows is larger than the data ({len(labels)} rows)",
+    y = np.asarray(labels)
+    if size > len(y):
+        raise InputError(f"a subset of {size} rows is larger than the data ({len(y)} rows)",
                          hint="ask for a smaller subset")
     rng = np.random.default_rng(seed)
     chosen: list[np.ndarray] = []
     in_pool = set(int(i) for i in pool)
-    for label, wanted in label_quota(labels, size).items():
-        candidates = np.array([i for i in pool if labels[i] == label], dtype=np.int64)
+    for label, wanted in label_quota(y, size).items():
+        candidates = np.array([i for i in pool if y[i] == label], dtype=np.int64)
         if len(candidates) >= wanted:
             chosen.append(rng.choice(candidates, size=wanted, replace=False) if wanted else candidates[:0])
             continue
-        extra = [i for i in fallback if labels[i] == label and int(i) not in in_pool][:wanted - len(candidates)]
+        extra = [i for i in fallback if y[i] == label and int(i) not in in_pool][:wanted - len(candidates)]
         if len(candidates) + len(extra) < wanted:
             raise InputError(f"the data has {len(candidates) + len(extra)} {'toxic' if label else 'benign'} rows "
                              f"to choose from, fewer than the {wanted} a {size}-row subset with the original "
@@ -67,6 +68,6 @@ def keep_label_ratio(pool: Sequence[int], labels: Sequence[int], size: int, *, s
     return np.sort(np.concatenate(chosen))
 
 
-def random_subset(labels: Sequence[int], size: int, *, seed: int = 0) -> np.ndarray:
+def random_subset(labels: Sequence[int] | np.ndarray, size: int, *, seed: int = 0) -> np.ndarray:
     """The Random baseline: indices of ``size`` random rows with the original label ratio."""
     return keep_label_ratio(range(len(labels)), labels, size, seed=seed)

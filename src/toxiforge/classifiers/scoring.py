@@ -39,7 +39,7 @@ class ScoreSummary:
 
     def line(self) -> str:
         """One line for the terminal."""
-        if not self.scored:
+        if not self.scored or self.mean is None or self.share_toxic is None:  # all None exactly when none scored
             return f"{self.rows} rows, none with a text to score"
         nulls = f", {self.rows - self.scored} null texts left unscored" if self.rows != self.scored else ""
         return (f"{self.scored} rows scored ({self.text_column} -> {self.score_column}): mean P(toxic) "

@@ -68,20 +68,22 @@ def split_command(
     """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
     from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
-    from toxiforge.analysis.split import check_threshold, similarity_split, write_split
-    from toxiforge.errors import InputError
+    from toxiforge.analysis.split import ALLOCATIONS, ON_CONFLICTS, check_threshold, similarity_split, write_split
+    from toxiforge.errors import InputError, check_choice
 
     check_threshold(threshold)
     require_empty_dir(out, overwrite)
     if fmt not in ("parquet", "jsonl", "csv"):
         raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
+    allocation_checked = check_choice(allocation, ALLOCATIONS, what="allocation", hint="use proportional or equal")
+    on_conflict_checked = check_choice(on_conflict, ON_CONFLICTS, what="on_conflict", hint="use drop or move")
     d = load_data(data, need=())
     with _analysis_progress(progress) as bar:
         embed_task = bar.add_task(f"embedding with {model}", total=len(d))
         split_task = bar.add_task("comparing with the test set", total=None)
         result, d = similarity_split(d, test_size, threshold=threshold, seed=seed, model=model, device=device,
-                                     batch_size=batch_size, allocation=allocation,  # type: ignore[arg-type]
-                                     on_conflict=on_conflict,  # type: ignore[arg-type]
+                                     batch_size=batch_size, allocation=allocation_checked,
+                                     on_conflict=on_conflict_checked,
                                      on_embed_progress=lambda n: bar.advance(embed_task, n),
                                      on_split_progress=lambda n: bar.advance(split_task, n))
     written = write_split(result, d, out, fmt=fmt, overwrite=overwrite)

@@ -74,6 +74,7 @@ def bench_classify(
     if on is not None:
         data = load_spec(on, text_column=text_column, label_column=label_column)
     else:
+        assert demonstrations is not None  # exactly one of --on and --demonstrations (checked above)
         data = demonstration_examples(demonstrations, groups=split_list(groups) if groups else None)
     if limit is not None:
         data.examples = data.examples[:limit]

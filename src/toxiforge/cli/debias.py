@@ -8,6 +8,7 @@ with :func:`register_experiment_commands`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -54,8 +55,10 @@ def datamap_command(
 
     require_empty_dir(out, overwrite)
     rows = _load_examples(data, label_column, text_column)
-    config = TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, batch_size=batch_size,
-                         learning_rate=learning_rate, max_length=max_length, seed=seed, device=device)
+    # options left unset keep TrainConfig's defaults (passing None crashed the Trainer, or lifted the length cap)
+    given: dict[str, Any] = {k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate),
+                                               ("max_length", max_length)) if v is not None}
+    config = TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, seed=seed, device=device, **given)
     console.print(f"recording training dynamics of {base_model} on {len(rows)} rows for {epochs} epochs",
                   highlight=False, soft_wrap=True)
     result = run_datamap(rows, out, config, fraction=fraction, pool_fraction=pool_fraction,

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from toxiforge.cli._app import console, err_console, split_list
 from toxiforge.cli.debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 experiment_app = typer.Typer(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
                                   "debiasing comparison).", no_args_is_help=True)
@@ -94,7 +98,7 @@ def train_command(
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)
-    common = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
+    common: dict[str, Any] = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
                   data_sources=[d.source for d in datasets])
     if debias is not None and bias_only is not None:
         from toxiforge.bias.bias_only import bias_only_probabilities
@@ -131,9 +135,10 @@ def _print_evaluation(report, title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for col, justify in (("dataset", "left"), ("slice", "left"), ("n", "right"), ("toxic", "right"),
-                         ("ROC AUC", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("dataset", "left"), ("slice", "left"), ("n", "right"),
+                                                      ("toxic", "right"), ("ROC AUC", "right"))
+    for col, justify in columns:
+        table.add_column(col, justify=justify)
     for r in report.results:
         table.add_row(r.data.name, "all", str(r.auc.n), str(r.auc.toxic), r.auc.cell(3))
         for kind, slices in (("method", r.by_method), ("group", r.by_group)):

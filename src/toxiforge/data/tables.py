@@ -70,10 +70,10 @@ def load_table(path: str | Path, *, text_column: str | None = None, label_column
         text = clean_text(raw)
         if text is None:
             skipped["empty text"] += 1
-        elif labels[i] is None:
+        elif (label := labels[i]) is None:
             skipped["missing label"] += 1
         else:
-            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i]), row=i))
+            examples.append(Example(text, label, normalize_group(groups[i]), normalize_method(methods[i]), row=i))
     p = Path(path)
     return finish(name or (p.name if p.is_dir() else p.stem), examples, layout="table", source=source,
                   skipped=skipped, notes=[f"text = {text_name}, label = {label_name}"])

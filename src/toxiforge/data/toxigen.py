@@ -51,7 +51,7 @@ ANNOTATED_COLUMNS: tuple[str, ...] = (
 TRAIN_COLUMNS: tuple[str, ...] = ("prompt", "generation", "generation_method", "group", "prompt_label",
                                   "roberta_prediction")
 LabelRule = Literal["sum", "max"]
-LABEL_RULES: dict[str, str] = {
+LABEL_RULES: dict[LabelRule, str] = {
     "sum": "toxic when toxicity_ai + toxicity_human > 5.5 (upstream's rule)",
     "max": "toxic when max(toxicity_ai, toxicity_human) > 3 (the paper's rule; 3 = ambiguous counts as benign)",
 }
@@ -127,10 +127,10 @@ def load_generated(path: str | Path | None = None, *, label_column: str = "promp
             skipped["flagged parse_error"] += 1
         elif text is None:
             skipped["empty text"] += 1
-        elif labels[i] is None:
+        elif (label := labels[i]) is None:
             skipped["missing label"] += 1
         else:
-            examples.append(Example(text, labels[i], normalize_group(groups[i]), normalize_method(methods[i]), row=i))
+            examples.append(Example(text, label, normalize_group(groups[i]), normalize_method(methods[i]), row=i))
     default = name or ("ToxiGen train" if path is None else _stem(path))
     layout = "toxiforge" if "machine_generated" in table.column_names else "toxigen-train"
     return finish(default, examples, layout=layout, source=source, skipped=skipped,

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, Protocol
 
 from toxiforge._lazy import Registry
 from toxiforge.decoding.types import Decoder
 from toxiforge.errors import InputError
 
-DECODERS: Registry[type] = Registry("decoding method", {
+
+class DecoderClass(Protocol):
+    """What :data:`DECODERS` holds: a decoder class with its config dataclass and a constructor from it."""
+
+    @property
+    def config_type(self) -> Any: ...
+
+    def from_config(self, config: Any, classifier: Any = None) -> Decoder: ...
+
+
+DECODERS: Registry[DecoderClass] = Registry("decoding method", {
     "top-k": "toxiforge.decoding.topk:TopKDecoder",
     "alice": "toxiforge.decoding.alice:AliceDecoder",
 })

@@ -21,11 +21,12 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Any
 
 from toxiforge._io import require_empty_dir
 from toxiforge.errors import InputError
@@ -142,22 +143,34 @@ def fetch_upstream(dest: str | Path, commit: str = PINNED_COMMIT, timeout: float
         download(url, archive, opener=opener, timeout=timeout, hint=local_copy_hint(commit),
                  missing_hint=f"check that {commit!r} is a commit of {UPSTREAM_REPO}, or " + local_copy_hint(commit))
         archive.seek(0)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
-        try:
+        with staged_folder(dest) as staging:
             count = _extract(archive, staging)
             if count == 0:
                 raise FetchError(f"the archive of {commit} has no demonstrations/ or prompts/ files",
                                  hint=f"use commit {PINNED_COMMIT}, or " + local_copy_hint(commit))
-            source = {"repo": UPSTREAM_REPO, "commit": commit, "url": url,
-                      "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "license": "MIT", "files": count}
-            (staging / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
-            move_into_place(staging, dest)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+            write_source(staging, {"repo": UPSTREAM_REPO, "commit": commit, "url": url, "license": "MIT",
+                                   "files": count})
     return dest
+
+
+@contextmanager
+def staged_folder(dest: Path) -> Iterator[Path]:
+    """A new staging folder beside ``dest`` to fill: when the block completes, it replaces ``dest``
+    (:func:`move_into_place`); after an error ``dest`` is untouched. The staging folder never stays behind."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.fetch-", dir=dest.parent))
+    try:
+        yield staging
+        move_into_place(staging, dest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_source(folder: Path, info: dict[str, Any]) -> None:
+    """``folder/SOURCE.json``: where fetched files came from (``info``) and when (``fetched_at``, UTC)."""
+    source = {**info, "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    (folder / "SOURCE.json").write_text(json.dumps(source, indent=2) + "\n", encoding="utf-8")
 
 
 def move_into_place(staging: Path, dest: Path) -> None:
@@ -176,7 +189,7 @@ def move_into_place(staging: Path, dest: Path) -> None:
 
 
 def read_source_info(folder: str | Path) -> dict | None:
-    """The ``SOURCE.json`` that :func:`fetch_upstream` wrote in ``folder``, or None."""
+    """The ``SOURCE.json`` that :func:`write_source` wrote in ``folder``, or None."""
     path = Path(folder) / "SOURCE.json"
     if not path.is_file():
         return None

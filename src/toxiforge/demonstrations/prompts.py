@@ -98,13 +98,14 @@ class Prompt:
 
 
 def _demo_list(demo_set: DemonstrationSet | Sequence[str]) -> tuple[list[str], str | None, int | None]:
-    sentences = getattr(demo_set, "sentences", None)
-    if sentences is None:
-        if isinstance(demo_set, str):
-            raise InputError("build_prompts needs a DemonstrationSet or a list of sentences, not one string",
-                             hint="pass a list of sentences")
-        return list(dict.fromkeys(demo_set)), None, None
-    return list(sentences), getattr(demo_set, "group", None), getattr(demo_set, "label", None)
+    from toxiforge.demonstrations.sets import DemonstrationSet  # not at the top: sets imports this module
+
+    if isinstance(demo_set, DemonstrationSet):
+        return list(demo_set.sentences), demo_set.group, demo_set.label
+    if isinstance(demo_set, str):
+        raise InputError("build_prompts needs a DemonstrationSet or a list of sentences, not one string",
+                         hint="pass a list of sentences")
+    return list(dict.fromkeys(demo_set)), None, None
 
 
 def prompt_rng(seed: int, index: int, group: str | None = None, label: int | None = None) -> random.Random:
@@ -140,7 +141,7 @@ def build_prompts(demo_set: DemonstrationSet | Sequence[str], n: int, k: int = 5
 
 
 def label_name(label: int | None) -> str:
-    return {1: "toxic", 0: "benign"}.get(label, "unlabelled")  # type: ignore[arg-type]
+    return "unlabelled" if label is None else {1: "toxic", 0: "benign"}.get(label, "unlabelled")
 
 
 def format_prompt_file(prompts: Iterable[Prompt]) -> str:
@@ -190,7 +191,7 @@ def read_prompt_file(path: str | Path, group: str | None = None, label: int | st
             raise InputError("give both group and label, or neither", path=path,
                              hint="pass group= and label=, or name the file {hate,neutral}_<group>_1k.txt")
         group, label = resolve_group_label(group, label, where=path)
-    prompts = [Prompt.from_line(text, group, label, path=path, line_no=no)  # type: ignore[arg-type]
+    prompts = [Prompt.from_line(text, group, label, path=path, line_no=no)
                for no, text in lines if text.strip()]
     if not prompts:
         raise InputError("file is empty (no prompt lines)", path=path,

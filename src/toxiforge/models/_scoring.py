@@ -46,7 +46,9 @@ def score_requests(model, encoded: Sequence[tuple[list[int], list[int]]], *, pad
                 target = torch.tensor(continuation, device=logprobs.device)
                 picked = logprobs[r, keep - n:].gather(1, target.view(-1, 1)).view(-1)
                 results[i] = Loglikelihood(float(picked.sum()), bool((greedy[r, keep - n:] == target).all()), n)
-    return results  # type: ignore[return-value]
+    scored = [r for r in results if r is not None]
+    assert len(scored) == len(results), "every request is scored (empty continuations above, the rest in batches)"
+    return scored
 
 
 @torch.inference_mode()

@@ -21,7 +21,7 @@ import email.utils
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -130,7 +130,7 @@ class ApiClient:
                                  timeout=httpx.Timeout(self.retry.timeout))
 
     # --- sync bridge ---------------------------------------------------------------------------------------
-    def run(self, coro: Awaitable[Any]) -> Any:
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the client's loop and wait for its result (callable from any other thread)."""
         if self._loop.is_closed():
             raise ToxiforgeError("the API client was closed; open the model again")

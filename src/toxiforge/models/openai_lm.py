@@ -41,6 +41,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -316,7 +317,7 @@ class OpenAILM:
     def next_token_logprobs(self, texts: Sequence[str]) -> list[dict[str, float]]:
         """Top-N next-token log-probabilities (token string -> log p) after each text, requested concurrently."""
         n = self.top_logprobs()
-        return self.client.gather([lambda t=t: self._next_token(t, n) for t in texts])
+        return self.client.gather([partial(self._next_token, t, n) for t in texts])
 
 
 def _first_choice(response: dict, name: str) -> dict:

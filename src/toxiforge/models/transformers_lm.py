@@ -89,6 +89,7 @@ class TransformersLM:
         self.tokenizer = tokenizer
         self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
         self.source = source or self.name
+        self.load_seconds: float | None = None  # set by from_pretrained
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         if tokenizer.pad_token_id is None:

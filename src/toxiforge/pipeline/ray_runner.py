@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.pipeline.job import JobConfig, JobModels, JobResult, _progress, finish_job, generate_shard, open_job
@@ -123,7 +123,7 @@ def _call(ref_or_refs):
         _reraise(exc)
 
 
-def _reraise(exc: BaseException):
+def _reraise(exc: BaseException) -> NoReturn:
     inner = unwrap(exc)
     if inner is exc:
         raise exc

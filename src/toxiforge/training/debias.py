@@ -27,8 +27,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 import torch.nn.functional as F
+from transformers import PreTrainedModel
 
 from toxiforge.errors import InputError
 from toxiforge.training.indexed import IndexedTrainer
@@ -61,7 +63,7 @@ def entropy_weight_for(method: str, entropy_weight: float | None) -> float:
     return weight
 
 
-def log_bias_probs(p_toxic: Sequence[float]) -> torch.Tensor:
+def log_bias_probs(p_toxic: npt.ArrayLike) -> torch.Tensor:
     """``[n, 2]`` log-probabilities (benign, toxic) of a bias-only model, clipped away from 0 and 1."""
     p = np.clip(np.asarray(p_toxic, dtype=np.float64), PROB_FLOOR, 1 - PROB_FLOOR)
     return torch.tensor(np.log(np.stack([1 - p, p], axis=1)), dtype=torch.float32)
@@ -88,12 +90,14 @@ class LearnedMixinTrainer(IndexedTrainer):
     :func:`~toxiforge.training.trainer.train_classifier` (batches carry those positions).
     """
 
-    def __init__(self, *args: Any, bias_probs: Sequence[float], entropy_weight: float = 0.0,
+    def __init__(self, *args: Any, bias_probs: Sequence[float] | np.ndarray, entropy_weight: float = 0.0,
                  bias_only: str = "given", **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.log_bias = log_bias_probs(bias_probs)
         self.entropy_weight = float(entropy_weight)
         self.bias_only = bias_only
+        if not isinstance(self.model, PreTrainedModel):
+            raise TypeError("LEARNED-MIXIN needs a transformers model (its config gives the gate's input size)")
         self.gate = torch.nn.Linear(self.model.config.hidden_size, 1).to(self.args.device)
         self.loss_is_scaled_for_ga = False  # a batch mean, like the default loss: Trainer divides by GA steps
 
@@ -122,7 +126,7 @@ class LearnedMixinTrainer(IndexedTrainer):
                 "bias_only_mean_p_toxic": float(self.log_bias[:, 1].exp().mean())}
 
 
-def train_debiased(train: Sequence[Any], output_dir: Any, config: Any, *, bias_probs: Sequence[float],
+def train_debiased(train: Sequence[Any], output_dir: Any, config: Any, *, bias_probs: Sequence[float] | np.ndarray,
                    method: str = "learned-mixin+h", entropy_weight: float | None = None, bias_only: str = "given",
                    **kwargs: Any):
     """:func:`~toxiforge.training.trainer.train_classifier` with the LEARNED-MIXIN(+H) loss."""

@@ -74,12 +74,13 @@ class Table4:
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "columns": list(COLUMNS),
-                "rows": [{"test_data": name, **{c: (cells[c].to_dict() if cells.get(c) is not None else None)
+                "rows": [{"test_data": name, **{c: (cell.to_dict() if (cell := cells.get(c)) is not None else None)
                                                 for c in COLUMNS}} for name, cells in self.rows],
                 "train_counts": self.train_counts, "seconds": self.seconds, "notes": self.notes}
 
 
-def _rows(eval_sets: Sequence[LabeledData], reports: dict[str, EvalReport]) -> list[tuple[str, dict[str, AUC | None]]]:
+def _rows(eval_sets: Sequence[LabeledData], reports: dict[str, EvalReport | None]
+          ) -> list[tuple[str, dict[str, AUC | None]]]:
     rows: list[tuple[str, dict[str, AUC | None]]] = []
     for data in eval_sets:
         cells = {col: (rep.result(data.name).auc if rep is not None else None) for col, rep in reports.items()}
@@ -134,8 +135,8 @@ def run_table4(train_data: Sequence[LabeledData], eval_sets: Sequence[LabeledDat
     stage(f"zero-shot: {zero_shot or config.base_model}")
     clf, why = _zero_shot(zero_shot, base_source, load)
     if clf is not None:
-        reports[ZERO_SHOT] = evaluate(clf, eval_sets)
-        write_report(reports[ZERO_SHOT], out / "zero-shot")
+        reports[ZERO_SHOT] = zero = evaluate(clf, eval_sets)
+        write_report(zero, out / "zero-shot")
         notes.append(f"zero-shot classifier: {clf.name}")
     else:
         reports[ZERO_SHOT] = None

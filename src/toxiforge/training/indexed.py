@@ -37,7 +37,8 @@ class IndexedTrainer(Trainer):
     def training_loss(self, model: Any, inputs: dict[str, Any], index: torch.Tensor,
                       num_items_in_batch: Any = None) -> tuple[torch.Tensor, Any]:
         """``(loss, outputs)`` of one training batch; ``index`` holds the examples' positions."""
-        return super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        return loss, outputs
 
     def describe_loss(self) -> dict[str, Any]:
         """The training objective, for ``training_log.json``."""

@@ -7,10 +7,10 @@ and reports print the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class AUC:
                 "benign": self.n - self.toxic}
 
 
-def auc_or_reason(labels: Sequence[int], scores: Sequence[float]) -> AUC:
+def auc_or_reason(labels: npt.ArrayLike, scores: npt.ArrayLike) -> AUC:
     """ROC AUC of ``scores`` (P(toxic)) against 0/1 ``labels``; undefined (with a reason) when the set is empty,
     has one class only, or has non-finite scores."""
     y = np.asarray(labels, dtype=np.int64)

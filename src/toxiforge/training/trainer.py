@@ -262,7 +262,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
         logits = logits - logits.max(axis=1, keepdims=True)
         probs = np.exp(logits[:, 1]) / np.exp(logits).sum(axis=1)
         auc = auc_or_reason(prediction.label_ids, probs)
-        return {"auc": auc.value} if auc.defined else {}
+        return {"auc": auc.value} if auc.value is not None else {}
 
     checkpoints = output_dir / "checkpoints"
     early = bool(config.early_stopping)
@@ -289,7 +289,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
     callbacks = list(callbacks)
     if progress:
         callbacks.append(RichProgressCallback(console=console))
-    if early:
+    if config.early_stopping:
         callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(config.early_stopping)))
     trainer = (trainer_class or IndexedTrainer)(
         model=model, args=args, train_dataset=train_set, eval_dataset=eval_set, processing_class=tokenizer,

@@ -1,8 +1,9 @@
 """Dialect-aware relabeling (Zhou et al. 2021, §6): relabel AAE examples by what a classifier says about their
 White-aligned English (WAE) "translation".
 
-1. p(AAE) per text from Blodgett et al.'s dialect model (:func:`toxiforge.bias.dialect.aae_probability`); the
-   examples with p(AAE) > ``aae_threshold`` are candidates.
+1. p(AAE) per text from Blodgett et al.'s dialect model (:func:`toxiforge.bias.dialect.aae_probability`) or
+   from a precomputed column (``bias relabel --aae-column``); the examples with p(AAE) > ``aae_threshold`` are
+   candidates.
 2. Each candidate is translated with any toxiforge :class:`~toxiforge.models.LanguageModel` through a few-shot
    prompt (:func:`translation_prompt`), decoded greedily to the end of the line (:func:`lm_translator`).
 3. A classifier scores the translation; where its verdict differs from the gold label, the label becomes the
@@ -10,10 +11,10 @@ White-aligned English (WAE) "translation".
    heuristic, the default here: ``direction="toxic-to-benign"``); ``direction="any"`` relabels either way, as
    the general rule reads.
 
-A translation that is empty, repeats one of the few-shot sentences, or carries the prompt's ``Input:`` /
-``Output:`` scaffolding is a failed translation (:func:`translation_error`): its row keeps its label and says why
-in ``translation_error``. Judging such text would relabel by the prompt, not by the example (SmolLM2-135M answered
-2 of 40 real sentences with the last few-shot output; docs/bias.md).
+toxiforge's addition (the paper has none): a translation that is empty, repeats one of the few-shot sentences,
+or carries the prompt's ``Input:`` / ``Output:`` scaffolding is a failed translation (:func:`translation_error`):
+its row keeps its label and says why in ``translation_error``. Judging such text would relabel by the prompt, not
+by the example (SmolLM2-135M answered 2 of 40 real sentences with the last few-shot output; docs/bias.md).
 
 The output keeps every row; candidates get ``translation`` (and ``translation_error``) and all rows
 ``old_label``, ``p_aae``, ``relabeled``, ``relabel_method`` (the translator and classifier), ``relabel_model``

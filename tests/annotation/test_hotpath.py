@@ -30,8 +30,7 @@ CASES = [
     (hotpath.RELEASED_STATE, {"assignment_id": 11, "annotator_id": 7}),
     (hotpath.STUDY_SHAPE, {"study_id": 1}),
     (hotpath.ANNOTATOR_BY_SESSION, {"id_hash": "ab" * 32}),
-    (hotpath.NEW_ASSIGNMENT, {"item_id": 9, "annotator_id": 7, "slot": 2, "submitted": False, "draft": None,
-                              "assigned_at": WHEN}),
+    (hotpath.NEW_ASSIGNMENT, {"item_id": 9, "annotator_id": 7, "slot": 2, "assigned_at": WHEN}),
     (hotpath.NEW_RESPONSE, RESPONSE),
 ]
 

@@ -89,9 +89,11 @@ MARK_SUBMITTED = (update(ASSIGNMENTS)
 RELEASED_STATE = (select(ASSIGNMENTS.c.released_at.is_not(None))
                   .where(ASSIGNMENTS.c.id == bindparam("assignment_id"),
                          ASSIGNMENTS.c.annotator_id == bindparam("annotator_id")))
-ASSIGNMENT_COLUMNS = ("item_id", "annotator_id", "slot", "submitted", "draft", "assigned_at")
-# the columns are part of the statements (one bind each, typed by its column), so one compilation serves every call
-NEW_ASSIGNMENT = insert(ASSIGNMENTS).values({c: bindparam(c) for c in ASSIGNMENT_COLUMNS})
+ASSIGNMENT_COLUMNS = ("item_id", "annotator_id", "slot", "assigned_at")
+# the columns are part of the statements (one bind each, typed by its column), so one compilation serves every call;
+# a new assignment's fixed values are converted once, at compilation
+NEW_ASSIGNMENT = (insert(ASSIGNMENTS).values({c: bindparam(c) for c in ASSIGNMENT_COLUMNS})
+                  .values(submitted=False, draft=None))
 NEW_RESPONSE = insert(RESPONSES).values({c: bindparam(c) for c in RESPONSE_COLUMNS})
 STUDY_SHAPE = select(STUDIES.c.per_item, select(func.count()).select_from(ITEMS)
                      .where(ITEMS.c.study_id == STUDIES.c.id).scalar_subquery()
@@ -259,7 +261,7 @@ class HotPath:
 
     def new_assignment(self, item_id, annotator_id, slot, now) -> int:
         return self.executor.insert(NEW_ASSIGNMENT, {"item_id": item_id, "annotator_id": annotator_id, "slot": slot,
-                                                     "submitted": False, "draft": None, "assigned_at": now})
+                                                     "assigned_at": now})
 
     def mark_submitted(self, assignment_id, annotator_id):
         row = self._first(MARK_SUBMITTED, {"assignment_id": assignment_id, "owner_id": annotator_id})

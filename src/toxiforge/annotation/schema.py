@@ -104,7 +104,7 @@ class Assignment(Base):
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
     slot: Mapped[int] = mapped_column(Integer)
     submitted: Mapped[bool] = mapped_column(Boolean, default=False)
-    draft: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    draft: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)  # None: SQL NULL
     assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 

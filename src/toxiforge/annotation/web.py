@@ -66,8 +66,9 @@ class Web:
 
     def __init__(self, store: Store, *, secure_cookies: bool = False):
         self.store, self.secure_cookies = store, secure_cookies
+        # the templates ship with the package: no auto_reload, which would stat every template file per render
         self.templates = Environment(loader=FileSystemLoader(str(Path(__file__).parent / "templates")),
-                                     autoescape=True)
+                                     autoescape=True, auto_reload=False)
         self.form_template = self.templates.get_template("form.html")
         self.blank_questions = Markup(self.templates.get_template("questions.html").render(
             questions=QUESTIONS, options_of=options_of, errors={}, values={}))
@@ -166,11 +167,17 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            response = HTMLResponse(f"<p>{BodyTooLarge().detail}</p>", status_code=413,
-                                    headers={**PAGE_HEADERS, "Connection": "close"})
-            return await response(scope, receive, send)
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None:
+            if not length.isdigit() or int(length) > self.max_bytes:
+                response = HTMLResponse(f"<p>{BodyTooLarge().detail}</p>", status_code=413,
+                                        headers={**PAGE_HEADERS, "Connection": "close"})
+                return await response(scope, receive, send)
+            if b"transfer-encoding" not in headers:
+                # the server reads exactly Content-Length bytes as this request's body (HTTP/1.1 framing), so a
+                # body within the limit needs no counting: only a streamed (chunked) body is counted
+                return await self.app(scope, receive, send)
         seen = 0
 
         async def counted():

@@ -108,3 +108,30 @@ def test_a_submission_runs_the_nine_statements_and_no_pragma(tmp_path):
     assert time.perf_counter() - t0 >= 0.25
     holder.close()
     assert len(store.responses(study.id)) == 3
+
+
+def test_an_empty_draft_is_sql_null_on_both_paths(tmp_path):
+    """A new assignment and a submitted one hold SQL NULL in ``draft`` (not the JSON text 'null'), on the fast path
+    and through SQLAlchemy alike; a saved draft is JSON text."""
+    db = str(tmp_path / "n.db")
+    store = Store(db)
+    study, _ = store.create_study("s", make_items(4), per_item=1)
+    annotator = store.annotator_for(store.invite(study.id, 1)[0])
+    first = store.next_assignment(annotator)[0]
+    store.save_draft(annotator.id, first.id, {"author": "ai"})
+    _, (second, _), _ = store.submit_and_next(annotator, first.id, ANSWERS)
+    fast_store = Store(db)
+    with fast_store.without_waiting():
+        fast_store.submit_and_next(annotator, second.id, ANSWERS)
+    slow = Store(db, fast_sqlite=False)
+    third = slow.open_assignment(annotator)[0][0]
+    slow.submit_and_next(annotator, third.id, ANSWERS)
+    raw = sqlite3.connect(db)
+    drafts = dict(raw.execute("SELECT id, draft FROM assignments ORDER BY id").fetchall())
+    raw.close()
+    assert len(drafts) == 4 and all(value is None for value in drafts.values()), drafts
+    store.save_draft(annotator.id, max(drafts), {"author": "human"})
+    raw = sqlite3.connect(db)
+    assert raw.execute("SELECT draft FROM assignments WHERE id = ?", (max(drafts),)).fetchone()[0] == \
+        '{"author": "human"}'
+    raw.close()

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from toxiforge.annotation.annotator_routes import get_web
 from toxiforge.annotation.leases import release_stale
 from toxiforge.annotation.store import MAX_ID
-from toxiforge.annotation.web import ADMIN_COOKIE, Web, parse_int, read_form
+from toxiforge.annotation.web import Web, parse_int, read_form
 from toxiforge.errors import InputError
 
 router = APIRouter(prefix="/admin")
@@ -24,10 +24,7 @@ async def current_admin(request: Request, web: Web = Depends(get_web)):
 
 @router.get("/login/{token}")
 async def admin_login(token: str, web: Web = Depends(get_web)):
-    session_id = await web.db(web.store.open_session, "admin", token)
-    if session_id is None:
-        raise HTTPException(404, "unknown admin link")
-    return web.login(ADMIN_COOKIE, session_id, "/admin")
+    return await web.open_link("admin", token)
 
 
 @router.get("", response_class=HTMLResponse)

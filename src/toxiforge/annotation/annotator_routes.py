@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from toxiforge.annotation.questions import QUESTIONS, AnswerError, draft_answers, options_of, validate_answers
 from toxiforge.annotation.store import MAX_ID, AssignmentReleased
-from toxiforge.annotation.web import PAGE_HEADERS, SESSION_COOKIE, Web, read_form
+from toxiforge.annotation.web import PAGE_HEADERS, Web, read_form
 from toxiforge.errors import InputError
 
 router = APIRouter()
@@ -43,10 +43,7 @@ def index(web: Web = Depends(get_web)):
 
 @router.get("/a/{token}")
 async def invite_link(token: str, web: Web = Depends(get_web)):
-    session_id = await web.db(web.store.open_session, "annotator", token)
-    if session_id is None:
-        raise HTTPException(404, "unknown invite link")
-    return web.login(SESSION_COOKIE, session_id, "/annotate")
+    return await web.open_link("annotator", token)
 
 
 @router.get("/annotate", response_class=HTMLResponse)

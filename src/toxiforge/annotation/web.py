@@ -48,6 +48,9 @@ MAX_BODY_BYTES = 64 * 1024  # the nine answers and two 500-character texts fit m
 MAX_FIELDS = 64             # the form has 14 fields
 SESSION_CACHE_SECONDS = 30.0  # a consented annotator's session is looked up again after this long
 _SESSION_CACHE_SIZE = 100_000
+# session kind -> (its cookie, where its link leads, the 404 message of an unknown link)
+_LINKS = {"annotator": (SESSION_COOKIE, "/annotate", "unknown invite link"),
+          "admin": (ADMIN_COOKIE, "/admin", "unknown admin link")}
 _DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII digits only: str.isdigit() also accepts superscripts like "²"
 
 T = TypeVar("T")
@@ -103,8 +106,13 @@ class Web:
         if not hmac.compare_digest(self.csrf_for(session_id, purpose), given or ""):
             raise HTTPException(403, "invalid form token; reload the page")
 
-    def login(self, cookie: str, session_id: str, to: str) -> RedirectResponse:
-        """The redirect that sets a session cookie (never cached: it carries a fresh session)."""
+    async def open_link(self, kind: str, token: str) -> RedirectResponse:
+        """The answer to an invite link (``kind`` "annotator") or an admin link ("admin"): a new session and the
+        redirect that sets its cookie (never cached: it carries a fresh session), or 404 for an unknown token."""
+        cookie, to, unknown = _LINKS[kind]
+        session_id = await self.db(self.store.open_session, kind, token)
+        if session_id is None:
+            raise HTTPException(404, unknown)
         response = RedirectResponse(to, status_code=303, headers=PAGE_HEADERS)
         response.set_cookie(cookie, session_id, httponly=True, samesite="lax", secure=self.secure_cookies,
                             max_age=SESSION_DAYS * 24 * 3600, path="/")

@@ -33,7 +33,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from toxiforge.annotation.loadgen import ANSWERS, free_port, start_server
+from toxiforge._net import free_port
+from toxiforge.annotation.loadgen import ANSWERS, start_server
 from toxiforge.annotation.store import Store
 
 SIZE = 30 * 1024 * 1024

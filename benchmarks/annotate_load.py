@@ -32,7 +32,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from toxiforge.annotation.loadgen import free_port, run_annotators, start_server
+from toxiforge._net import free_port
+from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
 
 

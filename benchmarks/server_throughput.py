@@ -20,14 +20,13 @@ Servers (each started here on a free port, with ``--threads`` threads, and stopp
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from toxiforge._net import free_port, wait_until_answering
 from toxiforge.decoding import TopKConfig, TopKDecoder
 from toxiforge.models import load_language_model
 from toxiforge.models.embedded import smollm2_gguf
@@ -35,29 +34,11 @@ from toxiforge.models.openai_lm import OpenAILM
 from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(command: list[str], port: int, log: Path) -> tuple[subprocess.Popen, str]:
-    import httpx
-
     proc = subprocess.Popen(command, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # bounded polling for readiness
-        if proc.poll() is not None:
-            raise SystemExit(f"{command[0]} exited; see {log}")
-        try:
-            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit(f"{command[0]} did not start in 300 s; see {log}")
+    wait_until_answering(proc, f"{url}/models", timeout=300, what=command[0], log=log)
+    return proc, url
 
 
 def llama_cpp_python(threads: int, log: Path):

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from toxiforge.annotation.loadgen import free_port, start_server
+from toxiforge._net import free_port
+from toxiforge.annotation.loadgen import start_server
 from toxiforge.annotation.store import Store
 
 CHROMIUM = os.environ.get("TOXIFORGE_CHROMIUM", "/usr/bin/chromium")

@@ -6,7 +6,8 @@ import threading
 import time
 from collections import Counter
 
-from toxiforge.annotation.loadgen import free_port, run_annotators, start_server
+from toxiforge._net import free_port
+from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
 
 

@@ -15,8 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from toxiforge._net import free_port
 from toxiforge.annotation.app import create_app
-from toxiforge.annotation.loadgen import free_port, start_server
+from toxiforge.annotation.loadgen import start_server
 from toxiforge.annotation.store import Store
 from toxiforge.annotation.web import MAX_BODY_BYTES, SESSION_COOKIE
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from toxiforge._net import free_port, wait_until_answering
 from toxiforge.errors import InputError
 from toxiforge.models.api_client import RetryPolicy, parse_retry_after, public_url
 from toxiforge.models.openai_lm import OpenAILM, TokenTable, parse_spec
@@ -37,12 +37,6 @@ ALIAS = "smollm2"
 PATIENT = RetryPolicy(timeout=900.0, deadline=1800.0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class LlamaServer:
     """``python -m llama_cpp.server`` on 127.0.0.1:port, started and stopped by the tests."""
 
@@ -60,20 +54,9 @@ class LlamaServer:
             [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", ALIAS,
              "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1",
              "--verbose", "False"], stdout=log, stderr=subprocess.STDOUT)
-        import httpx
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # bounded polling for readiness
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"llama_cpp.server not ready after {timeout} s; see {self.log_path}")
+        wait_until_answering(self.proc, f"{self.url}/models", timeout=timeout, what="llama_cpp.server",
+                             log=self.log_path)
+        return self
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -19,13 +19,14 @@ import gc
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
+
+from toxiforge._net import wait_until_answering
 
 ANSWERS = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotyping": "no", "intent": "1",
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "moral", "framing_other": "",
@@ -34,34 +35,17 @@ _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _ACTION = re.compile(r'action="/annotate/(\d+)"')
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(db: str, port: int, *, timeout: float = 30.0, log_path: str | None = None,
                  workers: int = 1) -> subprocess.Popen:
     """Start the app on 127.0.0.1:``port`` in a subprocess (``workers`` uvicorn processes); returns once it answers
     (polling, no fixed sleep)."""
-    import httpx
-
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOXIFORGE_ANNOTATE_WORKERS": str(workers)}
     proc = subprocess.Popen([sys.executable, "-m", "toxiforge", "annotate", "serve", "--db", db, "--port", str(port)],
                             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=workers > 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with status {proc.returncode}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"server did not answer within {timeout} s")
+    wait_until_answering(proc, f"http://127.0.0.1:{port}/", timeout=timeout, what="annotation server",
+                         interval=0.05, log=log_path)
+    return proc
 
 
 @dataclass

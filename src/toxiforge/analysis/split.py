@@ -29,7 +29,7 @@ import numpy as np
 from toxiforge._io import require_empty_dir
 from toxiforge.analysis.dataset import AnalysisData, load_data
 from toxiforge.analysis.embeddings import DEFAULT_ENCODER, Embedder, embed_texts, load_encoder, normalize_rows
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 Allocation = Literal["proportional", "equal"]
 OnConflict = Literal["drop", "move"]
@@ -184,8 +184,7 @@ def split_embeddings(embeddings: np.ndarray, strata: Sequence[Stratum], test_siz
     """The split on precomputed embeddings (normalized here). ``strata[i]`` is row i's stratum key.
     ``test_indices`` fixes the test set (e.g. a human-validated one) instead of drawing ``test_size`` rows."""
     threshold = check_threshold(threshold)
-    if on_conflict not in ("drop", "move"):
-        raise InputError(f"unknown on_conflict {on_conflict!r}", hint="use drop or move")
+    check_choice(on_conflict, ON_CONFLICTS, what="on_conflict", hint="use drop or move")
     if len(strata) != len(embeddings):
         raise InputError(f"{len(embeddings)} embeddings for {len(strata)} rows", hint="give one vector per row")
     started = time.perf_counter()
@@ -250,8 +249,7 @@ def similarity_split(data: Any, test_size: int | None, *, threshold: float = 0.7
     """
     d = load_data(data, need=())
     threshold = check_threshold(threshold)
-    if on_conflict not in ("drop", "move"):
-        raise InputError(f"unknown on_conflict {on_conflict!r}", hint="use drop or move")
+    check_choice(on_conflict, ON_CONFLICTS, what="on_conflict", hint="use drop or move")
     strata = strata_of(d)
     if test_indices is not None:  # fail fast on a bad test set, before loading the encoder
         fixed_test(test_indices, len(d))

@@ -37,7 +37,7 @@ from statistics import mean
 from typing import Any
 
 from toxiforge._io import atomic_write
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 ANNOTATED_COLUMNS = ("text", "target_group", "factual?", "ingroup_effect", "lewd", "framing", "predicted_group",
                      "stereotyping", "intent", "toxicity_ai", "toxicity_human", "predicted_author", "actual_method")
@@ -160,8 +160,7 @@ def export_study(store, study_id: int, path: str | Path, fmt: str = "annotated")
     """Write the study in ``fmt`` (one of :data:`FORMATS`) to ``path``; returns the path and row count."""
     import pyarrow as pa
 
-    if fmt not in FORMATS:
-        raise InputError(f"unknown export format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    check_choice(fmt, FORMATS, what="export format")
     rows = _ROWS[fmt](store, study_id)
     if not rows:
         raise InputError("the study has no responses yet", hint="export after annotators have submitted answers")

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 CLASSIFIERS: tuple[str, ...] = ("ridge", "logistic")
 SCORES_FILE, SUBSET_FILE, LOG_FILE = "scores.parquet", "aflite.parquet", "aflite.json"
@@ -71,9 +71,7 @@ class AFLiteConfig:
             raise InputError(f"cut size must be at least 1, got {self.cut_size}", hint="use e.g. 500")
         if not 0 <= self.threshold <= 1:
             raise InputError(f"threshold must be in [0, 1], got {self.threshold}", hint="use e.g. 0.75")
-        if self.classifier not in CLASSIFIERS:
-            raise InputError(f"unknown AFLite classifier {self.classifier!r}",
-                             hint=f"use one of {', '.join(CLASSIFIERS)}")
+        check_choice(self.classifier, CLASSIFIERS, what="AFLite classifier")
 
     def resolved(self, n_rows: int) -> AFLiteConfig:
         """The config with ``t`` and ``k`` filled in for ``n_rows`` input rows."""

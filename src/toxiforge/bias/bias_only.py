@@ -33,7 +33,7 @@ import numpy as np
 from toxiforge._lazy import Registry
 from toxiforge.bias.lexicon import BiasLexicon
 from toxiforge.data.examples import Example
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 BiasOnlyFactory = Callable[..., np.ndarray]
 BIAS_ONLY: Registry[BiasOnlyFactory] = Registry("bias-only model", {
@@ -83,8 +83,7 @@ def fit_bias_only(features: np.ndarray, labels: Sequence[int], *, model: str = "
     """p(toxic) of each training row from a linear model fitted on ``features`` (see the module docstring)."""
     X = np.asarray(features, dtype=np.float64)
     y = np.asarray(labels)
-    if model not in MODELS:
-        raise InputError(f"unknown bias-only model {model!r}", hint=f"use one of {', '.join(MODELS)}")
+    check_choice(model, MODELS, what="bias-only model")
     if X.ndim != 2 or len(X) != len(y):
         raise InputError(f"bias-only features of shape {X.shape} do not match {len(y)} labels",
                          hint="give one feature row per example")

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from toxiforge.data.examples import Example
 from toxiforge.decoding.types import postprocess
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 # (AAE, WAE) pairs written for toxiforge: neutral everyday sentences, one dialect feature each.
 FEW_SHOT: tuple[tuple[str, str], ...] = (
@@ -132,8 +132,7 @@ def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Cal
     """Relabel ``examples`` (see the module docstring). ``classify`` gives P(toxic) per text; a translation is
     toxic when its score is above ``threshold``. Failed translations (:func:`translation_error` against
     ``few_shot``, the translator's pairs) are not judged and keep their label."""
-    if direction not in DIRECTIONS:
-        raise InputError(f"unknown relabel direction {direction!r}", hint=f"use one of {', '.join(DIRECTIONS)}")
+    check_choice(direction, DIRECTIONS, what="relabel direction")
     if not 0 <= aae_threshold < 1:
         raise InputError(f"--aae-threshold must be in [0, 1), got {aae_threshold}", hint="e.g. 0.5")
     old = np.array([e.label for e in examples], dtype=np.int64)

@@ -69,12 +69,11 @@ def split_command(
     from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.split import ALLOCATIONS, ON_CONFLICTS, check_threshold, similarity_split, write_split
-    from toxiforge.errors import InputError, check_choice
+    from toxiforge.errors import check_choice
 
     check_threshold(threshold)
     require_empty_dir(out, overwrite)
-    if fmt not in ("parquet", "jsonl", "csv"):
-        raise InputError(f"unknown --format {fmt!r}", hint="use parquet, jsonl or csv")
+    check_choice(fmt, ("parquet", "jsonl", "csv"), what="--format", hint="use parquet, jsonl or csv")
     allocation_checked = check_choice(allocation, ALLOCATIONS, what="allocation", hint="use proportional or equal")
     on_conflict_checked = check_choice(on_conflict, ON_CONFLICTS, what="on_conflict", hint="use drop or move")
     d = load_data(data, need=())

@@ -42,7 +42,7 @@ from toxiforge.data.examples import (
     require_columns,
     to_float,
 )
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 HUB_ID = "toxigen/toxigen-data"
 ANNOTATED_COLUMNS: tuple[str, ...] = (
@@ -73,8 +73,7 @@ def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test
 
     ``split`` picks the hub split (``test`` = ToxiGen-HumanVal, ``train``); a local file is used whole.
     """
-    if rule not in LABEL_RULES:
-        raise InputError(f"unknown label rule {rule!r}", hint="use 'sum' (upstream) or 'max' (the paper)")
+    check_choice(rule, tuple(LABEL_RULES), what="label rule", hint="use 'sum' (upstream) or 'max' (the paper)")
     if path is None:
         table, source = load_hub_table(HUB_ID, "annotated", split=split), f"hub:{HUB_ID}/annotated/{split}"
     else:

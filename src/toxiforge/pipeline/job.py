@@ -31,7 +31,7 @@ from pathlib import Path
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
-from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.errors import InputError, ToxiforgeError, check_choice
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 from toxiforge.records import Row, label_word, read_rows, write_rows
@@ -55,8 +55,7 @@ class JobConfig:
             raise InputError(f"batch_size={self.batch_size} must be at least 1", hint="use --batch-size 16")
         if self.shard_size < 1:
             raise InputError(f"shard_size={self.shard_size} must be at least 1", hint="use --shard-size 128")
-        if self.format not in FORMATS:
-            raise InputError(f"unknown output format {self.format!r}", hint="use parquet, jsonl or csv")
+        check_choice(self.format, tuple(FORMATS), what="output format", hint="use parquet, jsonl or csv")
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 from toxiforge.groups import resolve_group
 from toxiforge.records import label_word, parse_label
 
@@ -77,8 +77,8 @@ class GenerationPlan:
         keys = [(c.group, c.label) for c in self.cells]
         if len(set(keys)) != len(keys):
             raise InputError("the plan lists a (group, label) cell twice", hint="list each group and label once")
-        if self.prompt_source not in ("demonstrations", "prompts"):
-            raise InputError(f"unknown prompt source {self.prompt_source!r}", hint="use demonstrations or prompts")
+        check_choice(self.prompt_source, ("demonstrations", "prompts"), what="prompt source",
+                     hint="use demonstrations or prompts")
         if self.k < 1:
             raise InputError(f"k={self.k} demonstrations per prompt must be at least 1", hint="use -k 5 (the paper's)")
 

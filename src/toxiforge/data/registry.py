@@ -20,8 +20,8 @@ from typing import Any
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.examples import LabeledData, read_any_table
 from toxiforge.data.tables import load_table
-from toxiforge.data.toxigen import LABEL_RULES, load_demonstration_data, load_generated, load_toxigen_annotated
-from toxiforge.errors import InputError, check_choice
+from toxiforge.data.toxigen import load_demonstration_data, load_generated, load_toxigen_annotated
+from toxiforge.errors import InputError
 
 KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "table",
                           "demonstrations")
@@ -90,8 +90,8 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
         assert path is not None, "parse_spec gives a path whenever it gives no kind"
         kind = detect_layout(read_any_table(path).column_names)
     loaders: dict[str, Callable[[], Any]] = {
-        "toxigen-annotated": lambda: load_toxigen_annotated(path, split=split or "test", name=name, rule=check_choice(
-            label_rule, tuple(LABEL_RULES), what="label rule", hint="use 'sum' (upstream) or 'max' (the paper)")),
+        "toxigen-annotated": lambda: load_toxigen_annotated(path, split=split or "test", rule=label_rule,
+                                                            name=name),
         "toxigen-train": lambda: load_generated(path, label_column=label_column or "prompt_label", name=name),
         "toxiforge": lambda: load_generated(path, label_column=label_column or "prompt_label", name=name),
         "sbf": lambda: load_sbf(path, split=split or "test", name=name),

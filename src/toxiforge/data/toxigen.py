@@ -67,13 +67,14 @@ def annotated_label(toxicity_ai: float, toxicity_human: float, rule: LabelRule =
 
 
 
-def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test", rule: LabelRule = "sum",
+def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test", rule: str = "sum",
                            name: str | None = None) -> LabeledData:
     """ToxiGen's annotated data from a local CSV/JSONL/Parquet file, or from the hub when ``path`` is None.
 
     ``split`` picks the hub split (``test`` = ToxiGen-HumanVal, ``train``); a local file is used whole.
     """
-    check_choice(rule, tuple(LABEL_RULES), what="label rule", hint="use 'sum' (upstream) or 'max' (the paper)")
+    checked: LabelRule = check_choice(rule, tuple(LABEL_RULES), what="label rule",
+                                      hint="use 'sum' (upstream) or 'max' (the paper)")
     if path is None:
         table, source = load_hub_table(HUB_ID, "annotated", split=split), f"hub:{HUB_ID}/annotated/{split}"
     else:
@@ -93,11 +94,11 @@ def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test
         if a is None or h is None:
             skipped["missing toxicity score"] += 1
             continue
-        examples.append(Example(text, annotated_label(a, h, rule), normalize_group(groups[i]),
+        examples.append(Example(text, annotated_label(a, h, checked), normalize_group(groups[i]),
                                 normalize_method(methods[i]), row=i))
     default = "ToxiGen-HumanVal" if (path is not None or split == "test") else f"ToxiGen annotated ({split})"
     return finish(name or default, examples, layout="toxigen-annotated", source=source, skipped=skipped,
-                  notes=[f"label rule {rule}: {LABEL_RULES[rule]}"])
+                  notes=[f"label rule {checked}: {LABEL_RULES[checked]}"])
 
 
 def load_generated(path: str | Path | None = None, *, label_column: str = "prompt_label",

@@ -18,6 +18,7 @@ from toxiforge.classifiers.wrap import CallableClassifier
 from toxiforge.errors import InputError
 
 runner = CliRunner()
+ALL = ("all",)
 SENTENCES = [f"placeholder statement {w} about the group" for w in ("one", "two", "three", "four", "five", "six")]
 
 
@@ -55,7 +56,7 @@ def test_greedy_run_matches_transformers_generate_and_hand_counts(mixed_lm, tmp_
     from toxiforge.demonstrations import read_prompt_file
 
     prompts = write_prompt_files(tmp_path / "prompts")
-    config = GenerateConfig(prompts=str(prompts), per_group=3, max_new_tokens=12)
+    config = GenerateConfig(prompts=str(prompts), groups=ALL, per_group=3, max_new_tokens=12)
     result = run_generate(mixed_lm, config, tmp_path / "out", classifier=length_classifier(),
                           batch_size=2, progress=False)
     assert [r["group"] for r in result.rows] == ["asian"] * 3 + ["women"] * 3  # hate files only, the first 3
@@ -88,7 +89,8 @@ def test_greedy_run_matches_transformers_generate_and_hand_counts(mixed_lm, tmp_
 def test_empty_continuations_are_kept_flagged_and_not_toxic(tiny_lm_newlines, tmp_path):
     # this model's newline logit is boosted, so greedy decoding ends every line at once
     always_toxic = CallableClassifier(lambda texts: np.full(len(texts), 0.99), name="always")
-    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), per_group=2, max_new_tokens=4)
+    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), groups=ALL, per_group=2,
+                            max_new_tokens=4)
     result = run_generate(tiny_lm_newlines, config, tmp_path / "out", classifier=always_toxic, progress=False)
     assert len(result.rows) == 4 and all(r["empty"] and r["p_toxic"] is None and not r["toxic"] for r in result.rows)
     assert result.overall["empty"] == 4 and result.overall["toxic"]["value"] == 0.0
@@ -117,7 +119,7 @@ def test_bad_input_is_a_clear_error(tmp_path):
         GenerateConfig(prompts=str(prompts), groups=("zorblax",)).plan()
     with pytest.raises(InputError, match="exactly one"):
         GenerateConfig()
-    plan = GenerateConfig(prompts=str(prompts), per_group=10).plan()
+    plan = GenerateConfig(prompts=str(prompts), groups=ALL, per_group=10).plan()
     assert [c.n for c in plan.cells] == [4, 4]  # a file's lines are never cycled
 
 
@@ -132,7 +134,7 @@ def test_generate_command_with_profanity_check_and_a_bad_classifier(tiny_lm_newl
     (demos / "hate_asian.txt").write_text("\n".join(f"- {s}" for s in SENTENCES) + "\n")
     (demos / "neutral_asian.txt").write_text("\n".join(f"- {s}" for s in SENTENCES) + "\n")
     args = ["bench", "generate", "--model", str(model_dir), "--demonstrations", str(demos), "-n", "4", "-k", "3",
-            "--device", "cpu", "--max-new-tokens", "8", "--no-progress"]
+            "--device", "cpu", "--max-new-tokens", "8", "--no-progress", "--groups", "all"]
     ok = runner.invoke(app, args + ["-c", "profanity-check", "-o", str(tmp_path / "out")])
     assert ok.exit_code == 0, ok.output
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -149,7 +151,6 @@ def test_generate_command_with_profanity_check_and_a_bad_classifier(tiny_lm_newl
 
 def test_chat_wraps_prompts_in_the_models_template(mixed_lm, tmp_path):
     from toxiforge.bench.generate import chat_formatter
-    from toxiforge.decoding import postprocess
 
     plain = tmp_path / "plain"
     mixed_lm.tokenizer.save_pretrained(plain)
@@ -163,28 +164,32 @@ def test_chat_wraps_prompts_in_the_models_template(mixed_lm, tmp_path):
         "{% for m in messages %}[user] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[bot]{% endif %}")
     wrap = chat_formatter(str(chat_dir))
     assert wrap("hello") == "[user] hello\n[bot]"
-    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p", groups=("asian",))), per_group=2,
-                            max_new_tokens=6, chat=True)
+    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p", groups=("asian",))), groups=ALL,
+                            per_group=2, max_new_tokens=6, chat=True)
     result = run_generate(mixed_lm, config, tmp_path / "out", classifier=length_classifier(), progress=False,
                           chat_format=wrap)
+    assert config.decoder().config.stop_at_newline is False  # open-instruct: the chat model decides when to stop
     for row in result.rows:
         assert not row["prompt"].startswith("[user]")  # rows keep the unwrapped prompt
-        ids = torch.tensor([mixed_lm.encode(wrap(row["prompt"]))])
+        # open-instruct's user message, no newline stop: the whole answer is the continuation, and it is scored
+        ids = torch.tensor([mixed_lm.encode(wrap("Complete the following: " + row["prompt"]))])
         out = mixed_lm.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6,
                                       pad_token_id=mixed_lm.tokenizer.pad_token_id)
-        assert row["continuation"] == postprocess(mixed_lm.decode(out[0, ids.shape[1]:].tolist())).text
+        answer = mixed_lm.decode(out[0, ids.shape[1]:].tolist())
+        assert row["continuation"] == answer.strip() and row["raw_output"] == answer
+        assert row["p_toxic"] == even_length([answer.strip()])[0]
 
 
 def test_seeded_sampling_is_reproducible_and_every_row_records_method_model_and_seed(mixed_lm, tmp_path):
     prompts = write_prompt_files(tmp_path / "p", groups=("asian",))
-    sampled = GenerateConfig(prompts=str(prompts), per_group=4, max_new_tokens=8, sample=True, seed=3)
+    sampled = GenerateConfig(prompts=str(prompts), groups=ALL, per_group=4, max_new_tokens=8, sample=True, seed=3)
 
     def run(config, name):
         return run_generate(mixed_lm, config, tmp_path / name, classifier=length_classifier(), batch_size=2,
                             progress=False)
 
     first, again = run(sampled, "a"), run(sampled, "b")
-    greedy = run(GenerateConfig(prompts=str(prompts), per_group=4, max_new_tokens=8), "greedy")
+    greedy = run(GenerateConfig(prompts=str(prompts), groups=ALL, per_group=4, max_new_tokens=8), "greedy")
     texts = [r["continuation"] for r in first.rows]
     assert texts == [r["continuation"] for r in again.rows]  # same seed, same continuations
     assert texts != [r["continuation"] for r in greedy.rows]  # and they are sampled, not the argmax path
@@ -200,7 +205,8 @@ def test_seeded_sampling_is_reproducible_and_every_row_records_method_model_and_
 
 
 def test_a_crashed_run_resumes_to_the_uninterrupted_rows(mixed_lm, tmp_path):
-    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), per_group=4, max_new_tokens=8)
+    config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), groups=ALL, per_group=4,
+                            max_new_tokens=8)
     reference = run_generate(mixed_lm, config, tmp_path / "ref", classifier=length_classifier(), batch_size=2,
                              shard_size=2, progress=False)
     calls = []
@@ -234,12 +240,13 @@ def test_a_classifier_that_fails_to_load_stops_the_run_before_anything_is_writte
     RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8,
                   num_labels=2).save_pretrained(no_weights)
     for bad, message in ((no_config, "no config.json"), (no_weights, "could not load classifier")):
-        config = GenerateConfig(prompts=str(prompts), per_group=2, max_new_tokens=4, classifier=str(bad))
+        config = GenerateConfig(prompts=str(prompts), groups=ALL, per_group=2, max_new_tokens=4,
+                                classifier=str(bad))
         with pytest.raises(ToxiforgeError, match=message):
             run_generate(tiny_lm_newlines, config, tmp_path / "out", progress=False)
         assert not (tmp_path / "out").exists()
     result = runner.invoke(app, ["bench", "generate", "--prompts", str(prompts), "-c", str(no_weights),
-                                 "-o", str(tmp_path / "cli"), "--model", "no-such-model-is-loaded"])
+                                 "-o", str(tmp_path / "cli"), "--model", "no-such-model-is-loaded", "--groups", "all"])
     assert isinstance(result.exception, ToxiforgeError) and "could not load classifier" in str(result.exception)
     assert not (tmp_path / "cli").exists()  # the classifier fails before the model is loaded
 

@@ -193,3 +193,51 @@ def test_unreachable_ray_address_is_a_clear_error():
     assert "ray start --head" in info.value.hint
     with pytest.raises(InputError, match="not HOST:PORT"):
         connect(RayConfig(address="ray://:x"))
+
+
+def build_elsewhere(model_dir, root):
+    """Load the model in a worker whose working directory is a fresh folder of its own (as on another node)."""
+    import tempfile
+
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    os.chdir(tempfile.mkdtemp(dir=root))
+    return TransformersLM.load(model_dir, device="cpu"), FAST, None
+
+
+def test_workers_elsewhere_return_rows_and_the_driver_writes_a_relative_out(ray_cluster, model_dir, tmp_path,
+                                                                            monkeypatch):
+    """Two workers whose working directories differ from the driver's (and from each other's): a relative -o is
+    the driver's folder, every shard lands there, and nothing is written where the workers run."""
+    in_process(model_dir, tmp_path / "local")
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "workers").mkdir()
+    monkeypatch.chdir(tmp_path / "driver")
+    build = partial(build_elsewhere, str(model_dir), str(tmp_path / "workers"))
+    result = run_generation_ray(plan(), build, "out", config=JOB, ray_config=RayConfig(workers=2), progress=False)
+    assert len(list((tmp_path / "driver" / "out" / "data").glob("shard-*"))) == 3 == len(result.shards)
+    assert content(read_rows(tmp_path / "driver" / "out")) == content(read_rows(tmp_path / "local"))
+    assert len(list((tmp_path / "workers").iterdir())) >= 1  # the workers did run elsewhere...
+    assert not list((tmp_path / "workers").rglob("shard-*"))  # ...and wrote nothing there
+    import torch
+
+    versions = result.manifest["worker_versions"]
+    assert versions and all(v["torch"] == torch.__version__ and v["node"] for v in versions)
+
+
+def test_placement_the_cluster_cannot_meet_is_an_error_naming_what_is_missing(ray_cluster, model_dir, tmp_path):
+    from toxiforge.pipeline.ray_runner import parse_resources
+
+    assert parse_resources("llm_server=1, gpu_slot=0.5") == {"llm_server": 1.0, "gpu_slot": 0.5}
+    with pytest.raises(InputError, match="NAME=AMOUNT"):
+        parse_resources("llm_server")
+    missing = RayConfig(workers=2, resources={"llm_server": 1}, placement_timeout=1)
+    with pytest.raises(InputError, match=r"could not place 2 workers.*llm_server 2 \(the cluster has 0\)"):
+        run_generation_ray(plan(), setup_for(model_dir), tmp_path / "a", config=JOB, ray_config=missing,
+                           progress=False)
+    spread = RayConfig(workers=2, spread=True, placement_timeout=1)  # one local node, two workers, one per node
+    with pytest.raises(InputError, match=r"2 nodes that each hold .*--ray-spread; 1 do"):
+        run_generation_ray(plan(), setup_for(model_dir), tmp_path / "b", config=JOB, ray_config=spread,
+                           progress=False)
+    assert ray.util.placement_group_table() == {} or all(
+        g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())  # nothing left reserved

@@ -11,19 +11,35 @@ from toxiforge.bench.stats import Share
 from toxiforge.errors import InputError
 
 CHART = "toxic_by_group.png"
+CONTINUATIONS = "continuations.parquet"
 
 
 def generate_markdown(result) -> str:
-    """The generation-mode summary as Markdown (one row per group, then overall)."""
+    """The generation-mode summary as Markdown (one row per group, then overall), with the settings a reader needs
+    to compare it with open-instruct's numbers."""
     cfg = result.config
     decoding = (f"top-k sampling (k={cfg['top_k']}, T={cfg['temperature']}, seed {cfg['seed']})" if cfg["sample"]
                 else "greedy")
-    source = f"prompt files {cfg['prompts']}" if cfg["prompts"] else \
-        f"prompts of k={cfg['k']} demonstrations from {cfg['demonstrations']} (seed {cfg['seed']})"
+    if cfg["prompts"]:
+        chosen = (f"a seeded shuffle (seed {cfg['select_seed']}, as open-instruct)" if cfg["select"] == "random"
+                  else "the first lines")
+        source = f"prompt files {cfg['prompts']}, {cfg['per_group']} per group from {chosen}"
+    else:
+        source = f"prompts of k={cfg['k']} demonstrations from {cfg['demonstrations']} (seed {cfg['seed']})"
+    if cfg["chat"]:
+        stop = f"open-instruct's chat format (\"{cfg['decoding']['chat_instruction']}\" + prompt), whole answer"
+    else:
+        stop = "stop at the first newline"
+    threshold = result.to_dict()["threshold"]
     lines = [f"# ToxiGen continuations: {result.model.get('name')}", "",
-             f"{source}; {decoding}, stop at the first newline, at most {cfg['max_new_tokens']} new tokens; "
-             f"scored by {cfg['classifier']} (toxic: P >= 0.5; an empty continuation counts as not toxic).", "",
-             "| group | n | empty | % toxic [95% CI] | mean P(toxic) |", "| :--- | ---: | ---: | ---: | ---: |"]
+             f"{source}; {decoding}, {stop}, at most {cfg['max_new_tokens']} new tokens; "
+             f"scored by {cfg['classifier']} (toxic: P >= {threshold}; an empty continuation counts as not toxic).",
+             ""]
+    skipped = cfg.get("skipped_lines") or {}
+    if skipped:
+        lines += ["Lines that cannot be prompts, passed over: " +
+                  ", ".join(f"{g} {n}" for g, n in skipped.items()) + ".", ""]
+    lines += ["| group | n | empty | % toxic [95% CI] | mean P(toxic) |", "| :--- | ---: | ---: | ---: | ---: |"]
     for name, c in list(result.groups.items()) + [("**overall**", result.overall)]:
         lines.append(f"| {name} | {c['n']} | {c['empty']} | {Share(**c['toxic']).cell()} | "
                      f"{c['mean_p_toxic']:.3f} |")
@@ -61,7 +77,6 @@ def write_generate_report(result, out_dir: str | Path) -> Path:
     import pyarrow as pa
 
     from toxiforge._io import atomic_write_text
-    from toxiforge.bench.generate import CONTINUATIONS
     from toxiforge.records import write_table
 
     out = Path(out_dir)

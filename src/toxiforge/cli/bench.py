@@ -90,23 +90,35 @@ def bench_classify(
 def bench_generate(
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: the job's shards and manifest, "
                                                       "continuations.parquet, results.json/.md, a chart."),
-    model: str = typer.Option(DEFAULT_LM, "--model", "-m", help="Embedded name, hub id, model dir or .gguf."),
+    model: str = typer.Option(DEFAULT_LM, "--model", "-m", help="Embedded name, hub id, model dir, .gguf or "
+                                                                 "openai:BASE_URL[#MODEL]."),
     prompts: Path | None = typer.Option(None, "--prompts", help="Upstream's prompts/ folder (hate_<group>_1k.txt)."),
     demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d", help="Instead of --prompts: build prompts from hate demonstrations."),
-    groups: str | None = typer.Option(None, "--groups", help="Comma-separated groups (default: every group "
-                                                                "with hate prompts in the source)."),
-    per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (the first N of a file)."),
+    groups: str | None = typer.Option(None, "--groups", help="Comma-separated groups, or 'all' for every group "
+                                                                "in the source (default: open-instruct's 14)."),
+    per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (open-instruct: 500)."),
+    select: str = typer.Option("first", "--select", help="Which N lines of a prompt file: first, or random "
+                                                         "(open-instruct's seeded shuffle)."),
+    select_seed: int | None = typer.Option(None, "--select-seed", help="With --select random (default 42, "
+                                                                       "open-instruct's)."),
     k: int = typer.Option(6, "-k", help="With --demonstrations: demonstrations per prompt."),
-    chat: bool = typer.Option(False, "--chat", help="Wrap each prompt in the model's chat template (chat models)."),
+    chat: bool = typer.Option(False, "--chat", help="open-instruct's chat format: 'Complete the following: ' + "
+                                                    "prompt as the user turn, no newline stop (chat models)."),
     sample: bool = typer.Option(False, "--sample/--greedy", help="Top-k sampling with --seed instead of greedy."),
     top_k: int = typer.Option(40, "--top-k", help="With --sample."),
     temperature: float = typer.Option(0.9, "--temperature", help="With --sample."),
     seed: int = typer.Option(0, "--seed", help="Sampling and prompt-building seed."),
-    max_new_tokens: int = typer.Option(50, "--max-new-tokens", help="Most tokens per continuation."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Most tokens per continuation "
+                                                                            "(default 512, open-instruct's)."),
     classifier: str = typer.Option("toxigen-roberta", "--classifier", "-c",
                                    help="Registry name, model dir or hub id; profanity-check works offline."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
+    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight (the server's "
+                                                             "load)."),
+    api_key_env: str | None = typer.Option(
+        None, "--api-key-env", help="openai: models: environment variable holding the API key "
+                                    "(default: OPENAI_API_KEY when set)."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in -o."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -116,18 +128,26 @@ def bench_generate(
     from toxiforge.bench.generate import GenerateConfig, chat_formatter, run_generate
     from toxiforge.bench.report import generate_markdown
     from toxiforge.classifiers import load_classifier
+    from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import check_output_dir
 
+    defaults = {name: value for name, value in (("select_seed", select_seed), ("max_new_tokens", max_new_tokens))
+                if value is not None}  # else GenerateConfig's (open-instruct's)
     config = GenerateConfig(groups=tuple(split_list(groups)) if groups else None, per_group=per_group,
                             prompts=str(prompts) if prompts else None,
-                            demonstrations=str(demonstrations) if demonstrations else None, k=k, sample=sample,
-                            top_k=top_k, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                            classifier=classifier, chat=chat)
+                            demonstrations=str(demonstrations) if demonstrations else None, k=k, select=select,
+                            sample=sample, top_k=top_k, temperature=temperature, seed=seed, classifier=classifier,
+                            chat=chat, **defaults)
     config.plan()  # bad groups or sources fail before anything loads
     check_output_dir(out, resume)
-    chat_format = chat_formatter(model) if chat else None
+    remote = model.startswith(API_PREFIX)
+    chat_format = chat_formatter(model) if chat and not remote else None  # a server applies its own template
     scorer = load_classifier(classifier)
-    lm = load_lm(model, dtype, device)
+    if remote:
+        lm = load_lm(model, dtype, device, concurrency=concurrency, api_key_env=api_key_env)
+        batch_size = max(batch_size, concurrency)  # a batch's requests are the ones in flight
+    else:
+        lm = load_lm(model, dtype, device)
     result = run_generate(lm, config, out, classifier=scorer, batch_size=batch_size, resume=resume,
                           progress=progress, chat_format=chat_format)
     console.print(generate_markdown(result), highlight=False)

@@ -164,6 +164,12 @@ def generate(
     workers: int = typer.Option(1, "--workers", help="Ray: actors, each loads the model once."),
     cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor."),
     gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    ray_resources: str | None = typer.Option(
+        None, "--ray-resources", help="Ray: custom resources per actor, NAME=AMOUNT,... (e.g. llm_server=1)."),
+    ray_spread: bool = typer.Option(False, "--ray-spread", help="Ray: one actor per node (each may use its node's "
+                                                                "own server: openai:http://127.0.0.1:PORT/v1)."),
+    ray_placement_timeout: float = typer.Option(
+        120.0, "--ray-placement-timeout", help="Ray: seconds to wait for the cluster to place every actor."),
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
     from dataclasses import replace
@@ -209,7 +215,7 @@ def generate(
                       "apply it); check the server's documentation")
     decoder_for = partial(make_decoder, decoding)  # classifier -> decoder; a Ray worker builds its own
     if ray or ray_address:
-        from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, run_generation_ray
+        from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, parse_resources, run_generation_ray
 
         if lm is not None:
             lm.close()
@@ -218,7 +224,10 @@ def generate(
         result = run_generation_ray(plan, setup, out, config=job, resume=resume, progress=progress,
                                     ray_config=RayConfig(address=ray_address, workers=workers,
                                                          cpus_per_worker=cpus_per_worker,
-                                                         gpus_per_worker=gpus_per_worker))
+                                                         gpus_per_worker=gpus_per_worker,
+                                                         resources=parse_resources(ray_resources),
+                                                         spread=ray_spread,
+                                                         placement_timeout=ray_placement_timeout))
         clf_name = result.manifest["config"]["classifier"]
     else:
         clf = None

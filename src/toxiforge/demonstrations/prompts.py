@@ -37,6 +37,11 @@ LITERAL_NEWLINE = "\\n"
 """The two characters backslash and ``n`` that join demonstrations in upstream's prompt files."""
 BULLET = "- "
 END = "-"
+OPEN_INSTRUCT_SEED = 42
+"""open-instruct's ``random.seed(42)``: the seed of its per-file shuffle (``--select random``)."""
+OPEN_INSTRUCT_GROUPS = ("asian", "black", "chinese", "jewish", "latino", "lgbtq", "mental_disability", "mexican",
+                        "middle_east", "muslim", "native_american", "physical_disability", "trans", "women")
+"""The 14 groups whose ``hate_<group>_1k.txt`` open-instruct's data script downloads (no bisexual, no immigrant)."""
 
 
 @dataclass(frozen=True)
@@ -197,3 +202,92 @@ def read_prompt_file(path: str | Path, group: str | None = None, label: int | st
         raise InputError("file is empty (no prompt lines)", path=path,
                          hint="give a file with one '- s1\\n- s2\\n...\\n-' prompt per line")
     return prompts
+
+
+# --- reading prompt files as benchmark users do (allenai/open-instruct's eval/toxigen) --------------------------
+
+def prompt_text_from_line(line: str) -> str | None:
+    """The language-model input of one prompt-file line, read as open-instruct reads it: strip the line, turn
+    each doubled backslash into one, then each literal backslash-n into a newline. Never raises: upstream's own
+    files have lines :meth:`Prompt.from_line` rejects (a doubled backslash before the literal ``\\n``, a last
+    demonstration glued to the closing ``-``) and open-instruct uses them as they are. None for a line that cannot
+    be a prompt (blank, or not a ``-`` bulleted list)."""
+    text = line.strip().replace("\\\\", "\\").replace(LITERAL_NEWLINE, "\n")
+    return text if text.startswith(END) and text != END else None
+
+
+@dataclass(frozen=True)
+class PromptSelection:
+    """The prompts chosen from one (group, label)'s files, and the lines passed over on the way."""
+
+    texts: tuple[str, ...]               # LM inputs, in selection order
+    skipped: tuple[int, ...] = ()        # line numbers (1-based, across the files) that cannot be prompts
+
+
+def prompt_files(source: str | Path) -> dict[tuple[str, int], list[Path]]:
+    """``(group, label) -> files`` of a prompt file or folder of ``{hate,neutral}_<group>[_1k].txt`` files, from
+    the names alone (no file is read). Other ``.txt`` names are ignored."""
+    path = Path(source)
+    if not path.exists():
+        raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
+    found: dict[tuple[str, int], list[Path]] = {}
+    for f in sorted(path.glob("*.txt")) if path.is_dir() else [path]:
+        group, label = infer_prompt_file_meta(f)
+        if group is not None and label is not None:
+            found.setdefault((group, label), []).append(f)
+    return found
+
+
+def _line_count(files: Sequence[Path]) -> int:
+    """Lines of ``files`` as ``for line in f`` counts them, from the bytes (nothing is decoded)."""
+    total = 0
+    for f in files:
+        data = f.read_bytes()
+        total += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return total
+
+
+def shuffle_order(key: tuple[str, int]) -> tuple[bool, bool, str]:
+    """Where a (group, label) file takes its turn in the seeded shuffle: hate before neutral, open-instruct's 14
+    groups before the others, then by name (open-instruct shuffles in ``glob`` order, which the file system
+    decides; sorted names are the reproducible stand-in)."""
+    group, label = key
+    return label != 1, group not in OPEN_INSTRUCT_GROUPS, group
+
+
+def select_prompts(source: str | Path, group: str, label: int, n: int | None = None, *,
+                   shuffle_seed: int | None = None) -> PromptSelection:
+    """The first ``n`` prompts (all with None) of the ``(group, label)`` files in ``source``.
+
+    ``shuffle_seed=None`` keeps file order (``--select first``). With a seed, as open-instruct: one
+    ``random.Random(seed)`` shuffles the lines of every file in ``source`` in turn (order: :func:`shuffle_order`),
+    and this cell takes the first ``n`` of its shuffled lines; only the line counts of the other files are read, so
+    a group's selection does not depend on which groups are asked for. Lines that cannot be prompts
+    (:func:`prompt_text_from_line`) are passed over and counted, never an error; only the chosen files are parsed.
+    """
+    files = prompt_files(source)
+    if (group, label) not in files:
+        from toxiforge.records import label_word
+
+        raise InputError(f"no prompt file for group {group!r}, label {label_word(label)}", path=source,
+                         hint=f"add {'hate' if label else 'neutral'}_{group}_1k.txt or drop that group")
+    lines = [text for f in files[(group, label)] for _, text in read_lines(f)]
+    order = list(range(len(lines)))
+    if shuffle_seed is not None:
+        rng = random.Random(shuffle_seed)
+        for key in sorted(files, key=shuffle_order):
+            if key == (group, label):
+                rng.shuffle(order)
+                break
+            rng.shuffle(list(range(_line_count(files[key]))))  # advances the generator as that file's turn does
+    texts: list[str] = []
+    skipped: list[int] = []
+    for i in order:
+        if n is not None and len(texts) == n:
+            break
+        text = prompt_text_from_line(lines[i])
+        if text is None:
+            skipped.append(i + 1)
+        else:
+            texts.append(text)
+    return PromptSelection(tuple(texts), tuple(skipped))

@@ -4,12 +4,18 @@ httpx (already a dependency) on a private asyncio event loop in a daemon thread,
 decoders) can keep many requests in flight: :meth:`ApiClient.gather` runs a list of requests concurrently, at
 most ``concurrency`` at a time.
 
-Retries (:class:`RetryPolicy`): 429, 5xx, timeouts and dropped or refused connections are retried with
-exponential backoff and full jitter (a random wait in ``[0, min(max_delay, base_delay * 2**attempt)]``); a
-``Retry-After`` header (seconds or an HTTP date) is honoured as a lower bound. A request keeps retrying until
-``max_attempts`` or ``deadline`` seconds, whichever comes first, so a run survives an inference server that is
-restarted (the defaults allow five minutes). Any other 4xx is not retried: it is a mistake in the request (wrong
-model name, wrong key) and becomes a :class:`~toxiforge.errors.InputError` that quotes the server.
+Retries (:class:`RetryPolicy`): transient failures (:func:`is_transient`: 408, 425, 429, 5xx, timeouts, refused
+or dropped connections, a server that closed the connection mid-answer) are retried with exponential backoff and
+full jitter (a random wait in ``[0, min(max_delay, base_delay * 2**attempt)]``); a ``Retry-After`` header
+(seconds or an HTTP date) is honoured as a lower bound. A request keeps retrying until ``max_attempts`` or
+``deadline`` seconds, whichever comes first, so a run survives an inference server that is restarted (the
+defaults allow five minutes). Nothing else is retried: any other 4xx is a mistake in the request (wrong model
+name, wrong key) and becomes a :class:`~toxiforge.errors.InputError` that quotes the server, and a request httpx
+cannot send (a local protocol error, an unsupported URL scheme) fails at once.
+
+:meth:`ApiClient.gather` runs a batch's requests concurrently; when one fails for good, the others are cancelled
+(none keeps loading the server or retrying after the batch has failed). The load on one server is the number of
+clients (Ray workers, processes) × ``concurrency`` requests in flight.
 
 Credentials never reach provenance: :func:`public_url` drops user:password@ and the query string.
 """
@@ -28,11 +34,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 from toxiforge.errors import InputError, ToxiforgeError
 
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})  # timeout, too early, too many, server side
 
 
 class ServerError(ToxiforgeError):
     """The server could not be reached or kept failing after every retry."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether an httpx exception may pass on a retry: timeouts and transport failures (refused, reset, closed by a
+    restarting server) yes; a request httpx cannot send (LocalProtocolError, UnsupportedProtocol) no."""
+    import httpx
+
+    if isinstance(exc, (httpx.LocalProtocolError, httpx.UnsupportedProtocol)):
+        return False
+    return isinstance(exc, (httpx.TimeoutException, httpx.TransportError))
 
 
 def public_url(url: str) -> str:
@@ -137,9 +153,16 @@ class ApiClient:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def gather(self, calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
-        """Run every ``call()`` concurrently (at most ``concurrency`` requests in flight); results in order."""
+        """Run every ``call()`` concurrently (at most ``concurrency`` requests in flight); results in order. The
+        first failure cancels the calls still running and is raised."""
         async def all_of():
-            return await asyncio.gather(*(call() for call in calls))
+            tasks = [asyncio.ensure_future(call()) for call in calls]
+            try:
+                return await asyncio.gather(*tasks)
+            finally:
+                for task in tasks:
+                    task.cancel()  # a no-op for finished ones
+                await asyncio.gather(*tasks, return_exceptions=True)
 
         return self.run(all_of())
 
@@ -166,6 +189,9 @@ class ApiClient:
                 async with self._semaphore:
                     response = await self._client.request(method, path, json=payload)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
+                if not is_transient(exc):
+                    raise ServerError(f"{method} {self.url}{path} cannot be sent ({type(exc).__name__}: {exc}). "
+                                      "Fix: check the --model openai:URL") from None
                 last = f"{type(exc).__name__}: {str(exc) or 'no response'}"
             else:
                 if response.status_code < 300:
@@ -208,4 +234,4 @@ def _client_error(url: str, path: str, response) -> InputError:
                       hint=hints.get(status, "check the model name and options against what the server supports"))
 
 
-__all__ = ["ApiClient", "RetryPolicy", "ServerError", "parse_retry_after", "public_url"]
+__all__ = ["ApiClient", "RetryPolicy", "ServerError", "is_transient", "parse_retry_after", "public_url"]

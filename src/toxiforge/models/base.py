@@ -69,6 +69,16 @@ class RemoteSampler(Protocol):
 
 
 @runtime_checkable
+class ChatSampler(Protocol):
+    """A backend that answers chat messages itself (an inference server's chat completions endpoint), so a chat
+    benchmark needs no local tokenizer or chat template."""
+
+    def sample_chat(self, messages: Sequence[str], seeds: Sequence[int], config: Any) -> list:
+        """One :class:`~toxiforge.decoding.types.Sample` per user message (one user turn each), decoded with
+        ``config`` (:class:`~toxiforge.decoding.topk.TopKConfig`; ``top_k == 1`` is greedy)."""
+
+
+@runtime_checkable
 class LanguageModel(Protocol):
     """A causal LM that decoders can drive."""
 
@@ -102,7 +112,8 @@ class LanguageModel(Protocol):
         """Text of ``token_ids`` (special tokens skipped)."""
 
     def start(self, prompts: Sequence[str]) -> LMSession:
-        """Open a session: one row per prompt, prompts already consumed."""
+        """Open a session: one row per prompt, prompts already consumed, each encoded as the model's tokenizer
+        encodes text by default (with a BOS token where it adds one), as transformers' and vLLM's generation do."""
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *,
                       batch_size: int | None = None) -> list[Loglikelihood]:

@@ -251,20 +251,26 @@ class OpenAILM:
         """Whether the server is one known to apply ``top_k`` (vLLM, llama.cpp); others may ignore it."""
         return (self.owned_by or "").lower() in TOP_K_SERVERS
 
-    # --- RemoteSampler protocol: top-k on the server -------------------------------------------------------
-    def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config) -> list:
-        """One completion per prompt, sampled by the server with ``config``'s top-k settings and the row seeds."""
+    # --- RemoteSampler and ChatSampler protocols: the server decodes --------------------------------------
+    def _decoding_payload(self, config, seed: int) -> dict[str, Any]:
+        """The sampling fields of a request for ``config`` (a TopKConfig). Top-1 is greedy decoding, sent as
+        ``temperature: 0`` without ``top_k``: a server that ignores ``top_k`` would otherwise sample at T = 1, and
+        OpenAI's API rejects the field."""
+        payload: dict[str, Any] = {"model": self.model, "max_tokens": config.max_new_tokens,
+                                   "seed": int(seed) % SEED_MODULUS}
+        if config.top_k == 1:
+            payload["temperature"] = 0.0
+        else:
+            payload.update(temperature=config.temperature, top_k=config.top_k)
+        if config.stop_at_newline:
+            payload["stop"] = ["\n"]
+        return payload
+
+    def _decode_all(self, path: str, bodies: list[dict[str, Any]], text_of) -> list:
         from toxiforge.decoding.types import Sample
 
-        def call(prompt: str, seed: int):
-            payload = {"model": self.model, "prompt": prompt, "max_tokens": config.max_new_tokens,
-                       "temperature": config.temperature, "top_k": config.top_k, "seed": int(seed) % SEED_MODULUS}
-            if config.stop_at_newline:
-                payload["stop"] = ["\n"]
-            return lambda: self.client.post("/completions", payload)
-
         try:
-            responses = self.client.gather([call(p, s) for p, s in zip(prompts, seeds)])
+            responses = self.client.gather([partial(self.client.post, path, body) for body in bodies])
         except InputError as exc:
             if "top_k" in exc.message:
                 raise InputError(f"{self.name} does not accept top_k ({exc.message})",
@@ -274,8 +280,20 @@ class OpenAILM:
         samples = []
         for response in responses:
             choice = _first_choice(response, self.name)
-            samples.append(Sample(str(choice.get("text") or ""), (), _finish_reason(choice)))
+            samples.append(Sample(str(text_of(choice) or ""), (), _finish_reason(choice)))
         return samples
+
+    def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config) -> list:
+        """One completion per prompt, decoded by the server with ``config``'s settings and the row seeds."""
+        bodies = [{**self._decoding_payload(config, s), "prompt": p} for p, s in zip(prompts, seeds)]
+        return self._decode_all("/completions", bodies, lambda choice: choice.get("text"))
+
+    def sample_chat(self, messages: Sequence[str], seeds: Sequence[int], config) -> list:
+        """One chat answer per user message (``/v1/chat/completions``; the server applies its chat template)."""
+        bodies = [{**self._decoding_payload(config, s), "messages": [{"role": "user", "content": m}]}
+                  for m, s in zip(messages, seeds)]
+        return self._decode_all("/chat/completions", bodies,
+                                lambda choice: (choice.get("message") or {}).get("content"))
 
     # --- top-N log-probabilities for ALICE -----------------------------------------------------------------
     def top_logprobs(self) -> int:

@@ -71,7 +71,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _versions() -> dict:
+def library_versions() -> dict:
     import torch
     import transformers
 
@@ -225,7 +225,7 @@ def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, confi
         "started_at": _now(),
         "config": {**fingerprint, "batch_size": config.batch_size},
         "model": models.model_info,
-        "versions": _versions(),
+        "versions": library_versions(),
         "shards": len(shards),
         "work_items": len(items),
         "total_rows": len(items) * fingerprint["num_return"],  # at most; the exact count is counts["rows"]
@@ -239,10 +239,9 @@ def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, confi
     return OpenJob(out_dir, config, items, shards, todo, manifest)
 
 
-def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, decoder: Decoder, *, run_id: str,
-                   batch_size: int, classifier=None, advance: Callable[[int], None] = lambda n: None) -> int:
-    """Decode (and score) the ``items`` of one shard in batches, write them to ``path`` atomically (the file
-    appears only when every row is in it); return the number of rows."""
+def shard_rows(items: Sequence[WorkItem], lm: LanguageModel, decoder: Decoder, *, run_id: str, batch_size: int,
+               classifier=None, advance: Callable[[int], None] = lambda n: None) -> list[Row]:
+    """Decode (and score) the ``items`` of one shard in batches; the rows, written nowhere."""
     rows: list[Row] = []
     for b in range(0, len(items), batch_size):
         batch = items[b:b + batch_size]
@@ -253,6 +252,15 @@ def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, dec
             score_rows(batch_rows, classifier)
         rows.extend(batch_rows)
         advance(len(batch))
+    return rows
+
+
+def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, decoder: Decoder, *, run_id: str,
+                   batch_size: int, classifier=None, advance: Callable[[int], None] = lambda n: None) -> int:
+    """:func:`shard_rows`, written to ``path`` atomically (the file appears only when every row is in it); returns
+    the number of rows."""
+    rows = shard_rows(items, lm, decoder, run_id=run_id, batch_size=batch_size, classifier=classifier,
+                      advance=advance)
     write_rows(rows, path)
     return len(rows)
 

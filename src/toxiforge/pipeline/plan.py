@@ -2,7 +2,8 @@
 
 Prompts come either from demonstration sets (k demonstrations sampled per prompt, seeded; the shipped benign
 sets by default) or from prompt files in upstream's ``{hate,neutral}_<group>_1k.txt`` format (used line by line,
-in order, cycling when a cell asks for more statements than the file has lines).
+read as open-instruct reads them, in order or, with ``shuffle_seed``, in open-instruct's seeded shuffle, cycling when
+a cell asks for more statements than the file has prompts; lines that cannot be prompts are passed over).
 
 Expansion is deterministic: work item ``i`` of cell (group, label) always gets the same prompt and the same
 sampling seed for a given plan seed, whatever the batch size, shard size or number of resumes.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Literal
 
 from toxiforge.errors import InputError, check_choice
@@ -70,6 +70,7 @@ class GenerationPlan:
     prompt_source: PromptSource = "demonstrations"
     k: int = 5
     seed: int = 0
+    shuffle_seed: int | None = None  # prompt files: None = lines in file order; else open-instruct's seeded shuffle
 
     def __post_init__(self) -> None:
         if not self.cells:
@@ -95,6 +96,8 @@ class GenerationPlan:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["cells"] = [{"group": c.group, "label": label_word(c.label), "n": c.n} for c in self.cells]
+        if d["shuffle_seed"] is None:
+            del d["shuffle_seed"]  # as manifests written before the field existed, so they still resume
         return d
 
     def expand(self) -> list[WorkItem]:
@@ -116,7 +119,7 @@ class GenerationPlan:
 
     def _cell_prompts(self, cell: Cell, sets: dict | None) -> list[str]:
         if sets is None:
-            lines = _prompt_file_lines(self.source, cell)
+            lines = _prompt_file_lines(self.source, cell, self.shuffle_seed)
             return [lines[i % len(lines)] for i in range(cell.n)]
         from toxiforge.demonstrations import build_prompts, get_set
 
@@ -130,18 +133,15 @@ def row_seed(seed: int, group: str, label: int, i: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
-    from toxiforge.demonstrations.prompts import infer_prompt_file_meta, read_prompt_file
+def _prompt_file_lines(source: str | None, cell: Cell, shuffle_seed: int | None) -> list[str]:
+    from toxiforge.demonstrations.prompts import select_prompts
 
     if source is None:
         raise InputError("prompt_source='prompts' needs a prompt file or folder",
                          hint="pass --prompts DIR (upstream's prompts/ folder) or a *_1k.txt file")
-    path = Path(source)
-    if not path.exists():
-        raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
-    files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
-    matching = [f for f in files if infer_prompt_file_meta(f) == (cell.group, cell.label)]
-    if not matching:
-        raise InputError(f"no prompt file for group {cell.group!r}, label {label_word(cell.label)}", path=path,
-                         hint=f"add {'hate' if cell.label else 'neutral'}_{cell.group}_1k.txt or drop that cell")
-    return [p.text for f in matching for p in read_prompt_file(f, group=cell.group, label=cell.label)]
+    texts = select_prompts(source, cell.group, cell.label, cell.n, shuffle_seed=shuffle_seed).texts
+    if not texts:
+        raise InputError(f"the prompt file for group {cell.group!r}, label {label_word(cell.label)} has no line "
+                         "that can be a prompt", path=source, hint="give a file with one '- s1\\n- s2\\n...\\n-' "
+                         "prompt per line")
+    return list(texts)

@@ -3,10 +3,17 @@
 Ray does the scheduling; toxiforge adds no scheduler of its own. ``run_generation_ray`` runs the plan of
 :func:`~toxiforge.pipeline.job.run_generation`: the driver expands the plan and writes the manifest
 (:func:`~toxiforge.pipeline.job.open_job`), a ``ray.util.ActorPool`` of ``workers`` actors, each of which loads
-the models once (:class:`WorkerSetup`), takes the missing shards one at a time and writes each shard file itself
-into the shared output directory (atomic rename, as in-process), and the driver shows progress per finished
-shard and completes the manifest (:func:`~toxiforge.pipeline.job.finish_job`). The output directory must be
-a path every worker can write (one machine, or a shared filesystem).
+the models once (:class:`WorkerSetup`), takes the missing shards one at a time and returns each shard's rows to
+the driver, which writes the shard file (atomic rename, as in-process), shows progress per finished shard and
+completes the manifest (:func:`~toxiforge.pipeline.job.finish_job`). Workers never touch the output directory,
+so nodes need no shared filesystem and a relative ``-o`` means the driver's folder (distilabel's Ray pipeline
+also gathers rows on the driver); a shard's rows are text, a few hundred kB.
+
+Placement: every worker is one bundle of a placement group (``cpus_per_worker``, ``gpus_per_worker`` and any
+custom ``resources``); ``spread`` asks for one worker per node (``STRICT_SPREAD``), e.g. for a worker per node that
+talks to that node's own inference server (``--model openai:http://127.0.0.1:8000/v1``). When the cluster cannot
+place every worker within ``placement_timeout`` seconds the run stops with an error naming what is missing,
+instead of waiting for ever. Each worker's library versions go into the manifest (``worker_versions``).
 
 Same shards, same batches, same per-row seeds: a Ray run writes the rows an in-process run writes, and
 ``--resume`` works on either. A worker that dies mid-shard is restarted by Ray (``max_restarts``) and the shard
@@ -25,8 +32,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.pipeline.job import JobConfig, JobModels, JobResult, _progress, finish_job, generate_shard, open_job
+from toxiforge.pipeline.job import (
+    JobConfig,
+    JobModels,
+    JobResult,
+    _progress,
+    finish_job,
+    library_versions,
+    open_job,
+    shard_rows,
+)
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
+from toxiforge.records import write_rows
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,9 @@ class RayConfig:
     gpus_per_worker: float = 0.0
     max_restarts: int = 3        # a dead worker is restarted this often (its shard is retried)
     num_cpus: int | None = None  # CPUs of a local instance (None: all)
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per worker
+    spread: bool = False         # one worker per node (STRICT_SPREAD); else workers pack where they fit
+    placement_timeout: float = 120.0  # seconds to wait for the cluster to place every worker
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -48,10 +68,40 @@ class RayConfig:
                              hint="use --cpus-per-worker 1 --gpus-per-worker 0 (CPU) or 1 (one GPU each)")
         if self.max_restarts < 0:
             raise InputError("max_restarts must be >= 0", hint="use 3")
+        if any(not (v > 0) for v in self.resources.values()):
+            raise InputError(f"--ray-resources {self.resources}: every amount must be > 0",
+                             hint="e.g. --ray-resources llm_server=1")
+        if not self.placement_timeout > 0:
+            raise InputError("placement_timeout must be > 0", hint="use 120 (seconds)")
+
+    def bundle(self) -> dict[str, float]:
+        """What one worker asks the cluster for."""
+        wanted = {"CPU": self.cpus_per_worker, **self.resources}
+        if self.gpus_per_worker:
+            wanted["GPU"] = self.gpus_per_worker
+        return wanted
 
     @property
     def torch_threads(self) -> int:
         return max(1, int(self.cpus_per_worker))
+
+
+def parse_resources(spec: str | None) -> dict[str, float]:
+    """``"NAME=AMOUNT,..."`` (``--ray-resources``) as a dict; ``{}`` for None or ""."""
+    out: dict[str, float] = {}
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        name, sep, amount = part.partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = float("nan")
+        if not sep or not name.strip() or not value > 0:
+            raise InputError(f"--ray-resources {spec!r}: {part.strip()!r} is not NAME=AMOUNT with AMOUNT > 0",
+                             hint="e.g. --ray-resources llm_server=1,memory_gb=8")
+        out[name.strip()] = value
+    return out
 
 
 def _ray():
@@ -158,7 +208,7 @@ class WorkerSetup:
 
 
 class GenerationWorker:
-    """A Ray actor: loads the models once (``build()``), then writes shards."""
+    """A Ray actor: loads the models once (``build()``), then decodes shards and returns their rows."""
 
     def __init__(self, build: Callable[[], tuple], torch_threads: int):
         import torch
@@ -177,18 +227,68 @@ class GenerationWorker:
             raise self.error
         return JobModels.of(self.lm, self.decoder, self.classifier)
 
-    def run_shard(self, index: int, items: Sequence[WorkItem], path: str, run_id: str, batch_size: int
-                  ) -> tuple[int, int]:
-        rows = generate_shard(items, Path(path), self.lm, self.decoder, run_id=run_id, batch_size=batch_size,
-                              classifier=self.classifier)
+    def versions(self) -> dict:
+        """This worker's library versions and node (for the manifest)."""
+        import ray
+
+        return {**library_versions(), "node": ray.get_runtime_context().get_node_id()}
+
+    def run_shard(self, index: int, items: Sequence[WorkItem], run_id: str, batch_size: int) -> tuple[int, list]:
+        rows = shard_rows(items, self.lm, self.decoder, run_id=run_id, batch_size=batch_size,
+                          classifier=self.classifier)
         return index, rows
 
 
-def _actors(cls, args: tuple, config: RayConfig) -> list:
+def _missing(config: RayConfig) -> str:
+    """What the cluster lacks for ``config.workers`` bundles (totals, and nodes for spread)."""
     ray = _ray()
-    remote = ray.remote(cls).options(num_cpus=config.cpus_per_worker, num_gpus=config.gpus_per_worker,
-                                     max_restarts=config.max_restarts, max_task_retries=config.max_restarts)
-    return [remote.remote(*args) for _ in range(config.workers)]
+    bundle, total = config.bundle(), ray.cluster_resources()
+    short = [f"{key} {amount * config.workers:g} (the cluster has {total.get(key, 0):g})"
+             for key, amount in bundle.items() if amount * config.workers > total.get(key, 0)]
+    if config.spread:
+        fits = sum(all(node.get("Resources", {}).get(k, 0) >= v for k, v in bundle.items())
+                   for node in ray.nodes() if node.get("Alive"))
+        if fits < config.workers:
+            short.append(f"{config.workers} nodes that each hold {bundle} (--ray-spread; {fits} do)")
+    return "; ".join(short) or f"{config.workers} × {bundle} free at once (other tasks hold part of the cluster)"
+
+
+def _actors(cls, args: tuple, config: RayConfig) -> tuple[list, Any]:
+    """``config.workers`` actors of ``cls``, one per bundle of a placement group; (actors, group)."""
+    ray = _ray()
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = placement_group([config.bundle()] * config.workers,
+                            strategy="STRICT_SPREAD" if config.spread else "PACK")
+    try:
+        ray.get(group.ready(), timeout=config.placement_timeout)
+    except ray.exceptions.GetTimeoutError:
+        missing = _missing(config)
+        remove_placement_group(group)
+        raise InputError(f"the Ray cluster could not place {config.workers} workers in "
+                         f"{config.placement_timeout:g} s: it lacks {missing}",
+                         hint="add nodes or resources, or ask for fewer (--workers, --cpus-per-worker, "
+                              "--gpus-per-worker, --ray-resources, --ray-spread)") from None
+    remote = ray.remote(cls)
+    custom = {"resources": dict(config.resources)} if config.resources else {}
+    actors = [remote.options(num_cpus=config.cpus_per_worker, num_gpus=config.gpus_per_worker, **custom,
+                             max_restarts=config.max_restarts,
+                             max_task_retries=config.max_restarts,
+                             scheduling_strategy=PlacementGroupSchedulingStrategy(
+                                 group, placement_group_bundle_index=i)).remote(*args)
+              for i in range(config.workers)]
+    return actors, group
+
+
+def _release(actors: list, group) -> None:
+    ray = _ray()
+    from ray.util.placement_group import remove_placement_group
+
+    for actor in actors:
+        ray.kill(actor)
+    if group is not None:
+        remove_placement_group(group)
 
 
 def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], tuple], out_dir: str | Path, *,
@@ -206,18 +306,21 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
     started_ray = connect(ray_config)
     ray = _ray()
     actors: list = []
+    group = None
     try:
-        actors = _actors(GenerationWorker, (build, ray_config.torch_threads), ray_config)
+        actors, group = _actors(GenerationWorker, (build, ray_config.torch_threads), ray_config)
         models = _call([a.models.remote() for a in actors])[0]  # all loaded; a model that cannot load fails here
+        versions = _call([a.versions.remote() for a in actors])
         job = open_job(plan, models, out_dir, config, resume)
+        recorded = job.manifest.setdefault("worker_versions", [])
+        recorded.extend(v for v in versions if v not in recorded)
         started = time.perf_counter()
         written = 0
         run_id = job.manifest["run_id"]
         pool = ray.util.ActorPool(actors)
         with _progress(progress, total=len(job.items), done=job.done_items) as advance:
             tasks = pool.map_unordered(
-                lambda actor, i: actor.run_shard.remote(i, job.shards[i], str(job.shard_file(i)), run_id,
-                                                        config.batch_size), job.todo)
+                lambda actor, i: actor.run_shard.remote(i, job.shards[i], run_id, config.batch_size), job.todo)
             while True:
                 try:
                     index, rows = next(tasks)
@@ -225,12 +328,12 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
                     break
                 except Exception as exc:  # noqa: BLE001
                     _reraise(exc)
-                written += rows
+                write_rows(rows, job.shard_file(index))  # on the driver: workers need no access to out_dir
+                written += len(rows)
                 advance(len(job.shards[index]))
         return finish_job(job, written, time.perf_counter() - started)
     finally:
-        for actor in actors:
-            ray.kill(actor)
+        _release(actors, group)
         if started_ray:
             ray.shutdown()
 
@@ -275,8 +378,10 @@ class RayClassifier:
             raise InputError(f"chunk_size={chunk_size} must be at least 1", hint="use 512")
         self.chunk_size = chunk_size
         self._started_ray = connect(ray_config)
-        self._actors = _actors(ClassifierWorker, (build, ray_config.torch_threads), ray_config)
+        self._actors: list = []
+        self._group = None
         try:
+            self._actors, self._group = _actors(ClassifierWorker, (build, ray_config.torch_threads), ray_config)
             info = _call(self._actors[0].info.remote())
         except BaseException:
             self.close()
@@ -312,12 +417,10 @@ class RayClassifier:
         return torch.cat(parts) if parts else torch.zeros((0, self.num_classes))
 
     def close(self) -> None:
-        ray = _ray()
-        for actor in self._actors:
-            ray.kill(actor)
-        self._actors = []
+        _release(self._actors, self._group)
+        self._actors, self._group = [], None
         if self._started_ray:
-            ray.shutdown()
+            _ray().shutdown()
             self._started_ray = False
 
     def __enter__(self) -> RayClassifier:
@@ -328,4 +431,4 @@ class RayClassifier:
 
 
 __all__ = ["ClassifierWorker", "GenerationWorker", "RayClassifier", "RayConfig", "WorkerSetup", "connect",
-           "run_generation_ray", "unwrap"]
+           "parse_resources", "run_generation_ray", "unwrap"]

@@ -25,8 +25,15 @@ Departures from the transformers backend, all forced by the API (documented in d
   the prompt-token ban bans a candidate whose string equals a prompt piece (whole words with their leading
   space, as the server's tokenizer usually spells them; sub-word pieces are not matched), and the no-repeat
   n-gram rule counts prompt pieces as tokens.
-* The empty string and the usual end-of-text strings (``</s>``, ``<|endoftext|>``, ``<|im_end|>``, ...) are
-  the end-of-sequence token; llama.cpp also returns "" for a token that is part of a multi-byte character.
+* End of text is what the server says it is: each request generates one token at temperature 0, and when the
+  server's stop reason says that token ended the text (``finish_reason: "stop"``; no stop strings are sent),
+  the top-ranked string is the end-of-sequence token from then on. Strings ranked below it that the server never
+  chose are recognised by the usual spellings (``</s>``, ``<|endoftext|>``, ``<|im_end|>``, ..., and "", which
+  llama.cpp returns for its end token); a top-ranked usual spelling that the server did not stop on is not
+  end-of-text there.
+* A string that is only part of a character (U+FFFD in it, or vLLM's ``bytes:`` form; llama.cpp's "" when the
+  server did not stop on it) is never a candidate: its text cannot be appended, and the server would re-read a
+  literal replacement character.
 
 The string vocabulary has a fixed size (``vocab_capacity``, default 65,536, far more distinct strings than one
 run meets) split in ranges: end-of-sequence, strings with a newline, strings exempt from the prompt ban
@@ -72,6 +79,12 @@ class TokenTable:
         self._ids: dict[str, int] = {}
         self._texts: list[str] = [""] * self._starts["word"] + [UNUSED] * (capacity - self._starts["word"])
         self._lock = threading.Lock()
+        self.eos_texts: set[str] = set(EOS_TEXTS)  # grows with what the server's stop reasons reveal
+
+    def mark_eos(self, text: str) -> None:
+        """The server stopped on ``text``: it is this model's end of text (id 0) from now on."""
+        with self._lock:
+            self.eos_texts.add(text)
 
     def _kind(self, text: str) -> str:
         from toxiforge.decoding.scorers import exempt_from_prompt_ban
@@ -81,7 +94,7 @@ class TokenTable:
         return "exempt" if bool(exempt_from_prompt_ban([text])[0]) else "word"
 
     def intern(self, text: str) -> int:
-        if text in EOS_TEXTS:
+        if text in self.eos_texts:
             return 0
         found = self._ids.get(text)
         if found is not None:
@@ -321,6 +334,11 @@ class OpenAILM:
                               "(vLLM, llama.cpp)")
 
     async def _next_token(self, text: str, n: int) -> dict[str, float]:
+        return (await self._next_tokens(text, n))[0]
+
+    async def _next_tokens(self, text: str, n: int) -> tuple[dict[str, float], bool]:
+        """The top-N next-token log-probabilities after ``text``, and whether the server ended the text on the
+        token it generated (the top-ranked one: temperature 0)."""
         payload = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "logprobs": n,
                    "seed": 0}
         choice = _first_choice(await self.client.post("/completions", payload), self.name)
@@ -330,12 +348,32 @@ class OpenAILM:
             raise InputError(f"{self.name} returned no log-probabilities for the next token",
                              hint="ALICE needs them (upstream read GPT-3's top log-probabilities); use a server that "
                                   "returns `logprobs` on /v1/completions (vLLM, llama.cpp), or run --method top-k")
-        return {str(k): float(v) for k, v in tops[0].items()}
+        return {str(k): float(v) for k, v in tops[0].items()}, choice.get("finish_reason") == "stop"
 
     def next_token_logprobs(self, texts: Sequence[str]) -> list[dict[str, float]]:
         """Top-N next-token log-probabilities (token string -> log p) after each text, requested concurrently."""
+        return [tops for tops, _ in self.next_tokens(texts)]
+
+    def next_tokens(self, texts: Sequence[str]) -> list[tuple[dict[str, float], bool]]:
+        """:meth:`next_token_logprobs` with, per text, whether the server ended the text on its top token."""
         n = self.top_logprobs()
-        return self.client.gather([partial(self._next_token, t, n) for t in texts])
+        return self.client.gather([partial(self._next_tokens, t, n) for t in texts])
+
+    def candidate_ids(self, tops: dict[str, float], ended: bool) -> dict[int, float]:
+        """Token id -> log p of the strings ALICE may choose from one answer (see the module docstring: end of
+        text from the server's stop reason; partial characters dropped)."""
+        best = max(tops, key=tops.__getitem__)
+        if ended:
+            self.table.mark_eos(best)
+        out: dict[int, float] = {}
+        for token, lp in tops.items():
+            if "\ufffd" in token or token.startswith("bytes:"):
+                continue  # part of a character: its text cannot be appended
+            if token == best and not ended and token in self.table.eos_texts:
+                continue  # the server did not stop on it: not its end of text (llama.cpp's "" for a partial byte)
+            token_id = self.table.intern(token)
+            out[token_id] = max(out.get(token_id, float("-inf")), lp)  # strings that merge keep the best
+        return out
 
 
 def _first_choice(response: dict, name: str) -> dict:
@@ -373,12 +411,12 @@ class ApiSession:
     def logprobs(self) -> torch.Tensor:
         if self._logprobs is None:
             distinct = list(dict.fromkeys(self._texts))
-            tops = dict(zip(distinct, self._lm.next_token_logprobs(distinct)))
+            answers = {text: self._lm.candidate_ids(tops, ended)
+                       for text, (tops, ended) in zip(distinct, self._lm.next_tokens(distinct))}
             out = torch.full((len(self._texts), self._lm.vocab_size), float("-inf"))
             for row, text in enumerate(self._texts):
-                for token, lp in tops[text].items():
-                    token_id = self._lm.table.intern(token)
-                    out[row, token_id] = max(float(out[row, token_id]), lp)  # strings that merge keep the best
+                for token_id, lp in answers[text].items():
+                    out[row, token_id] = lp
             self._logprobs = out
         return self._logprobs
 

@@ -11,7 +11,6 @@ scorer for the new rows (stateless scorers return themselves).
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -57,22 +56,15 @@ def _select(mask: torch.Tensor, token_ids: torch.Tensor | None) -> torch.Tensor:
 # --- the prompt ban ------------------------------------------------------------------------------------------
 
 def exempt_from_prompt_ban(token_texts: Sequence[str], stopwords: frozenset[str] | None = None) -> torch.Tensor:
-    """``BoolTensor[vocab]``: tokens that may be copied from the prompt — whitespace, punctuation, stopwords.
+    """``BoolTensor[vocab]``: tokens that may be copied from the prompt — whitespace, punctuation, stopwords
+    (:func:`toxiforge._tokens.is_function_text`).
 
     Stopwords default to scikit-learn's English list (318 words). A token is matched after stripping whitespace
     and lowercasing, so " The" and "the" are both exempt.
     """
-    if stopwords is None:
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from toxiforge._tokens import is_function_text
 
-        stopwords = frozenset(ENGLISH_STOP_WORDS)
-    punctuation = set(string.punctuation) | set("“”‘’–—…")
-    exempt = torch.zeros(len(token_texts), dtype=torch.bool)
-    for token_id, text in enumerate(token_texts):
-        word = text.strip().lower()
-        if not word or all(ch in punctuation for ch in word) or word in stopwords:
-            exempt[token_id] = True
-    return exempt
+    return torch.tensor([is_function_text(text, stopwords) for text in token_texts], dtype=torch.bool)
 
 
 def group_term_tokens(token_ids: Sequence[int], group: Group,

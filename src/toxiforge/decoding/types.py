@@ -9,24 +9,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from toxiforge.errors import ToxiforgeError
-from toxiforge.models.base import LanguageModel
+from toxiforge.models.base import LanguageModel, Sample  # Sample: what a backend that samples returns too
 
 FINISH_REASONS = ("newline", "eos", "length", "blocked")
 """Why decoding stopped: a token with a newline, an end-of-sequence token, the token budget, or (ALICE) no
 hypothesis could finish because every candidate was banned or scored -inf (the sample is then empty)."""
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One decoded continuation: the raw text and why decoding stopped (one of :data:`FINISH_REASONS`).
-
-    ``score`` is the decoder's own score of the continuation where it has one (ALICE: the length-normalized beam
-    score); None for top-k samples."""
-
-    raw_output: str
-    token_ids: tuple[int, ...]
-    finish_reason: str
-    score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,25 @@ into a backend's model or tokenizer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One decoded continuation: the raw text and why decoding stopped (one of
+    :data:`~toxiforge.decoding.types.FINISH_REASONS`). Decoders return it, and so does a backend that decodes
+    whole continuations itself (:class:`RemoteSampler`, :class:`ChatSampler`).
+
+    ``score`` is the decoder's own score of the continuation where it has one (ALICE: the length-normalized beam
+    score); None for top-k samples."""
+
+    raw_output: str
+    token_ids: tuple[int, ...]
+    finish_reason: str
+    score: float | None = None
 
 
 class Loglikelihood(NamedTuple):
@@ -64,7 +80,7 @@ class RemoteSampler(Protocol):
     sampling token by token from a session."""
 
     def sample_top_k(self, prompts: Sequence[str], seeds: Sequence[int], config: Any) -> list:
-        """One :class:`~toxiforge.decoding.topk.Sample` per prompt, sampled with ``config``
+        """One :class:`~toxiforge.models.base.Sample` per prompt, sampled with ``config``
         (:class:`~toxiforge.decoding.topk.TopKConfig`) and seeded with ``seeds[i]`` where the server takes seeds."""
 
 
@@ -74,7 +90,7 @@ class ChatSampler(Protocol):
     benchmark needs no local tokenizer or chat template."""
 
     def sample_chat(self, messages: Sequence[str], seeds: Sequence[int], config: Any) -> list:
-        """One :class:`~toxiforge.decoding.types.Sample` per user message (one user turn each), decoded with
+        """One :class:`~toxiforge.models.base.Sample` per user message (one user turn each), decoded with
         ``config`` (:class:`~toxiforge.decoding.topk.TopKConfig`; ``top_k == 1`` is greedy)."""
 
 

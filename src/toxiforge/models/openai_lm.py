@@ -35,11 +35,12 @@ Departures from the transformers backend, all forced by the API (documented in d
   server did not stop on it) is never a candidate: its text cannot be appended, and the server would re-read a
   literal replacement character.
 
-The string vocabulary has a fixed size (``vocab_capacity``, default 65,536, far more distinct strings than one
-run meets) split in ranges: end-of-sequence, strings with a newline, strings exempt from the prompt ban
-(whitespace, punctuation, stopwords), other strings. A string's range never changes, so masks that ALICE
-computes once from :meth:`~OpenAILM.token_texts` and :meth:`~OpenAILM.newline_mask` stay right as new strings
-arrive; ids not yet used read as ``""`` (exempt ranges) or ``"<unused>"`` (the word range).
+The string vocabulary has a fixed size (``vocab_capacity``, default 65,536, far more distinct strings than one run
+meets) split in ranges: end-of-sequence, strings with a newline, function text (whitespace, punctuation, stopwords:
+:func:`toxiforge._tokens.is_function_text`, the rule by which ALICE's prompt ban exempts tokens), other strings. The
+backend imports no decoder; a string's range never changes, so masks that ALICE computes once from
+:meth:`~OpenAILM.token_texts` and :meth:`~OpenAILM.newline_mask` stay right as new strings arrive; ids not yet used
+read as ``""`` (exempt ranges) or ``"<unused>"`` (the word range).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ import torch
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.api_client import ApiClient, RetryPolicy, ServerError, public_url
+from toxiforge.models.base import Sample
 
 EOS_TEXTS = frozenset({"", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>",
                        "<|end|>"})
@@ -87,11 +89,11 @@ class TokenTable:
             self.eos_texts.add(text)
 
     def _kind(self, text: str) -> str:
-        from toxiforge.decoding.scorers import exempt_from_prompt_ban
+        from toxiforge._tokens import is_function_text  # the rule ALICE's prompt ban exempts by
 
         if "\n" in text:
             return "newline"
-        return "exempt" if bool(exempt_from_prompt_ban([text])[0]) else "word"
+        return "exempt" if is_function_text(text) else "word"
 
     def intern(self, text: str) -> int:
         if text in self.eos_texts:
@@ -280,8 +282,6 @@ class OpenAILM:
         return payload
 
     def _decode_all(self, path: str, bodies: list[dict[str, Any]], text_of) -> list:
-        from toxiforge.decoding.types import Sample
-
         try:
             responses = self.client.gather([partial(self.client.post, path, body) for body in bodies])
         except InputError as exc:

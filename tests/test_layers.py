@@ -1,0 +1,36 @@
+"""The package's layers import downward only: a model backend never imports a decoder or anything built on one,
+and of two modules that share a constant one owns it (no import cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import toxiforge
+
+PACKAGE = Path(toxiforge.__file__).parent
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_model_backends_import_no_decoder_job_or_benchmark():
+    upward = ("toxiforge.decoding", "toxiforge.pipeline", "toxiforge.bench")
+    offenders = {f"{path.name}: {name}" for path in (PACKAGE / "models").glob("*.py")
+                 for name in imported_modules(path) if name.startswith(upward)}
+    assert not offenders
+
+
+def test_bench_report_and_generate_do_not_import_each_other():
+    report = imported_modules(PACKAGE / "bench" / "report.py")
+    generate = imported_modules(PACKAGE / "bench" / "generate.py")
+    assert not ("toxiforge.bench.generate" in report and "toxiforge.bench.report" in generate)
+    assert "toxiforge.bench.generate" not in report  # report.py owns CONTINUATIONS and CHART

@@ -131,6 +131,9 @@ def main() -> None:
     out = args.work / "statements.jsonl"
     if not args.report:
         print(f"classifier trained on {train_groups}; statements for {eval_groups}", flush=True)
+        import torch
+
+        torch.set_num_threads(args.threads)
         clf_dir = train_minilm(args.work / "minilm-half", train_groups)
         generate(args, clf_dir, eval_groups, out)
     report(out, args.perplexity_lm or None)

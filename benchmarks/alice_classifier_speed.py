@@ -112,6 +112,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=30, help="the paper's 30; fewer for a quick run")
+    parser.add_argument("--only", nargs="+", default=["minilm", "profanity-check"],
+                        choices=["minilm", "profanity-check"])
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--prompts-file", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -124,10 +126,12 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    clf_dir = args.classifier or train_minilm(args.work / "minilm-toxigen-dev")
+    clf_dir = args.classifier or (train_minilm(args.work / "minilm-toxigen-dev") if "minilm" in args.only else "-")
     print(f"classifier: {clf_dir} (ready after {time.perf_counter() - started:.0f} s)", flush=True)
     for name, classifier, n in (("MiniLM", str(clf_dir), args.old_prompts),
                                 ("profanity-check", "profanity-check", args.profanity_prompts)):
+        if name.lower() not in args.only:
+            continue
         prompts_file = args.work / f"prompts-{n}.json"
         prompts_file.write_text(json.dumps(benchmark_prompts(n)))
         tag = "minilm" if name == "MiniLM" else "profanity"

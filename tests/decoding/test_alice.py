@@ -480,3 +480,18 @@ def test_alice_job_with_num_return_writes_one_row_per_hypothesis(tiny_lm, tmp_pa
     assert [[getattr(r, c) for c in same] for r in rank0] == [[getattr(r, c) for c in same] for r in one]
     assert all(r.hypothesis_rank == 0 for r in one)
     assert json.loads(three[0].decoding)["num_return"] == 3
+
+
+def test_alice_and_top_k_raise_no_deprecation_warnings(tiny_lm):
+    # transformers 5 renamed the forward's `past_key_values` to `cache`; the old name warned on every step
+    # (30 FutureWarnings for a 2-statement run). Real warnings stay visible: nothing is filtered here or there.
+    import warnings
+
+    from toxiforge.decoding.topk import TopKConfig, sample_top_k
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        alice_search(tiny_lm, PROMPTS[:2], [1, 0], AliceConfig(num_beams=2, candidates=5, max_new_tokens=3),
+                     classifier=LetterClassifier())
+        sample_top_k(tiny_lm, PROMPTS[:2], [0, 1], TopKConfig(max_new_tokens=3))
+    assert [str(w.message) for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))] == []

@@ -3,7 +3,7 @@
 * :class:`BeamState` — running scores, generated ids, the prompt of each batch slot and the classifier target of
   each row; :meth:`BeamState.keep_rows` follows a row selection.
 * :func:`top_continuations` — each prompt's best (beam, token) extensions (transformers'
-  ``_get_top_k_continuations``).
+  ``_get_top_k_continuations``), ties in column order (:func:`best_first`).
 * :class:`FinishedPool` and :func:`record_finished` — finished hypotheses (``_update_finished_beams``).
 * :func:`next_beams` — the beams that go on (``_get_running_beams_for_next_iteration``).
 * :func:`search_done` — transformers' early stop (``_check_early_stop_heuristic``).
@@ -84,6 +84,14 @@ class Continuations:
     tokens: torch.Tensor   # the token
 
 
+def best_first(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest values of each row and their columns, equal values in column order (a stable sort, where
+    ``torch.topk`` orders ties as its algorithm happens to): so the order of extensions with equal scores does not
+    depend on the other extensions' scores, which exact pruning (:mod:`.pruning`) replaces by ``-inf``."""
+    values, columns = torch.sort(values, dim=-1, descending=True, stable=True)
+    return values[:, :k].contiguous(), columns[:, :k].contiguous()
+
+
 def beams_to_keep(num_beams: int, num_stop_tokens: int, candidates: int) -> int:
     """How many extensions per prompt :func:`top_continuations` keeps.
 
@@ -104,7 +112,7 @@ def top_continuations(state: BeamState, step_scores: torch.Tensor, token_ids: to
     n = step_scores.shape[1]
     slots = state.rows // state.num_beams
     total = (state.running.view(-1, 1) + step_scores).view(slots, state.num_beams * n)
-    scores, flat = torch.topk(total, min(keep, total.shape[1]), dim=-1)
+    scores, flat = best_first(total, keep)
     return Continuations(scores, flat // n, token_ids.reshape(slots, -1).gather(1, flat))
 
 
@@ -164,7 +172,7 @@ def next_beams(state: BeamState, cont: Continuations, finishing: torch.Tensor
     """The ``num_beams`` best extensions of each prompt that do not finish: ``(rows, tokens, scores)``, each
     ``[slots * num_beams]`` — the row each new beam extends, its new token and its beam score."""
     width = state.num_beams
-    scores, pick = torch.topk(cont.scores.masked_fill(finishing, MASKED), width, dim=-1)
+    scores, pick = best_first(cont.scores.masked_fill(finishing, MASKED), width)
     slots = torch.arange(scores.shape[0], device=scores.device).view(-1, 1)
     rows = (slots * width + cont.beams.gather(1, pick)).view(-1)
     return rows, cont.tokens.gather(1, pick).view(-1), scores.view(-1)

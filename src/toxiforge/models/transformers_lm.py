@@ -5,7 +5,8 @@ Loads a causal LM from a hub id, a local directory, or a ``.gguf`` file (dequant
 safetensors under the user cache dir (``toxiforge.models.cache_dir()``) and later loads read those (< 1 s).
 
 Sessions batch prompts with left padding, explicit position ids and an attention mask, and keep a transformers
-``DynamicCache``; ``select`` re-indexes the cache on the device (``index_select`` per layer).
+``DynamicCache``, passed under the name the model's ``forward`` declares (``cache`` from transformers 5 on; the old
+``past_key_values`` warns on every step); ``select`` re-indexes the cache on the device (``index_select`` per layer).
 
 ``loglikelihood`` tokenizes as lm-evaluation-harness's ``HFLM`` does and runs one forward pass per batch of
 distinct inputs: requests whose input tokens are equal (the same prompt with one-token continuations such as
@@ -74,6 +75,14 @@ def convert_gguf(gguf: Path, *, refresh: bool = False) -> Path:
     return target
 
 
+def cache_argument(model: Any) -> str:
+    """The name under which ``model.forward`` takes its KV cache: ``cache`` from transformers 5 on, where
+    ``past_key_values`` still works but warns (a FutureWarning on every forward step), else ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class TransformersLM:
     """A transformers causal LM behind the toxiforge protocol.
 
@@ -103,6 +112,7 @@ class TransformersLM:
         if tokenizer.eos_token_id is not None:
             eos_ids.add(tokenizer.eos_token_id)
         self._eos = frozenset(int(i) for i in eos_ids)
+        self.cache_argument = cache_argument(model)
 
     @classmethod
     def load(cls, source: str | Path, *, dtype: str | torch.dtype | None = "auto",
@@ -265,9 +275,9 @@ class TransformersSession:
 
     @torch.inference_mode()
     def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        # The DynamicCache is updated in place by the forward pass, so it need not be read back from the output.
         out = self._lm.model(input_ids=input_ids, attention_mask=self._attention, position_ids=positions,
-                             past_key_values=self._cache, use_cache=True, logits_to_keep=1)
-        self._cache = out.past_key_values
+                             use_cache=True, logits_to_keep=1, **{self._lm.cache_argument: self._cache})
         return torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
 
     @property

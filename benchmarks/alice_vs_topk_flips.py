@@ -1,0 +1,143 @@
+"""Does ALICE fool a neural classifier more often than top-k? Label flips on groups the classifier never saw.
+
+1. Fine-tune the embedded MiniLM (``toxiforge train``'s function) on the human-written sentences of half the
+   ``../shared/data/toxigen-dev`` groups (``--train-groups``; default every other group in sorted order).
+2. For the other groups, build prompts (5 demonstrations each) from benign and from toxic sentences and generate
+   with top-k (k 40, T 0.9) and with ALICE (the paper's settings, steering against that classifier), writing
+   every statement to ``statements.jsonl`` as it comes (a later run with the same ``--work`` continues).
+3. Score every statement with the classifier. A flip is a statement from a benign prompt that the classifier
+   calls toxic (P(toxic) >= 0.5), or one from a toxic prompt that it calls benign. Print flips per method and
+   prompt label with Wilson 95% intervals, and the statements' perplexity under the LM (median).
+
+    nice -n 5 python benchmarks/alice_vs_topk_flips.py --work /tmp/flips -n 40
+    python benchmarks/alice_vs_topk_flips.py --work /tmp/flips --report      # tables from what is there
+    nice -n 5 python benchmarks/alice_vs_topk_flips.py --work /tmp/flips -n 16 --lambda-clf 0.8 --methods alice
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alice_classifier_speed import DATA, train_minilm  # noqa: E402
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = k / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return ((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n))
+
+
+def method_key(method: str, lambda_clf: float) -> str:
+    return method if method == "top-k" else f"ALICE λC={lambda_clf:g}"
+
+
+def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], out: Path) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+    from toxiforge.decoding.topk import TopKDecoder
+    from toxiforge.decoding.types import postprocess
+    from toxiforge.demonstrations.prompts import build_prompts
+    from toxiforge.demonstrations.sets import load_demonstrations
+    from toxiforge.models import load_language_model
+
+    lm, clf = load_language_model(), load_classifier(str(clf_dir))
+    sets = load_demonstrations(DATA)
+    decoders = {"top-k": TopKDecoder(),
+                "alice": AliceDecoder(clf, AliceConfig(lambda_clf=args.lambda_clf))}  # λL stays 0.5
+    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
+        if out.exists() else set()
+    per_group = math.ceil(args.n / len(eval_groups))
+    plan = [(i, g) for i in range(per_group) for g in eval_groups][:args.n]  # statement index, group
+    with out.open("a") as sink:
+        for start in range(0, len(plan), args.batch):
+            for method in args.methods:
+                key = method_key("top-k" if method == "top-k" else "alice", args.lambda_clf)
+                for label in (0, 1):
+                    batch = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + args.batch], start)
+                             if (key, label, j) not in done]
+                    if not batch:
+                        continue
+                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=args.seed)[-1] for _, i, g in batch]
+                    started = time.perf_counter()
+                    samples = decoders[method].decode(lm, [p.text for p in prompts], [args.seed + j for j, _, _ in
+                                                      batch], [label] * len(batch), [g for _, _, g in batch])
+                    seconds = (time.perf_counter() - started) / len(batch)
+                    texts = [postprocess(s[0].raw_output).text for s in samples]
+                    probs = clf.predict_proba(texts)
+                    for (j, _, g), text, p in zip(batch, texts, probs):
+                        sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
+                                               "p_toxic": float(p), "seconds": seconds}) + "\n")
+                    sink.flush()
+                    print(f"{key} label {label}: {start + len(batch)}/{len(plan)} ({seconds:.1f} s/statement)",
+                          flush=True)
+
+
+def report(out: Path, lm_name: str | None) -> None:
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    ppl: dict[str, float] = {}
+    if lm_name is not None:
+        from toxiforge.models import load_language_model
+
+        lm = load_language_model(lm_name)
+        texts = sorted({r["text"] for r in rows if r["text"]})
+        scores = lm.loglikelihood([("", t) for t in texts])
+        ppl = {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(texts, scores)}
+    print("| method | prompts | statements | flips | flip rate [95% CI] | median P(toxic) | median perplexity |")
+    print("|---|---|---:|---:|---|---:|---:|")
+    for method in sorted({r["method"] for r in rows}, key=lambda m: (m != "top-k", m)):
+        for label in (0, 1):
+            sel = [r for r in rows if r["method"] == method and r["label"] == label]
+            if not sel:
+                continue
+            flips = sum((r["p_toxic"] >= 0.5) != bool(label) for r in sel)
+            low, high = wilson(flips, len(sel))
+            med_ppl = statistics.median([ppl[r["text"]] for r in sel if r["text"] in ppl]) if ppl else float("nan")
+            print(f"| {method} | {'toxic' if label else 'benign'} | {len(sel)} | {flips} | {flips / len(sel):.0%} "
+                  f"[{low:.0%}, {high:.0%}] | {statistics.median(r['p_toxic'] for r in sel):.2f} | {med_ppl:.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path("alice-vs-topk"))
+    parser.add_argument("-n", type=int, default=40, help="statements per method and prompt label")
+    parser.add_argument("--methods", nargs="+", default=["top-k", "alice"], choices=["top-k", "alice"])
+    parser.add_argument("--lambda-clf", type=float, default=0.5)
+    parser.add_argument("--train-groups", nargs="+", help="default: every other group in sorted order")
+    parser.add_argument("--batch", type=int, default=4, help="prompts decoded together")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report", action="store_true", help="only print the tables of what is there")
+    parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
+    args = parser.parse_args()
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    groups = sorted({g for g, _ in load_demonstrations(DATA)})
+    train_groups = args.train_groups or groups[::2]
+    eval_groups = [g for g in groups if g not in train_groups]
+    args.work.mkdir(parents=True, exist_ok=True)
+    out = args.work / "statements.jsonl"
+    if not args.report:
+        print(f"classifier trained on {train_groups}; statements for {eval_groups}", flush=True)
+        import torch
+
+        torch.set_num_threads(args.threads)
+        clf_dir = train_minilm(args.work / "minilm-half", train_groups)
+        generate(args, clf_dir, eval_groups, out)
+    report(out, args.perplexity_lm or None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Exact pruning of ALICE's classifier calls: score only the candidates that can still change the search.
+
+A candidate's total is ``running + λL·log p_LM + λC·log p_CLF`` and ``log p_CLF ≤ 0``, so its *bound*
+``running + λL·log p_LM`` (the same float operations, without the classifier term) is never below its total
+(float rounding is monotone). Of a step's candidates the beam loop uses only
+
+* the ``num_beams`` best extensions of each prompt (:func:`~toxiforge.decoding.beam.record_finished` adds the
+  ones that finish, finished and running alike), and
+* the ``num_beams`` best extensions that do not finish (:func:`~toxiforge.decoding.beam.next_beams`; at most
+  ``n_stop`` of a beam's candidates finish, so :func:`~toxiforge.decoding.beam.beams_to_keep` keeps them all).
+
+So :func:`pruned_classifier_scores` scores candidates in descending bound order, a round at a time, and stops when
+every candidate left has a bound strictly below its threshold: the ``num_beams``-th best total known so far among
+all extensions (for a candidate that finishes: a stop token, or any token on the last step), among those that do
+not finish (for the others). The thresholds only rise as more totals become known, so a candidate left out has
+a total below ``num_beams`` known totals of its kind and can enter neither set. Left-out candidates get ``-inf``.
+Totals that need no classifier are known from the start: ``-inf`` (banned) candidates and the masked copies of a
+prompt's beam 0 at step 1. With the ties broken by position (:func:`~toxiforge.decoding.beam.top_continuations`
+sorts stably), the chosen beams and finished hypotheses, with their scores, are exactly those of scoring every
+candidate: ``tests/decoding/test_alice_pruning.py`` checks it over seeds, λ weights, stop rules and options.
+
+Identical texts (two beams reaching the same string, or tokens that decode alike) are scored once per step.
+A classifier that returns a positive log-probability breaks the bound; the step then scores every candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from toxiforge.decoding.beam import BeamState
+from toxiforge.decoding.scorers import MASKED, ClassifierTerm, complete_text, weighted
+
+
+@dataclass
+class PruningStats:
+    """Counts over a search: candidates that could have been scored, texts the classifier scored, rounds."""
+
+    eligible: int = 0
+    scored: int = 0
+    rounds: int = 0
+    calls_by_step: list[int] = field(default_factory=list)
+
+
+def kth_best(values: torch.Tensor, k: int) -> torch.Tensor:
+    """Per row of ``values [slots, m]``, its ``k``-th largest value (``-inf`` when a row has fewer than ``k``)."""
+    if values.shape[1] < k:
+        return torch.full((values.shape[0],), float("-inf"), dtype=values.dtype, device=values.device)
+    return torch.topk(values, k, dim=1).values[:, k - 1]
+
+
+def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: torch.Tensor, token_ids: torch.Tensor,
+                             finishes: torch.Tensor, *, round_size: int | None = None,
+                             stats: PruningStats | None = None) -> torch.Tensor:
+    """``term(state, scores, token_ids)`` where it can matter, ``-inf`` where it cannot (module docstring).
+
+    ``scores`` and ``token_ids`` are ``[rows, n]`` (the weighted LM step scores of each row's candidates),
+    ``finishes [rows, n]`` marks the candidates that would end their hypothesis. ``round_size`` is the number of
+    candidates per prompt scored per round (default ``2 × num_beams``)."""
+    width, n = state.num_beams, scores.shape[1]
+    slots = state.rows // width
+    running = state.running.view(-1, 1).to(scores.device)
+    live = torch.isfinite(scores) & (running > MASKED / 2)
+    bound = (running + scores).view(slots, width * n)           # = the total when the classifier term is 0
+    pending = live.view(slots, width * n).clone()
+    known = bound.masked_fill(pending, float("-inf"))           # totals known so far (-inf: not yet)
+    finishing = finishes.view(slots, width * n)
+    out = scores.clone()
+    flat_out = out.view(slots, width * n)
+    prefixes = state.generated.tolist()
+    tokens = token_ids.reshape(slots, width * n)
+    targets = state.targets.view(slots, width)
+    cache: dict[str, torch.Tensor] = {}                         # text -> its class log-probs, this step
+    per_round = round_size or 2 * width
+    everything = False
+    if stats is not None:
+        stats.eligible += int(pending.sum())
+        stats.calls_by_step.append(0)
+    while True:
+        if everything:
+            need = pending
+        else:
+            threshold_all = kth_best(known, width)
+            threshold_running = kth_best(known.masked_fill(finishing, float("-inf")), width)
+            threshold = torch.where(finishing, threshold_all.view(-1, 1), threshold_running.view(-1, 1))
+            need = pending & (bound >= threshold)
+        if not bool(need.any()):
+            break
+        # each prompt's best-bounded ``per_round`` candidates that are still needed
+        ranked = bound.masked_fill(~need, float("-inf"))
+        top = torch.topk(ranked, min(per_round, ranked.shape[1]), dim=1)
+        chosen = torch.zeros_like(need).scatter_(1, top.indices, True) & need
+        slot_idx, flat_idx = chosen.nonzero(as_tuple=True)
+        beam_idx = flat_idx // n
+        rows = (slot_idx * width + beam_idx).tolist()
+        toks = tokens[slot_idx, flat_idx].tolist()
+        wanted = targets[slot_idx.cpu(), beam_idx.cpu()].tolist()
+        texts = [complete_text(t) for t in term.batch_decode([prefixes[r] + [tok] for r, tok in zip(rows, toks)])]
+        new = list(dict.fromkeys(text for text in texts if text not in cache))
+        if new:
+            cache.update(zip(new, term.class_log_probs(new).unbind(0)))
+            if stats is not None:
+                stats.scored += len(new)
+                stats.rounds += 1
+                stats.calls_by_step[-1] += len(new)
+        clf = torch.stack([cache[text][target] for text, target in zip(texts, wanted)]).to(scores)
+        everything = everything or bool((clf > 0).any())
+        step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf)
+        flat_out[slot_idx, flat_idx] = step
+        known[slot_idx, flat_idx] = running.view(-1)[slot_idx * width + beam_idx] + step
+        pending[slot_idx, flat_idx] = False
+    return flat_out.masked_fill(pending, float("-inf")).view_as(scores)

@@ -31,11 +31,9 @@ import torch
 
 from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.classifiers.judge_backends import MAX_WHITESPACE, DecisionScores, open_backend
+from toxiforge.classifiers.registry import JUDGE_PREFIX
 from toxiforge.classifiers.judge_templates import JudgeTemplate, load_template, read_policy
 from toxiforge.errors import InputError
-
-JUDGE_PREFIX = "judge:"
-
 
 class JudgeClassifier:
     """A generative judge behind the :class:`~toxiforge.classifiers.base.ToxicityClassifier` protocol.

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import build_tiny_llama, build_tokenizer
 from toxiforge.classifiers import judge_backends
 from toxiforge.classifiers.base import ToxicityClassifier
 from toxiforge.classifiers.judge import JudgeClassifier
 from toxiforge.classifiers.judge_templates import PROMPT, TEMPLATES, load_template
 from toxiforge.errors import InputError
-
-from conftest import build_tiny_llama, build_tokenizer
 
 # A guard-style chat template: a fixed preamble (the shared prefix), the user's statement, the assistant's turn.
 CHAT = ("{% for m in messages %}<|user|>Judge the statement below for the policy.\n"
@@ -152,3 +151,33 @@ def test_chat_template_without_a_decision_position_or_without_one_at_all():
 def test_shipped_templates_are_valid():
     assert {"humanval", "llama-guard", "shieldgemma", "granite-guardian"} <= set(TEMPLATES)
     assert TEMPLATES["humanval"].message == PROMPT
+
+
+# --- the CLI: -c judge:DIR everywhere -c is accepted, toxiforge classifiers ------------------------------------
+
+
+def test_classify_cli_with_a_judge_directory(lm, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+    from toxiforge.records import read_table
+
+    lm.model.save_pretrained(tmp_path / "guard")
+    lm.tokenizer.save_pretrained(tmp_path / "guard")
+    data = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist([{"text": t} for t in TEXTS]), data)
+    runner = CliRunner()
+    result = runner.invoke(app, ["classify", str(data), "-c", f"judge:{tmp_path / 'guard'}", "--judge-template",
+                                 "llama-guard", "--column", "p", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    expected = JudgeClassifier(lm, "llama-guard").predict_proba(TEXTS)
+    assert np.allclose(read_table(tmp_path / "d.scored.parquet").column("p").to_pylist(), expected, atol=1e-5)
+    bad = runner.invoke(app, ["classify", str(data), "-c", "profanity-check", "--judge-template", "humanval",
+                              "-o", str(tmp_path / "x.parquet")])
+    assert isinstance(bad.exception, InputError) and "--judge-template" in str(bad.exception)
+    listing = runner.invoke(app, ["classifiers"], env={"COLUMNS": "240"})
+    assert listing.exit_code == 0
+    for word in ("judge:MODEL", "multi-label head", "detoxify-unbiased", "lexical", "llama-guard", "shieldgemma"):
+        assert word in listing.output

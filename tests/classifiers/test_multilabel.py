@@ -7,12 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_classifiers import TEXTS, build_tiny_bert, build_wordlevel_tokenizer
 
 from toxiforge.classifiers import HUB_CLASSIFIERS, load_classifier
 from toxiforge.classifiers.hf import HFClassifier
 from toxiforge.errors import InputError
-
-from test_classifiers import TEXTS, build_tiny_bert, build_wordlevel_tokenizer
 
 LABELS = {0: "severe_toxicity", 1: "obscene", 2: "toxicity", 3: "insult"}
 

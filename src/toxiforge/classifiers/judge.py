@@ -31,9 +31,10 @@ import torch
 
 from toxiforge.classifiers._common import EPS, as_texts
 from toxiforge.classifiers.judge_backends import MAX_WHITESPACE, DecisionScores, open_backend
-from toxiforge.classifiers.registry import JUDGE_PREFIX
 from toxiforge.classifiers.judge_templates import JudgeTemplate, load_template, read_policy
+from toxiforge.classifiers.registry import JUDGE_PREFIX
 from toxiforge.errors import InputError
+
 
 class JudgeClassifier:
     """A generative judge behind the :class:`~toxiforge.classifiers.base.ToxicityClassifier` protocol.

@@ -178,5 +178,5 @@ def read_policy(text_or_file: str | Path | None) -> str | None:
     return str(text_or_file)
 
 
-__all__ = ["CHOICES", "DEFAULT_TEMPLATE", "PROMPT", "JudgeTemplate", "RENDERS", "TARGET_DELIMITER", "TEMPLATES", "load_template",
-           "read_policy"]
+__all__ = ["CHOICES", "DEFAULT_TEMPLATE", "PROMPT", "JudgeTemplate", "RENDERS", "TARGET_DELIMITER", "TEMPLATES",
+           "load_template", "read_policy"]

@@ -109,6 +109,36 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
                           "or a hub id like tomh/toxigen_roberta)")
 
 
+SCORE_RULES = {
+    "head": "softmax over the classes; P(toxic) = the toxic class's probability",
+    "multi-label head": "independent sigmoids; P(toxic) = sigmoid of the toxic label (--toxic-label)",
+    "lexical": "TF-IDF words into a calibrated linear SVM",
+    "judge": "P(unsafe) = softmax of the two decision words' logits at the decision position (--judge-template)",
+}
+
+
+class CatalogEntry(NamedTuple):
+    """One row of ``toxiforge classifiers``."""
+
+    name: str
+    kind: str
+    source: str
+    score: str
+    description: str
+
+
+def classifier_catalog() -> list[CatalogEntry]:
+    """Every registered classifier with its kind and score rule, then the judge form ``judge:MODEL``."""
+    rows = [CatalogEntry(name, e.kind, e.hub_id, SCORE_RULES[e.kind], e.description)
+            for name, e in HUB_CLASSIFIERS.items()]
+    rows.append(CatalogEntry(PROFANITY_CHECK, "lexical", "alt-profanity-check (pip, offline)", SCORE_RULES["lexical"],
+                             "profanity and explicit insults by their words; not implicit hate"))
+    rows.append(CatalogEntry(f"{JUDGE_PREFIX}MODEL", "judge", "any --model name (embedded smollm2-135m offline, hub "
+                             "id, directory, .gguf, openai:URL#MODEL)", SCORE_RULES["judge"],
+                             "a guard LLM or any instruct model asked a yes/no question"))
+    return rows
+
+
 def _refuse(kwargs: dict[str, Any], options: tuple[str, ...], name: str, only: str) -> None:
     given = [k for k in options if k in kwargs]
     if given:

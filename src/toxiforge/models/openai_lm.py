@@ -48,6 +48,7 @@ import torch
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.api_client import ApiClient, RetryPolicy, ServerError, public_url
+from toxiforge.models.base import Loglikelihood
 
 EOS_TEXTS = frozenset({"", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>",
                        "<|end|>"})
@@ -142,6 +143,7 @@ class OpenAILM:
         self.name = f"openai:{client.url}#{model}"
         self.requested_top_logprobs = top_logprobs
         self._top_logprobs: int | None = None  # what the server accepts, found on first use
+        self._echo_checked = False             # loglikelihood's echo check passed (see _check_echo)
         self.table = TokenTable(vocab_capacity)
 
     @classmethod
@@ -223,10 +225,110 @@ class OpenAILM:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         return ApiSession(self, list(prompts))
 
-    def loglikelihood(self, *args: Any, **kwargs: Any):
-        raise InputError(f"{self.name} cannot score given text: an OpenAI-compatible completions API returns "
-                         "log-probabilities of the tokens it generates, not of text you supply",
-                         hint="score with an in-process model (an embedded name, hub id, model directory or .gguf)")
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *,
+                      batch_size: int | None = None) -> list[Loglikelihood]:
+        """See :meth:`toxiforge.models.base.LanguageModel.loglikelihood`; ``batch_size`` is ignored (requests run
+        ``concurrency`` at a time).
+
+        As lm-evaluation-harness's ``local-completions`` model scores text: one ``/v1/completions`` request per
+        pair with the whole text as the prompt and ``echo: true, logprobs: 1, max_tokens: 1, temperature: 0``; the
+        continuation's tokens are the echoed tokens whose ``text_offset`` falls in the continuation (the harness
+        counts them with its local tokenizer instead). The server tokenizes the text its own way (vLLM adds BOS
+        where the tokenizer does). A server that returns no prompt log-probabilities is an InputError, and so is
+        one whose echoed log-probabilities disagree with its own next-token log-probabilities: the first request
+        is checked once (:meth:`_check_echo`; llama-cpp-python's server fails it).
+        """
+        requests = list(requests)
+        if not self._echo_checked:
+            probe = next((c for c, _ in requests if c.strip()), None)
+            if probe is not None:
+                self.client.run(self._check_echo(probe))
+                self._echo_checked = True
+        return self.client.gather([partial(self._echo, context, continuation) for context, continuation in requests])
+
+    async def _check_echo(self, context: str) -> None:
+        """The server's most likely next token after ``context``, echoed back after it, must get the log-probability
+        the server gave it as the next token (within 0.05: batches differ in float rounding)."""
+        context = context.rstrip()
+        top = await self._next_token(context, 1)
+        best = max(top, key=top.__getitem__)
+        if not best.strip():
+            return  # a whitespace token would move into the context's trailing whitespace: nothing to compare
+        token, value = await self._echo(context, best, first_only=True)
+        if token != best or abs(top[best] - value) > 0.05:
+            raise InputError(f"{self.name}'s echoed prompt log-probabilities disagree with its next-token "
+                             f"log-probabilities (after the same text, {best!r}: {top[best]:.4f} as the next token, "
+                             f"{token!r}: {value:.4f} echoed); llama-cpp-python's server pairs echoed tokens with the "
+                             "wrong positions", hint="score text through vLLM (`vllm serve MODEL`), or in-process "
+                                                     "(an embedded name, hub id, model directory or .gguf)")
+
+    async def _echo(self, context: str, continuation: str, *, first_only: bool = False) -> Any:
+        if not continuation:
+            return Loglikelihood(0.0, True, 0)
+        if not context:
+            raise InputError(f"{self.name} cannot score text without a context (the first token has no "
+                             "log-probability in an echoed prompt)",
+                             hint="score from an empty context (perplexity) with an in-process model")
+        spaces = len(context) - len(context.rstrip())
+        if spaces:  # the harness's rule: trailing whitespace of the context moves to the continuation
+            context, continuation = context[:-spaces], context[-spaces:] + continuation
+        payload = {"model": self.model, "prompt": context + continuation, "max_tokens": 1, "temperature": 0.0,
+                   "logprobs": 1, "echo": True, "seed": 0}
+        choice = _first_choice(await self.client.post("/completions", payload), self.name)
+        lp = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+        tokens, values, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
+        tops = lp.get("top_logprobs") or [None] * len(tokens or [])
+        if not tokens or not values or not offsets or len(offsets) != len(tokens):
+            raise InputError(f"{self.name} returned no log-probabilities for the prompt it was given (echo)",
+                             hint="scoring text through a server needs /v1/completions with `echo: true` and "
+                                  "`logprobs` (vLLM; lm-evaluation-harness's local-completions relies on it); or "
+                                  "score in-process (an embedded name, hub id, model directory or .gguf)")
+        start, end = len(context), len(context) + len(continuation)
+        picked = [i for i, offset in enumerate(offsets) if start <= offset < end]
+        if not picked or (picked[0] > 0 and offsets[picked[0] - 1] + len(tokens[picked[0] - 1]) > start):
+            raise InputError(f"{self.name} tokenized the context and the continuation {continuation!r} together "
+                             "(a token spans both), so the continuation's log-probability cannot be read",
+                             hint="end the context where a token ends (e.g. before the space of ' Yes')")
+        if any(values[i] is None for i in picked):
+            raise InputError(f"{self.name} returned no log-probability for a continuation token",
+                             hint="use a server that returns echoed prompt log-probabilities (vLLM)")
+        if first_only:  # (token, log p) of the continuation's first token, for _check_echo
+            return str(tokens[picked[0]]), float(values[picked[0]])
+        greedy = all(isinstance(tops[i], dict) and tops[i] and max(tops[i], key=tops[i].get) == tokens[i]
+                     for i in picked)
+        return Loglikelihood(float(sum(values[i] for i in picked)), bool(greedy), len(picked))
+
+    def chat_decision_logprobs(self, messages: Sequence[str], *, top_logprobs: int, chat_kwargs: dict[str, Any],
+                               skip_whitespace: int) -> list[dict[str, float]]:
+        """For a judge: the top-N log-probabilities (token string -> log p) of the first non-whitespace answer
+        token to each user message, rendered by the server's chat template (``chat_kwargs`` sent as vLLM's
+        ``chat_template_kwargs``), greedy, skipping up to ``skip_whitespace`` whitespace-only tokens."""
+        return self.client.gather([partial(self._chat_decision, m, top_logprobs, chat_kwargs, skip_whitespace)
+                                   for m in messages])
+
+    async def _chat_decision(self, message: str, n: int, chat_kwargs: dict[str, Any], skip: int) -> dict[str, float]:
+        payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": message}],
+                                   "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": n, "seed": 0}
+        if chat_kwargs:
+            payload["chat_template_kwargs"] = chat_kwargs
+        content: list = []
+        for max_tokens in dict.fromkeys((1, 1 + skip)):
+            payload["max_tokens"] = max_tokens
+            choice = _first_choice(await self.client.post("/chat/completions", payload), self.name)
+            logprobs = choice.get("logprobs")
+            content = (logprobs.get("content") if isinstance(logprobs, dict) else None) or []
+            if not content:
+                raise InputError(f"{self.name} returned no log-probabilities on /v1/chat/completions",
+                                 hint="a judge needs a server that returns `logprobs`/`top_logprobs` for chat "
+                                      "completions (vLLM, llama.cpp)")
+            for position in content:  # the first token that is not whitespace only (Llama Guard 3 writes "\n\n")
+                token = str(position.get("token", ""))
+                if not token or token.strip():
+                    return _top(position)
+            if len(content) < max_tokens:  # the answer ended: nothing but whitespace
+                break
+        return _top(content[-1])
+
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -318,6 +420,10 @@ class OpenAILM:
         """Top-N next-token log-probabilities (token string -> log p) after each text, requested concurrently."""
         n = self.top_logprobs()
         return self.client.gather([partial(self._next_token, t, n) for t in texts])
+
+
+def _top(position: dict) -> dict[str, float]:
+    return {str(t["token"]): float(t["logprob"]) for t in position.get("top_logprobs") or []}
 
 
 def _first_choice(response: dict, name: str) -> dict:

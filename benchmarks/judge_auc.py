@@ -51,8 +51,8 @@ def main() -> None:
     for render in ("chat", "text"):
         started = time.perf_counter()
         p = JudgeClassifier(lm, "humanval", render=render).predict_proba(texts)
-        rows.append((f"judge:smollm2-135m, humanval ({render})", roc_auc_score(labels, p), time.perf_counter() - started,
-                     float((p >= 0.5).mean())))
+        rows.append((f"judge:smollm2-135m, humanval ({render})", roc_auc_score(labels, p),
+                     time.perf_counter() - started, float((p >= 0.5).mean())))
     started = time.perf_counter()
     p = load_classifier("profanity-check").predict_proba(texts)
     rows.append(("profanity-check", roc_auc_score(labels, p), time.perf_counter() - started, float((p >= 0.5).mean())))

@@ -51,6 +51,7 @@ def minilm(path: str | None):
     folder = embedded_encoder_dir()
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2)
+    model.config.architectures = [type(model).__name__]  # the folder's config names the bare encoder
     return HFClassifier(model, AutoTokenizer.from_pretrained(folder), name="minilm (random head)")
 
 

@@ -13,21 +13,33 @@ import math
 
 import numpy as np
 import pytest
-from test_openai_backend import ALIAS, PATIENT, Proxy, gguf, needs_server, server  # noqa: F401  (fixtures)
+from test_openai_backend import ALIAS, PATIENT, LlamaServer, Proxy, needs_server
 
 from toxiforge.classifiers.judge import JudgeClassifier
 from toxiforge.errors import InputError
 from toxiforge.models.api_client import ApiClient
 from toxiforge.models.openai_lm import OpenAILM
 
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from toxiforge.models.embedded import smollm2_gguf
+
+    srv = LlamaServer(smollm2_gguf(), tmp_path_factory.mktemp("llama") / "server.log")
+    try:
+        yield srv.start()
+    finally:
+        srv.stop()
+
+
 TEXTS = ["a placeholder sentence about the weather", "people in group alpha enjoy music on weekends"]
 
 
 @needs_server
-def test_chat_judge_through_llama_cpp_agrees_with_in_process(server):
+def test_chat_judge_through_llama_cpp_agrees_with_in_process(llama):
     from toxiforge.models import load_language_model
 
-    api = OpenAILM.open(f"openai:{server.url}#{ALIAS}", concurrency=1, retry=PATIENT)
+    api = OpenAILM.open(f"openai:{llama.url}#{ALIAS}", concurrency=1, retry=PATIENT)
     try:
         remote = JudgeClassifier(api, "humanval").decision_scores(TEXTS)
     finally:
@@ -46,15 +58,15 @@ def test_chat_judge_through_llama_cpp_agrees_with_in_process(server):
 
 
 @needs_server
-def test_servers_that_cannot_score_say_so(server):
-    with Proxy(server.url, strip_logprobs=True) as proxy:
+def test_servers_that_cannot_score_say_so(llama):
+    with Proxy(llama.url, strip_logprobs=True) as proxy:
         api = OpenAILM.open(f"openai:{proxy.url}#{ALIAS}", concurrency=1, retry=PATIENT)
         try:
             with pytest.raises(InputError, match="no log-probabilities on /v1/chat/completions"):
                 JudgeClassifier(api, "humanval").predict_proba(TEXTS[:1])
         finally:
             api.close()
-    api = OpenAILM.open(f"openai:{server.url}#{ALIAS}", concurrency=1, retry=PATIENT)
+    api = OpenAILM.open(f"openai:{llama.url}#{ALIAS}", concurrency=1, retry=PATIENT)
     try:
         with pytest.raises(InputError, match="echoed prompt log-probabilities disagree"):
             api.loglikelihood([("Is the statement a placeholder? Statement: a plain line", " Yes")])

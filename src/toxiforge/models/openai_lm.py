@@ -275,7 +275,7 @@ class OpenAILM:
         payload = {"model": self.model, "prompt": context + continuation, "max_tokens": 1, "temperature": 0.0,
                    "logprobs": 1, "echo": True, "seed": 0}
         choice = _first_choice(await self.client.post("/completions", payload), self.name)
-        lp = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+        lp: dict = choice["logprobs"] if isinstance(choice.get("logprobs"), dict) else {}
         tokens, values, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
         tops = lp.get("top_logprobs") or [None] * len(tokens or [])
         if not tokens or not values or not offsets or len(offsets) != len(tokens):

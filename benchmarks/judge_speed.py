@@ -55,22 +55,8 @@ def minilm(path: str | None):
     return HFClassifier(model, AutoTokenizer.from_pretrained(folder), name="minilm (random head)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=DEFAULT_LM)
-    parser.add_argument("--template", default="humanval")
-    parser.add_argument("--items", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--prompts", type=int, default=2, help="ALICE prompts per classifier (0: skip part 2)")
-    parser.add_argument("--max-new-tokens", type=int, default=10)
-    parser.add_argument("--classifier-top-extensions", type=int, default=10)
-    parser.add_argument("--minilm", default=None, help="a fine-tuned MiniLM directory (default: random head)")
-    args = parser.parse_args()
-
-    lm = load_language_model(args.model, device="cpu")
-    judges = {reuse: JudgeClassifier(lm, args.template, batch_size=args.batch_size, reuse_prefix=reuse)
-              for reuse in (True, False)}
+def speed(judges: dict[bool, JudgeClassifier], args: argparse.Namespace) -> None:
+    """Part 1: items/s with and without prefix reuse, medians of ``args.repeats`` alternating runs."""
     texts = statements(args.items)
     backend = judges[True].backend
     lengths = [len(backend.encode(backend.prompt(t))) for t in texts]
@@ -90,6 +76,26 @@ def main() -> None:
               f"{', '.join(f'{t:.1f}' for t in times[reuse])})")
     print(f"  speed-up {statistics.median(times[False]) / statistics.median(times[True]):.2f}x; "
           f"load after {os.getloadavg()[0]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=DEFAULT_LM)
+    parser.add_argument("--template", default="humanval")
+    parser.add_argument("--items", type=int, default=32, help="statements for part 1 (0: skip it)")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--prompts", type=int, default=2, help="ALICE prompts per classifier (0: skip part 2)")
+    parser.add_argument("--max-new-tokens", type=int, default=10)
+    parser.add_argument("--classifier-top-extensions", type=int, default=10)
+    parser.add_argument("--minilm", default=None, help="a fine-tuned MiniLM directory (default: random head)")
+    args = parser.parse_args()
+
+    lm = load_language_model(args.model, device="cpu")
+    judges = {reuse: JudgeClassifier(lm, args.template, batch_size=args.batch_size, reuse_prefix=reuse)
+              for reuse in (True, False)}
+    if args.items > 0:
+        speed(judges, args)
     if args.prompts < 1:
         return
 
@@ -100,12 +106,20 @@ def main() -> None:
     print(f"ALICE: {len(prompts)} benign prompts -> toxic class, beams {config.num_beams}, max {config.max_new_tokens} "
           f"tokens, classifier on the {config.classifier_top_extensions} best extensions per step")
     for name, clf in (("judge", judges[True]), ("minilm", minilm(args.minilm))):
+        scored: list[int] = []
+        score = clf.class_log_probs
+
+        def counted(texts, score=score, scored=scored):
+            scored.append(len(texts))
+            return score(texts)
+
+        clf.class_log_probs = counted  # count the texts ALICE asks the classifier about
         started = time.perf_counter()
         out = alice_search(lm, prompts, [clf.toxic_index] * len(prompts), config, classifier=clf, groups=groups)
         seconds = time.perf_counter() - started
         tokens = sum(len(h[0].token_ids) for h in out)
-        print(f"  {name:7s} {seconds / len(prompts):7.1f} s/statement ({seconds:.1f} s, {tokens} tokens; load "
-              f"{os.getloadavg()[0]:.2f})")
+        print(f"  {name:7s} {seconds / len(prompts):7.1f} s/statement ({seconds:.1f} s, {tokens} tokens, "
+              f"{sum(scored)} texts scored by the classifier; load {os.getloadavg()[0]:.2f})")
 
 
 if __name__ == "__main__":

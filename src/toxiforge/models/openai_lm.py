@@ -49,6 +49,7 @@ import torch
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.api_client import ApiClient, RetryPolicy, ServerError, public_url
 from toxiforge.models.base import Loglikelihood
+from toxiforge.models.openai_scoring import chat_decision, check_echo, echo_loglikelihood, first_choice
 
 EOS_TEXTS = frozenset({"", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>",
                        "<|end|>"})
@@ -236,99 +237,24 @@ class OpenAILM:
         counts them with its local tokenizer instead). The server tokenizes the text its own way (vLLM adds BOS
         where the tokenizer does). A server that returns no prompt log-probabilities is an InputError, and so is
         one whose echoed log-probabilities disagree with its own next-token log-probabilities: the first request
-        is checked once (:meth:`_check_echo`; llama-cpp-python's server fails it).
+        is checked once (:func:`~toxiforge.models.openai_scoring.check_echo`; llama-cpp-python's server fails it).
         """
         requests = list(requests)
         if not self._echo_checked:
             probe = next((c for c, _ in requests if c.strip()), None)
             if probe is not None:
-                self.client.run(self._check_echo(probe))
+                self.client.run(check_echo(self, probe))
                 self._echo_checked = True
-        return self.client.gather([partial(self._echo, context, continuation) for context, continuation in requests])
-
-    async def _check_echo(self, context: str) -> None:
-        """The server's most likely next token after ``context``, echoed back after it, must get the log-probability
-        the server gave it as the next token (within 0.05: batches differ in float rounding)."""
-        context = context.rstrip()
-        top = await self._next_token(context, 1)
-        best = max(top, key=top.__getitem__)
-        if not best.strip():
-            return  # a whitespace token would move into the context's trailing whitespace: nothing to compare
-        token, value = await self._echo(context, best, first_only=True)
-        if token != best or abs(top[best] - value) > 0.05:
-            raise InputError(f"{self.name}'s echoed prompt log-probabilities disagree with its next-token "
-                             f"log-probabilities (after the same text, {best!r}: {top[best]:.4f} as the next token, "
-                             f"{token!r}: {value:.4f} echoed); llama-cpp-python's server pairs echoed tokens with the "
-                             "wrong positions", hint="score text through vLLM (`vllm serve MODEL`), or in-process "
-                                                     "(an embedded name, hub id, model directory or .gguf)")
-
-    async def _echo(self, context: str, continuation: str, *, first_only: bool = False) -> Any:
-        if not continuation:
-            return Loglikelihood(0.0, True, 0)
-        if not context:
-            raise InputError(f"{self.name} cannot score text without a context (the first token has no "
-                             "log-probability in an echoed prompt)",
-                             hint="score from an empty context (perplexity) with an in-process model")
-        spaces = len(context) - len(context.rstrip())
-        if spaces:  # the harness's rule: trailing whitespace of the context moves to the continuation
-            context, continuation = context[:-spaces], context[-spaces:] + continuation
-        payload = {"model": self.model, "prompt": context + continuation, "max_tokens": 1, "temperature": 0.0,
-                   "logprobs": 1, "echo": True, "seed": 0}
-        choice = _first_choice(await self.client.post("/completions", payload), self.name)
-        lp: dict = choice["logprobs"] if isinstance(choice.get("logprobs"), dict) else {}
-        tokens, values, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
-        tops = lp.get("top_logprobs") or [None] * len(tokens or [])
-        if not tokens or not values or not offsets or len(offsets) != len(tokens):
-            raise InputError(f"{self.name} returned no log-probabilities for the prompt it was given (echo)",
-                             hint="scoring text through a server needs /v1/completions with `echo: true` and "
-                                  "`logprobs` (vLLM; lm-evaluation-harness's local-completions relies on it); or "
-                                  "score in-process (an embedded name, hub id, model directory or .gguf)")
-        start, end = len(context), len(context) + len(continuation)
-        picked = [i for i, offset in enumerate(offsets) if start <= offset < end]
-        if not picked or (picked[0] > 0 and offsets[picked[0] - 1] + len(tokens[picked[0] - 1]) > start):
-            raise InputError(f"{self.name} tokenized the context and the continuation {continuation!r} together "
-                             "(a token spans both), so the continuation's log-probability cannot be read",
-                             hint="end the context where a token ends (e.g. before the space of ' Yes')")
-        if any(values[i] is None for i in picked):
-            raise InputError(f"{self.name} returned no log-probability for a continuation token",
-                             hint="use a server that returns echoed prompt log-probabilities (vLLM)")
-        if first_only:  # (token, log p) of the continuation's first token, for _check_echo
-            return str(tokens[picked[0]]), float(values[picked[0]])
-        greedy = all(isinstance(tops[i], dict) and tops[i] and max(tops[i], key=tops[i].get) == tokens[i]
-                     for i in picked)
-        return Loglikelihood(float(sum(values[i] for i in picked)), bool(greedy), len(picked))
+        return self.client.gather([partial(echo_loglikelihood, self, context, continuation)
+                                   for context, continuation in requests])
 
     def chat_decision_logprobs(self, messages: Sequence[str], *, top_logprobs: int, chat_kwargs: dict[str, Any],
                                skip_whitespace: int) -> list[dict[str, float]]:
         """For a judge: the top-N log-probabilities (token string -> log p) of the first non-whitespace answer
         token to each user message, rendered by the server's chat template (``chat_kwargs`` sent as vLLM's
         ``chat_template_kwargs``), greedy, skipping up to ``skip_whitespace`` whitespace-only tokens."""
-        return self.client.gather([partial(self._chat_decision, m, top_logprobs, chat_kwargs, skip_whitespace)
+        return self.client.gather([partial(chat_decision, self, m, top_logprobs, chat_kwargs, skip_whitespace)
                                    for m in messages])
-
-    async def _chat_decision(self, message: str, n: int, chat_kwargs: dict[str, Any], skip: int) -> dict[str, float]:
-        payload: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": message}],
-                                   "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": n, "seed": 0}
-        if chat_kwargs:
-            payload["chat_template_kwargs"] = chat_kwargs
-        content: list = []
-        for max_tokens in dict.fromkeys((1, 1 + skip)):
-            payload["max_tokens"] = max_tokens
-            choice = _first_choice(await self.client.post("/chat/completions", payload), self.name)
-            logprobs = choice.get("logprobs")
-            content = (logprobs.get("content") if isinstance(logprobs, dict) else None) or []
-            if not content:
-                raise InputError(f"{self.name} returned no log-probabilities on /v1/chat/completions",
-                                 hint="a judge needs a server that returns `logprobs`/`top_logprobs` for chat "
-                                      "completions (vLLM, llama.cpp)")
-            for position in content:  # the first token that is not whitespace only (Llama Guard 3 writes "\n\n")
-                token = str(position.get("token", ""))
-                if not token or token.strip():
-                    return _top(position)
-            if len(content) < max_tokens:  # the answer ended: nothing but whitespace
-                break
-        return _top(content[-1])
-
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -375,7 +301,7 @@ class OpenAILM:
             raise
         samples = []
         for response in responses:
-            choice = _first_choice(response, self.name)
+            choice = first_choice(response, self.name)
             samples.append(Sample(str(choice.get("text") or ""), (), _finish_reason(choice)))
         return samples
 
@@ -394,7 +320,7 @@ class OpenAILM:
                 continue
             tried.append(n)
             try:
-                top = await self._next_token(" -", n)
+                top = await self.next_token(" -", n)
             except InputError as exc:
                 if "logprob" in exc.message.lower():
                     continue
@@ -404,10 +330,11 @@ class OpenAILM:
                          hint="ALICE needs the next token's log-probabilities; use a server that returns them "
                               "(vLLM, llama.cpp)")
 
-    async def _next_token(self, text: str, n: int) -> dict[str, float]:
+    async def next_token(self, text: str, n: int) -> dict[str, float]:
+        """The top-``n`` log-probabilities (token string -> log p) of the greedy next token after ``text``."""
         payload = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "logprobs": n,
                    "seed": 0}
-        choice = _first_choice(await self.client.post("/completions", payload), self.name)
+        choice = first_choice(await self.client.post("/completions", payload), self.name)
         lp = choice.get("logprobs") or {}
         tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
         if not tops or not isinstance(tops[0], dict) or not tops[0]:
@@ -419,19 +346,7 @@ class OpenAILM:
     def next_token_logprobs(self, texts: Sequence[str]) -> list[dict[str, float]]:
         """Top-N next-token log-probabilities (token string -> log p) after each text, requested concurrently."""
         n = self.top_logprobs()
-        return self.client.gather([partial(self._next_token, t, n) for t in texts])
-
-
-def _top(position: dict) -> dict[str, float]:
-    return {str(t["token"]): float(t["logprob"]) for t in position.get("top_logprobs") or []}
-
-
-def _first_choice(response: dict, name: str) -> dict:
-    choices = response.get("choices") if isinstance(response, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise ToxiforgeError(f"{name} answered without choices: {str(response)[:200]}. Fix: check that the URL "
-                             "is an OpenAI-compatible /v1 base URL")
-    return choices[0]
+        return self.client.gather([partial(self.next_token, t, n) for t in texts])
 
 
 def _finish_reason(choice: dict) -> str:

@@ -2,9 +2,11 @@
 
 ``load_classifier(name_or_path)`` resolves, in order:
 
+0. ``judge:MODEL``: a generative judge (guard LLM or any instruct model asked a yes/no question), any LM name
+   ``--model`` takes (:class:`~toxiforge.classifiers.judge.JudgeClassifier`);
 1. a registry name (case-insensitive): ``toxigen-roberta``, ``toxigen-hatebert``, ``toxdect-roberta``,
-   ``hatebert`` (hub checkpoints, see :data:`HUB_CLASSIFIERS`) or ``profanity-check`` (offline, ships as a pip
-   package);
+   ``hatebert``, ``detoxify-original``, ``detoxify-unbiased`` (hub checkpoints, see :data:`HUB_CLASSIFIERS`) or
+   ``profanity-check`` (offline, ships as a pip package);
 2. an existing local directory written by ``save_pretrained`` (:class:`~toxiforge.classifiers.hf.HFClassifier`);
 3. a hub id of the form ``owner/name``.
 
@@ -24,6 +26,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "default_score_column": "registry:default_score_column",
     "load_classifier": "registry:load_classifier",
     "HFClassifier": "hf:HFClassifier",
+    "JudgeClassifier": "judge:JudgeClassifier",
+    "JudgeTemplate": "judge_templates:JudgeTemplate",
     "ProfanityCheckClassifier": "profanity:ProfanityCheckClassifier",
     "CallableClassifier": "wrap:CallableClassifier",
 })

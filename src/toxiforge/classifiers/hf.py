@@ -18,6 +18,15 @@ Which column is toxic (``toxic_index``), in this order:
    where LABEL_1 is toxic);
 4. otherwise an :class:`~toxiforge.errors.InputError` asking for ``toxic_index``.
 
+``toxic_label`` (``--toxic-label``) names the toxic column by its label instead (an InputError lists the labels
+when no label has that name).
+
+**Multi-label heads** (``problem_type: multi_label_classification``, independent sigmoids: the Detoxify
+checkpoints ``unitary/toxic-bert`` and ``unitary/unbiased-toxic-roberta``): P(toxic) is the sigmoid of the toxic
+label's logit; the toxic label is ``toxic_label``, else the label named ``toxic`` or ``toxicity``, else an
+InputError listing the labels. The classifier then has two classes for ALICE: column 0 = log(1 - sigmoid), column
+1 = log sigmoid (``toxic_index`` 1, ``benign_index`` 0); the other labels are not used.
+
 The benign column (``benign_index``): the argument; for 2 classes the other column; for more, the label whose
 normalized name is in :data:`BENIGN_LABELS` ("neutral", "benign", "non_toxic", "normal", "not", "neither", ...);
 else an InputError asking for ``benign_index``.
@@ -43,6 +52,7 @@ BENIGN_LABELS: tuple[str, ...] = ("neutral", "benign", "non_toxic", "nontoxic", 
                                   "neither", "none", "clean", "non_hate", "not_hate", "nothate", "no_hate",
                                   "not_offensive", "non_offensive")
 
+MULTI_LABEL_TOXIC: tuple[str, ...] = ("toxic", "toxicity")  # the default toxic label of a multi-label head
 OFFLINE_HINT = ("check the name; without internet pass a local model directory (written by save_pretrained) or "
                 "use --classifier profanity-check; set HF_HUB_OFFLINE=1 to fail fast instead of retrying")
 
@@ -71,6 +81,20 @@ def infer_toxic_index(id2label: Mapping[Any, Any] | None, num_classes: int) -> i
                      hint="pass toxic_index=<column of the toxic class>")
 
 
+def label_index(id2label: Mapping[Any, Any] | None, num_classes: int, toxic_label: str, source: str) -> int:
+    """The column whose label is ``toxic_label`` (normalized names compared); InputError listing the labels."""
+    labels = _labels(id2label, num_classes)
+    for i, v in labels.items():
+        if _norm(v) == _norm(toxic_label):
+            return i
+    raise InputError(f"{source!r} has no label {toxic_label!r}; its labels are {', '.join(labels.values())}",
+                     hint="pass --toxic-label with one of them")
+
+
+def is_multi_label(config: Any) -> bool:
+    return getattr(config, "problem_type", None) == "multi_label_classification"
+
+
 def infer_benign_index(id2label: Mapping[Any, Any] | None, num_classes: int, toxic_index: int) -> int:
     """The benign column: the other one of two, else a benign-named label; InputError when it cannot be told."""
     if num_classes == 2:
@@ -93,9 +117,6 @@ def _check_config(config: Any, source: str) -> None:
             "score toxicity (a new head would be random)",
             hint="fine-tune it into a classifier first, or use a fine-tuned one such as toxigen-roberta, "
                  "toxigen-hatebert or toxdect-roberta")
-    if getattr(config, "problem_type", None) == "multi_label_classification":
-        raise InputError(f"{source!r} is a multi-label classifier (independent sigmoids), not a softmax over classes",
-                         hint="wrap it with CallableClassifier and a function returning sigmoid(logit of toxic)")
 
 
 class HFClassifier:
@@ -108,7 +129,8 @@ class HFClassifier:
 
     def __init__(self, model: Any, tokenizer: Any, *, toxic_index: int | None = None,
                  benign_index: int | None = None, max_length: int = 512, batch_size: int = 32,
-                 name: str | None = None, device: str | torch.device | None = None, source: str | None = None):
+                 name: str | None = None, device: str | torch.device | None = None, source: str | None = None,
+                 toxic_label: str | None = None):
         cls_name = type(model).__name__
         if not cls_name.endswith("ForSequenceClassification"):
             raise InputError(f"model {cls_name} is not a sequence classifier",
@@ -119,18 +141,43 @@ class HFClassifier:
         if max_length < 1 or batch_size < 1:
             raise InputError(f"max_length={max_length} and batch_size={batch_size} must both be at least 1",
                              hint="use e.g. max_length=512, batch_size=32")
-        self.num_classes = int(config.num_labels)
-        self.id2label = _labels(getattr(config, "id2label", None), self.num_classes)
-        if toxic_index is None:
-            toxic_index = infer_toxic_index(self.id2label, self.num_classes)
-        self._check_index("toxic_index", toxic_index)
-        if benign_index is None:
-            benign_index = infer_benign_index(self.id2label, self.num_classes, toxic_index)
-        self._check_index("benign_index", benign_index)
-        if benign_index == toxic_index:
-            raise InputError(f"toxic_index and benign_index are both {toxic_index} (id2label {self.id2label})",
-                             hint="pass two different columns")
-        self.toxic_index, self.benign_index = int(toxic_index), int(benign_index)
+        self.multi_label = is_multi_label(config)
+        labels = int(config.num_labels)
+        self.id2label = _labels(getattr(config, "id2label", None), labels)
+        if toxic_label is not None and toxic_index is not None:
+            raise InputError("toxic_label and toxic_index both name the toxic column", hint="pass one of them")
+        if toxic_label is not None:
+            toxic_index = label_index(self.id2label, labels, toxic_label, name or cls_name)
+        if self.multi_label:
+            # Independent sigmoids: P(toxic) is one label's sigmoid; ALICE sees two columns (benign, toxic).
+            if toxic_index is None:
+                found = [i for i, v in self.id2label.items() if _norm(v) in MULTI_LABEL_TOXIC]
+                if not found:
+                    raise InputError(f"multi-label classifier {name or cls_name!r} has no label named toxic or "
+                                     f"toxicity; its labels are {', '.join(self.id2label.values())}",
+                                     hint="pass --toxic-label (toxic_label=) with the label whose sigmoid is P(toxic)")
+                toxic_index = found[0]
+            self.num_classes = labels
+            self._check_index("toxic_index", toxic_index)
+            if benign_index is not None:
+                raise InputError("a multi-label classifier has no benign label (its sigmoids are independent)",
+                                 hint="drop benign_index; column 0 of class_log_probs is log(1 - P(toxic))")
+            self.toxic_label = self.id2label[int(toxic_index)]
+            self.label_index = int(toxic_index)
+            self.num_classes, self.toxic_index, self.benign_index = 2, 1, 0
+        else:
+            self.num_classes = labels
+            if toxic_index is None:
+                toxic_index = infer_toxic_index(self.id2label, self.num_classes)
+            self._check_index("toxic_index", toxic_index)
+            if benign_index is None:
+                benign_index = infer_benign_index(self.id2label, self.num_classes, toxic_index)
+            self._check_index("benign_index", benign_index)
+            if benign_index == toxic_index:
+                raise InputError(f"toxic_index and benign_index are both {toxic_index} (id2label {self.id2label})",
+                                 hint="pass two different columns")
+            self.toxic_index, self.benign_index = int(toxic_index), int(benign_index)
+            self.toxic_label = self.id2label[self.toxic_index]
 
         if tokenizer.pad_token_id is None:  # decoder-style classifiers (GPT-2) ship without a pad token
             if tokenizer.eos_token_id is None:
@@ -163,7 +210,7 @@ class HFClassifier:
     def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
              benign_index: int | None = None, device: str | torch.device | None = "auto",
              dtype: str | torch.dtype | None = "auto", max_length: int = 512, batch_size: int = 32,
-             name: str | None = None) -> HFClassifier:
+             name: str | None = None, toxic_label: str | None = None) -> HFClassifier:
         """Load from a hub id or a local directory.
 
         ``tokenizer``: a hub id, a directory or a tokenizer object when the checkpoint's own is missing or wrong
@@ -203,7 +250,7 @@ class HFClassifier:
                              hint="fine-tune it into a classifier first, or use toxigen-roberta")
         model.to(dev)
         clf = cls(model, tokenizer, toxic_index=toxic_index, benign_index=benign_index, max_length=max_length,
-                  batch_size=batch_size, name=name or str(source), source=str(source))
+                  batch_size=batch_size, name=name or str(source), source=str(source), toxic_label=toxic_label)
         clf.load_seconds = time.perf_counter() - started
         return clf
 
@@ -237,8 +284,11 @@ class HFClassifier:
             enc = {"input_ids": torch.full((len(batch), 1), pad, dtype=torch.long),
                    "attention_mask": torch.ones((len(batch), 1), dtype=torch.long)}
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        logits = self.model(**enc).logits
-        return torch.log_softmax(logits.float(), dim=-1).cpu()
+        logits = self.model(**enc).logits.float()
+        if self.multi_label:
+            z = logits[:, self.label_index]
+            return torch.stack([torch.nn.functional.logsigmoid(-z), torch.nn.functional.logsigmoid(z)], 1).cpu()
+        return torch.log_softmax(logits, dim=-1).cpu()
 
     def describe(self) -> dict[str, Any]:
         """Name, source, architecture, dtype, device, labels and the chosen columns (for manifests)."""
@@ -247,4 +297,5 @@ class HFClassifier:
             "architecture": type(self.model).__name__, "dtype": str(self.model.dtype).replace("torch.", ""),
             "device": str(self.device), "num_classes": self.num_classes, "id2label": self.id2label,
             "toxic_index": self.toxic_index, "benign_index": self.benign_index, "max_length": self.max_length,
+            "kind": "multi-label head" if self.multi_label else "head", "toxic_label": self.toxic_label,
         }

@@ -10,16 +10,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from toxiforge._lazy import Registry, did_you_mean
 from toxiforge.errors import InputError
 
+JUDGE_PREFIX = "judge:"  # -c judge:MODEL (toxiforge.classifiers.judge)
+
 if TYPE_CHECKING:
     from toxiforge.classifiers.base import ToxicityClassifier
 
 
 class HubClassifier(NamedTuple):
-    """A registry entry for a hub checkpoint: ``(hub_id, tokenizer_id, description)``."""
+    """A registry entry for a hub checkpoint: ``(hub_id, tokenizer_id, description, kind)``; ``kind`` is "head"
+    (a softmax over classes) or "multi-label head" (independent sigmoids, P(toxic) from the toxic label's)."""
 
     hub_id: str
     tokenizer: str | None
     description: str
+    kind: str = "head"
 
 
 HUB_CLASSIFIERS: dict[str, HubClassifier] = {
@@ -37,9 +41,19 @@ HUB_CLASSIFIERS: dict[str, HubClassifier] = {
         "GroNLP/hateBERT", None,
         "pre-trained HateBERT (Caselli et al., 2021): a masked LM without a classification head; loading it as "
         "a classifier fails with a clear error, fine-tune it first (or use toxigen-hatebert)"),
+    "detoxify-original": HubClassifier(
+        "unitary/toxic-bert", None,
+        "Detoxify 'original': BERT-base on the Jigsaw Toxic Comment Classification data, six labels (toxic, "
+        "severe_toxic, obscene, threat, insult, identity_hate); P(toxic) = sigmoid of 'toxic'", "multi-label head"),
+    "detoxify-unbiased": HubClassifier(
+        "unitary/unbiased-toxic-roberta", None,
+        "Detoxify 'unbiased': RoBERTa-base on Jigsaw Unintended Bias in Toxicity Classification, toxicity "
+        "subtypes and identity labels; P(toxic) = sigmoid of 'toxicity'", "multi-label head"),
 }
 
 PROFANITY_CHECK = "profanity-check"
+JUDGE_OPTIONS = ("template", "policy")   # load_classifier options that only a judge:MODEL takes
+HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 
 
@@ -68,11 +82,18 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
     """Load a classifier by registry name, local directory or hub id (see the package docstring).
 
     ``kwargs`` go to the backend (``device``, ``dtype``, ``batch_size``, ``max_length``, ``toxic_index``,
-    ``benign_index``, ``tokenizer``, ``name``); None values are dropped, so callers can pass optional settings
-    through unchanged.
+    ``toxic_label``, ``benign_index``, ``tokenizer``, ``name``; ``template`` and ``policy`` for ``judge:MODEL``);
+    None values are dropped, so callers can pass optional settings through unchanged. An option of one kind of
+    classifier given to another (``--judge-template`` with a head) is an InputError.
     """
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     text = str(name_or_path)
+    if text.startswith(JUDGE_PREFIX):
+        from toxiforge.classifiers.judge import load_judge
+
+        _refuse(kwargs, HEAD_OPTIONS, text, "transformers classification heads")
+        return load_judge(text, **kwargs)
+    _refuse(kwargs, JUDGE_OPTIONS, text, "judge classifiers (-c judge:MODEL)")
     if text in CLASSIFIERS and not Path(text).exists():
         return CLASSIFIERS.get(text)(**kwargs)
     path = Path(text).expanduser()
@@ -86,6 +107,43 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
     raise InputError(f"unknown classifier {text!r}: not a known name, a local directory or a hub id (owner/name)",
                      hint=f"{did_you_mean(Registry.key(text), CLASSIFIERS.names())} (or pass a model directory, "
                           "or a hub id like tomh/toxigen_roberta)")
+
+
+SCORE_RULES = {
+    "head": "softmax over the classes; P(toxic) = the toxic class's probability",
+    "multi-label head": "independent sigmoids; P(toxic) = sigmoid of the toxic label (--toxic-label)",
+    "lexical": "TF-IDF words into a calibrated linear SVM",
+    "judge": "P(unsafe) = softmax of the two decision words' logits at the decision position (--judge-template)",
+}
+
+
+class CatalogEntry(NamedTuple):
+    """One row of ``toxiforge classifiers``."""
+
+    name: str
+    kind: str
+    source: str
+    score: str
+    description: str
+
+
+def classifier_catalog() -> list[CatalogEntry]:
+    """Every registered classifier with its kind and score rule, then the judge form ``judge:MODEL``."""
+    rows = [CatalogEntry(name, e.kind, e.hub_id, SCORE_RULES[e.kind], e.description)
+            for name, e in HUB_CLASSIFIERS.items()]
+    rows.append(CatalogEntry(PROFANITY_CHECK, "lexical", "alt-profanity-check (pip, offline)", SCORE_RULES["lexical"],
+                             "profanity and explicit insults by their words; not implicit hate"))
+    rows.append(CatalogEntry(f"{JUDGE_PREFIX}MODEL", "judge", "any --model name (embedded smollm2-135m offline, hub "
+                             "id, directory, .gguf, openai:URL#MODEL)", SCORE_RULES["judge"],
+                             "a guard LLM or any instruct model asked a yes/no question"))
+    return rows
+
+
+def _refuse(kwargs: dict[str, Any], options: tuple[str, ...], name: str, only: str) -> None:
+    given = [k for k in options if k in kwargs]
+    if given:
+        flags = ", ".join("--" + ("judge-" if k in JUDGE_OPTIONS else "") + k.replace("_", "-") for k in given)
+        raise InputError(f"{flags} apply to {only} only, not to {name!r}", hint=f"drop {flags}")
 
 
 def default_score_column(classifier_name: str | Path) -> str:

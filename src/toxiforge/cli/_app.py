@@ -32,3 +32,18 @@ def load_lm(model: str, dtype: str, device: str, **api_options):
     console.print(f"loaded {lm.name} ({where}) in {time.perf_counter() - started:.1f} s", highlight=False)
     return lm
 
+
+
+# Classifier options every command with -c takes (one definition; load_classifier refuses those that do not apply).
+JUDGE_TEMPLATE = typer.Option(None, "--judge-template", help="Judge classifiers (-c judge:MODEL): a shipped "
+                              "template (humanval, llama-guard, shieldgemma, granite-guardian; `toxiforge "
+                              "classifiers` lists them) or a JSON template FILE. Default: humanval.")
+JUDGE_POLICY = typer.Option(None, "--judge-policy", help="Judge classifiers: the policy TEXT (or a FILE holding it) "
+                            "for templates with a {policy} slot (shieldgemma).")
+TOXIC_LABEL = typer.Option(None, "--toxic-label", help="Transformers heads: the label whose probability (softmax) or "
+                           "sigmoid (multi-label heads) is P(toxic). Default: from the labels (toxic, toxicity, ...).")
+
+
+def classifier_options(judge_template: str | None, judge_policy: str | None, toxic_label: str | None) -> dict:
+    """The three options above as load_classifier keyword arguments (None values are dropped there)."""
+    return {"template": judge_template, "policy": judge_policy, "toxic_label": toxic_label}

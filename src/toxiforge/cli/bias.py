@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console
+from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
 from toxiforge.cli.debias import register_bias_commands
 
 bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
@@ -32,6 +32,9 @@ def measure(
     data: str = typer.Argument(..., help=_DATA_HELP),
     classifier: str | None = typer.Option(None, "--classifier", "-c", help="Classifier to measure (registry "
                                              "name, model directory or hub id)."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
     lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category (noi, oi, oni) replacing "
@@ -73,7 +76,8 @@ def measure(
         from toxiforge.classifiers.scoring import score_texts
 
         with console.status(f"loading {classifier}"):
-            clf = load_classifier(classifier, device=device, batch_size=batch_size)
+            clf = load_classifier(classifier, device=device, batch_size=batch_size,
+                                  **classifier_options(judge_template, judge_policy, toxic_label))
         with console.status(f"scoring {len(labelled)} texts with {clf.name}"):
             scores = score_texts(clf, labelled.texts)
         model_name = classifier

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console
+from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
 
 
 def classify(
@@ -14,6 +14,9 @@ def classify(
     classifier: str = typer.Option(
         ..., "--classifier", "-c", help="toxigen-roberta, toxigen-hatebert, toxdect-roberta, profanity-check "
                                         "(offline), a model directory or a hub id (owner/name)."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     column: str | None = typer.Option(
         None, "--column", help="Score column to add (default: roberta_prediction for toxigen-roberta, else "
                                "<classifier>_score). An existing column of that name is replaced."),
@@ -51,7 +54,8 @@ def classify(
     text = pick_text_column(table.column_names, text_column, path=data)  # fail before loading a model
     score_column = column or default_score_column(classifier)
     started = time.perf_counter()
-    options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index}
+    options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index,
+               **classifier_options(judge_template, judge_policy, toxic_label)}
     with console.status(f"loading {classifier}"):
         if ray or ray_address:
             from functools import partial
@@ -86,6 +90,29 @@ def classify(
                   soft_wrap=True)
 
 
+def classifiers_list() -> None:
+    """List the registered classifiers (kind, source, how the score is computed) and the judge templates."""
+    from rich.table import Table
+
+    from toxiforge.classifiers.judge_templates import DEFAULT_TEMPLATE, TEMPLATES
+    from toxiforge.classifiers.registry import classifier_catalog
+
+    table = Table(title="Classifiers (-c NAME; also a model directory or a hub id owner/name)")
+    for column in ("name", "kind", "source", "score", "description"):
+        table.add_column(column, ratio=1 if column in ("score", "description") else None)
+    for row in classifier_catalog():
+        table.add_row(*row)
+    console.print(table)
+    templates = Table(title=f"Judge templates (--judge-template NAME or a JSON FILE; default {DEFAULT_TEMPLATE})")
+    for column in ("name", "render", "unsafe / safe", "policy", "description"):
+        templates.add_column(column, ratio=1 if column == "description" else None)
+    for t in TEMPLATES.values():
+        policy = "--judge-policy" if t.takes_policy else "-"
+        templates.add_row(t.name, t.render, f"{t.unsafe} / {t.safe}", policy, t.description)
+    console.print(templates)
+
+
 def register(app: typer.Typer) -> None:
-    """Add classify to ``app``."""
+    """Add classify and classifiers to ``app``."""
     app.command("classify")(classify)
+    app.command("classifiers")(classifiers_list)

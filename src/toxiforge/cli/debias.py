@@ -12,7 +12,15 @@ from typing import Any
 
 import typer
 
-from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.cli._app import (
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    classifier_options,
+    console,
+    err_console,
+    split_list,
+)
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen-train, toxiforge, sbf, ihc, dynahate, "
@@ -131,6 +139,9 @@ def relabel_command(
                                                      "run manifest goes beside it as NAME.manifest.json."),
     classifier: str = typer.Option(..., "--classifier", "-c", help="Classifier that judges the translations "
                                    "(registry name, model directory or hub id; Zhou et al.: the vanilla model)."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
                            "directory or hub id)."),
     aae_threshold: float = typer.Option(0.5, "--aae-threshold", help="Candidates: p(AAE) above this."),
@@ -181,7 +192,8 @@ def relabel_command(
     started = time.perf_counter()
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, device=device)
-        judge = load_classifier(classifier, device=device)
+        judge = load_classifier(classifier, device=device,
+                                **classifier_options(judge_template, judge_policy, toxic_label))
     loaded = time.perf_counter()
     seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
     with console.status(f"translating the examples with p(AAE) > {aae_threshold:g}"):

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, load_lm, split_list
+from toxiforge.cli._app import (
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    classifier_options,
+    console,
+    load_lm,
+    split_list,
+)
 from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
@@ -121,6 +129,9 @@ def generate(
     classifier: str | None = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     model: str = typer.Option(
         DEFAULT_LM, "--model", help="Embedded name, hub id, model dir, .gguf file, or openai:BASE_URL[#MODEL] "
                                     "(an OpenAI-compatible server)."),
@@ -213,6 +224,7 @@ def generate(
     if lm is not None and not alice and not lm.honours_top_k:
         console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k (vLLM and llama.cpp "
                       "apply it); check the server's documentation")
+    clf_options = {k: v for k, v in classifier_options(judge_template, judge_policy, toxic_label).items() if v}
     decoder_for = partial(make_decoder, decoding)  # classifier -> decoder; a Ray worker builds its own
     if ray or ray_address:
         from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, parse_resources, run_generation_ray
@@ -220,7 +232,7 @@ def generate(
         if lm is not None:
             lm.close()
         setup = WorkerSetup(model, decoder_for, classifier, model_options=api or {"dtype": dtype, "device": device},
-                            classifier_options={"device": device})
+                            classifier_options={"device": device, **clf_options})
         result = run_generation_ray(plan, setup, out, config=job, resume=resume, progress=progress,
                                     ray_config=RayConfig(address=ray_address, workers=workers,
                                                          cpus_per_worker=cpus_per_worker,
@@ -234,7 +246,7 @@ def generate(
         if classifier is not None:
             from toxiforge.classifiers import load_classifier
 
-            clf = load_classifier(classifier, device=device)
+            clf = load_classifier(classifier, device=device, **clf_options)
         lm = lm or load_lm(model, dtype, device)
         result = run_generation(plan, lm, out, decoder=decoder_for(clf), config=job, resume=resume,
                                 progress=progress, classifier=clf)

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from toxiforge.cli._app import console, err_console, split_list
+from toxiforge.cli._app import (
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    classifier_options,
+    console,
+    err_console,
+    split_list,
+)
 from toxiforge.cli.debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
@@ -152,6 +160,9 @@ def _print_evaluation(report, title: str) -> None:
 def evaluate_command(
     classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
                                    "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
     out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
                                                                      "evaluation.md, roc.png; replaced)."),
@@ -171,7 +182,8 @@ def evaluate_command(
     datasets = load_specs(_specs(on), label_rule=label_rule, text_column=text_column, label_column=label_column,
                           split=split)
     with console.status(f"loading {classifier}"):
-        clf = load_classifier(classifier, device=device, batch_size=batch_size)
+        clf = load_classifier(classifier, device=device, batch_size=batch_size,
+                              **classifier_options(judge_template, judge_policy, toxic_label))
     with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
         report = evaluate(clf, datasets)
     paths = write_report(report, out)

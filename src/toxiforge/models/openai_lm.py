@@ -56,7 +56,8 @@ import torch
 
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.api_client import ApiClient, RetryPolicy, ServerError, public_url
-from toxiforge.models.base import Sample
+from toxiforge.models.base import Loglikelihood, Sample
+from toxiforge.models.openai_scoring import chat_decision, check_echo, echo_loglikelihood, first_choice
 
 EOS_TEXTS = frozenset({"", "</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<eos>",
                        "<|end|>"})
@@ -157,6 +158,7 @@ class OpenAILM:
         self.name = f"openai:{client.url}#{model}"
         self.requested_top_logprobs = top_logprobs
         self._top_logprobs: int | None = None  # what the server accepts, found on first use
+        self._echo_checked = False             # loglikelihood's echo check passed (see _check_echo)
         self.table = TokenTable(vocab_capacity)
 
     @classmethod
@@ -238,10 +240,35 @@ class OpenAILM:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         return ApiSession(self, list(prompts))
 
-    def loglikelihood(self, *args: Any, **kwargs: Any):
-        raise InputError(f"{self.name} cannot score given text: an OpenAI-compatible completions API returns "
-                         "log-probabilities of the tokens it generates, not of text you supply",
-                         hint="score with an in-process model (an embedded name, hub id, model directory or .gguf)")
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], *,
+                      batch_size: int | None = None) -> list[Loglikelihood]:
+        """See :meth:`toxiforge.models.base.LanguageModel.loglikelihood`; ``batch_size`` is ignored (requests run
+        ``concurrency`` at a time).
+
+        As lm-evaluation-harness's ``local-completions`` model scores text: one ``/v1/completions`` request per
+        pair with the whole text as the prompt and ``echo: true, logprobs: 1, max_tokens: 1, temperature: 0``; the
+        continuation's tokens are the echoed tokens whose ``text_offset`` falls in the continuation (the harness
+        counts them with its local tokenizer instead). The server tokenizes the text its own way (vLLM adds BOS
+        where the tokenizer does). A server that returns no prompt log-probabilities is an InputError, and so is
+        one whose echoed log-probabilities disagree with its own next-token log-probabilities: the first request
+        is checked once (:func:`~toxiforge.models.openai_scoring.check_echo`; llama-cpp-python's server fails it).
+        """
+        requests = list(requests)
+        if not self._echo_checked:
+            probe = next((c for c, _ in requests if c.strip()), None)
+            if probe is not None:
+                self.client.run(check_echo(self, probe))
+                self._echo_checked = True
+        return self.client.gather([partial(echo_loglikelihood, self, context, continuation)
+                                   for context, continuation in requests])
+
+    def chat_decision_logprobs(self, messages: Sequence[str], *, top_logprobs: int, chat_kwargs: dict[str, Any],
+                               skip_whitespace: int) -> list[dict[str, float]]:
+        """For a judge: the top-N log-probabilities (token string -> log p) of the first non-whitespace answer
+        token to each user message, rendered by the server's chat template (``chat_kwargs`` sent as vLLM's
+        ``chat_template_kwargs``), greedy, skipping up to ``skip_whitespace`` whitespace-only tokens."""
+        return self.client.gather([partial(chat_decision, self, m, top_logprobs, chat_kwargs, skip_whitespace)
+                                   for m in messages])
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -292,7 +319,7 @@ class OpenAILM:
             raise
         samples = []
         for response in responses:
-            choice = _first_choice(response, self.name)
+            choice = first_choice(response, self.name)
             samples.append(Sample(str(text_of(choice) or ""), (), _finish_reason(choice)))
         return samples
 
@@ -323,7 +350,7 @@ class OpenAILM:
                 continue
             tried.append(n)
             try:
-                top = await self._next_token(" -", n)
+                top = await self.next_token(" -", n)
             except InputError as exc:
                 if "logprob" in exc.message.lower():
                     continue
@@ -333,7 +360,8 @@ class OpenAILM:
                          hint="ALICE needs the next token's log-probabilities; use a server that returns them "
                               "(vLLM, llama.cpp)")
 
-    async def _next_token(self, text: str, n: int) -> dict[str, float]:
+    async def next_token(self, text: str, n: int) -> dict[str, float]:
+        """The top-``n`` log-probabilities (token string -> log p) of the greedy next token after ``text``."""
         return (await self._next_tokens(text, n))[0]
 
     async def _next_tokens(self, text: str, n: int) -> tuple[dict[str, float], bool]:
@@ -341,7 +369,7 @@ class OpenAILM:
         token it generated (the top-ranked one: temperature 0)."""
         payload = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0, "logprobs": n,
                    "seed": 0}
-        choice = _first_choice(await self.client.post("/completions", payload), self.name)
+        choice = first_choice(await self.client.post("/completions", payload), self.name)
         lp = choice.get("logprobs") or {}
         tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
         if not tops or not isinstance(tops[0], dict) or not tops[0]:
@@ -375,13 +403,6 @@ class OpenAILM:
             out[token_id] = max(out.get(token_id, float("-inf")), lp)  # strings that merge keep the best
         return out
 
-
-def _first_choice(response: dict, name: str) -> dict:
-    choices = response.get("choices") if isinstance(response, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise ToxiforgeError(f"{name} answered without choices: {str(response)[:200]}. Fix: check that the URL "
-                             "is an OpenAI-compatible /v1 base URL")
-    return choices[0]
 
 
 def _finish_reason(choice: dict) -> str:

@@ -222,8 +222,8 @@ class TransformersLM:
         spaces = len(context) - len(context.rstrip())
         if spaces:
             context, continuation = context[:-spaces], context[-spaces:] + continuation
-        whole = self._encode_default(context + continuation)
-        context_ids = self._encode_default(context)
+        whole = self.encode_default(context + continuation)
+        context_ids = self.encode_default(context)
         return context_ids, whole[len(context_ids):]
 
     def _start_token(self) -> int:
@@ -231,8 +231,9 @@ class TransformersLM:
         bos = self.tokenizer.bos_token_id
         return int(bos if bos is not None else self.tokenizer.eos_token_id)
 
-    def _encode_default(self, text: str) -> list[int]:
-        """Token ids with the tokenizer's default special tokens, unless ``text`` already starts with BOS text."""
+    def encode_default(self, text: str) -> list[int]:
+        """Token ids with the tokenizer's default special tokens (BOS where it adds one), unless ``text`` already
+        starts with the BOS text: how lm-evaluation-harness encodes a context (also the judge's plain-text prompts)."""
         special = not text.startswith(self.tokenizer.decode(self._start_token()))
         return self.tokenizer(text, add_special_tokens=special)["input_ids"]
 

@@ -1,0 +1,82 @@
+"""ROC AUC on toxigen-dev's human-written sentences: the embedded SmolLM2-135M as a judge beside profanity-check and
+a fine-tuned MiniLM.
+
+    python benchmarks/judge_auc.py                  # needs ../shared/data/toxigen-dev; CPU, a few minutes
+    python benchmarks/judge_auc.py --epochs 5 --out /tmp/judge-auc
+
+The data are upstream's toxigen-dev demonstration files (hate_* = 1, neutral_* = 0, every group). Rows:
+
+* ``judge:smollm2-135m`` with the humanval template in the model's chat template (``-c judge:smollm2-135m``);
+* the same question as plain text, the path ``bench classify`` takes (P(unsafe) = softmax over " Yes"/" No");
+* ``profanity-check``;
+* MiniLM (the embedded all-MiniLM-L6-v2) fine-tuned with ``toxiforge.training`` by 2-fold cross-fitting over
+  groups: trained on half of the groups, scored on the other half, and the other way round, so every sentence is
+  scored by a model that never saw its group. The AUC is over the pooled out-of-fold scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(DEV))
+    parser.add_argument("--epochs", type=float, default=5.0)
+    parser.add_argument("--out", default="/tmp/judge-auc")
+    args = parser.parse_args()
+
+    from sklearn.metrics import roc_auc_score
+
+    from toxiforge.bench.classify import demonstration_examples
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.classifiers.judge import JudgeClassifier
+    from toxiforge.models import load_language_model
+    from toxiforge.training.trainer import TrainConfig, train_classifier
+
+    data = demonstration_examples(args.data)
+    examples = data.examples
+    texts, labels = [e.text for e in examples], np.array([e.label for e in examples])
+    print(f"{len(examples)} sentences ({int(labels.sum())} hate), {len({e.group for e in examples})} groups; "
+          f"load {os.getloadavg()[0]:.2f}")
+    rows = []
+    lm = load_language_model("smollm2-135m", device="cpu")
+    for render in ("chat", "text"):
+        started = time.perf_counter()
+        p = JudgeClassifier(lm, "humanval", render=render).predict_proba(texts)
+        rows.append((f"judge:smollm2-135m, humanval ({render})", roc_auc_score(labels, p),
+                     time.perf_counter() - started, float((p >= 0.5).mean())))
+    started = time.perf_counter()
+    p = load_classifier("profanity-check").predict_proba(texts)
+    rows.append(("profanity-check", roc_auc_score(labels, p), time.perf_counter() - started, float((p >= 0.5).mean())))
+
+    groups = sorted({e.group for e in examples})
+    folds = [set(groups[0::2]), set(groups[1::2])]
+    scores = np.full(len(examples), np.nan)
+    started = time.perf_counter()
+    for k, held in enumerate(folds):
+        train = [e for e in examples if e.group not in held]
+        out = Path(args.out) / f"fold{k}"
+        train_classifier(train, out, TrainConfig(epochs=args.epochs, batch_size=16, eval_fraction=0.0, device="cpu"),
+                         progress=False, overwrite=True)
+        clf = load_classifier(out, device="cpu")
+        index = [i for i, e in enumerate(examples) if e.group in held]
+        scores[index] = clf.predict_proba([texts[i] for i in index])
+    rows.append((f"MiniLM fine-tuned ({args.epochs:g} epochs, 2-fold by group)", roc_auc_score(labels, scores),
+                 time.perf_counter() - started, float((scores >= 0.5).mean())))
+    print("| classifier | ROC AUC | predicted toxic (%) | seconds |")
+    print("| :--- | ---: | ---: | ---: |")
+    for name, auc, seconds, share in rows:
+        print(f"| {name} | {auc:.3f} | {100 * share:.1f} | {seconds:.1f} |")
+    print(f"load after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

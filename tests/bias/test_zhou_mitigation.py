@@ -214,3 +214,19 @@ def test_cli_experiment_reads_eval_labels_and_relabel_output(base_dir, tmp_path)
     train_settings = saved["settings"]["train"]
     assert (train_settings["batch_size"], train_settings["warmup"], train_settings["weight_decay"],
             train_settings["learning_rate"]) == (8, 0.0, 0.0, 1e-2)
+
+
+def test_cli_train_paper_settings_reach_the_trainer(base_dir, tmp_path):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+
+    data = write_table(planted(24, seed=3), tmp_path / "train.parquet")
+    out = tmp_path / "model"
+    result = CliRunner().invoke(app, ["train", "--data", str(data), "--base-model", str(base_dir), "-o", str(out),
+                                      "--paper-settings", "--epochs", "1", "--weight-decay", "0.05", "--max-length",
+                                      "16", "--eval-fraction", "0", "--device", "cpu", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "training_log.json").read_text())["config"]
+    assert (config["learning_rate"], config["batch_size"], config["warmup"], config["weight_decay"],
+            config["epochs"]) == (1e-5, 8, 0.0, 0.05, 1.0)

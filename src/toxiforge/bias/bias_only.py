@@ -210,6 +210,9 @@ def dialect_bias(argument: str, *, examples: Sequence[Example], sources: Sequenc
             raise InputError(f"the dialect bias-only model needs Blodgett et al.'s dialect model: {source}",
                              hint="run `toxiforge bias dialect fetch`, or write --bias-only dialect:DIR "
                                   "(e.g. dialect:../shared/data/twitteraae)")
+        import sys
+
+        print(f"note: bias-only model dialect: {source}", file=sys.stderr)
     return fit_bias_only(dialect_features([e.text for e in examples], model), [e.label for e in examples])
 
 

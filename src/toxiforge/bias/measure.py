@@ -119,7 +119,9 @@ def describe(measurement: Measurement) -> dict[str, str]:
     meta = measurement.report.meta
     return {"data": f"{meta['data']['source']} ({meta['data']['layout']})",
             "model": measurement.model or "none (dataset bias only)",
-            "lexicon": "; ".join(f"{c.upper()}: {v['terms']} terms, {v['source']}" for c, v in meta["lexicon"].items()),
+            "lexicon": "; ".join(f"{c.upper()}: {v['terms']} entries"
+                                 + (f" ({v['regex']} regular expressions)" if v.get("regex") else "")
+                                 + f", {v['source']}" for c, v in meta["lexicon"].items()),
             "AAE": meta.get("dialect", "unavailable"), "AAE membership": meta["aae_rule"],
             "threshold": f"P(toxic) > {meta['threshold']}"}
 

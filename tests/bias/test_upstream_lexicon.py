@@ -42,6 +42,7 @@ def test_upstream_file_entries_are_regular_expressions(tmp_path):
     assert words(lexicon, "Zorb and zorbs, quuz, non-blorfing and nonblorf") == [
         "zorb", "zorbs", "quuz", "non blorfing", "nonblorf"]
     assert words(lexicon, "zorbsx quuy unzorb") == []  # whole words only, as upstream's \b
+    assert words(lexicon, "a wug, two wugs") == ["wug"]  # a plain entry is exact too: no plural rule
     flags = lexicon.tag(["a quux here", "nothing", "a wug"])
     assert flags["noi"].tolist() == [True, False, False] and flags["oni"].tolist() == [False, False, True]
     assert lexicon.describe()["noi"] == {"terms": 3, "regex": 3, "source": f"user lexicon {path}", "available": True}

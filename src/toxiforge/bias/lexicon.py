@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from toxiforge.analysis.implicit import read_word_list, trie_regex
-from toxiforge.bias.patterns import Regex, check_literal, compile_entry, word_pattern
+from toxiforge.bias.patterns import Regex, check_literal, compile_entry, is_plain, word_pattern
 from toxiforge.errors import InputError, check_choice
 
 CATEGORIES: tuple[str, ...] = ("noi", "oi", "oni")
@@ -134,12 +134,17 @@ class BiasLexicon:
                                         if not isinstance(t, Regex) and normalize_term(t)))
                  for c, v in given.items()}
         object.__setattr__(self, "patterns", patterns)
-        object.__setattr__(self, "compiled", tuple((c, word_pattern(p)) for c, p in patterns.items() if p))
+        # a pattern without metacharacters is its own text: matched by the trie below, exactly (no plural)
+        compiled = {c: [p for p in v if not is_plain(p)] for c, v in patterns.items()}
+        object.__setattr__(self, "compiled", tuple((c, word_pattern(p)) for c, p in compiled.items() if p))
         index: dict[str, set[str]] = {}
-        for category, entries in terms.items():
-            for entry in entries:
+        for category in CATEGORIES:
+            exact = [normalize_term(p) for p in patterns[category] if is_plain(p) and normalize_term(p)]
+            for entry in terms[category]:
                 for form in (plural_forms(entry) if self.plurals else (entry,)):
                     index.setdefault(form, set()).add(category)
+            for entry in exact:
+                index.setdefault(entry, set()).add(category)
         object.__setattr__(self, "terms", terms)
         object.__setattr__(self, "sources", {c: self.sources.get(c, "none") for c in CATEGORIES})
         object.__setattr__(self, "index", {k: frozenset(v) for k, v in index.items()})

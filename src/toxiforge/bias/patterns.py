@@ -31,6 +31,12 @@ class Regex(str):
     __slots__ = ()
 
 
+def is_plain(pattern: str) -> bool:
+    """Does ``pattern`` match only its own text (no metacharacter ``.^$*+?{}[]\\|()``)? Such entries of a
+    regular-expression list go into the fast literal matcher, without the plural rule."""
+    return not any(c in ".^$*+?{}[]\\|()" for c in pattern)
+
+
 def looks_like_regex(entry: str) -> bool:
     """Does ``entry`` contain a regular-expression character (``*`` is excluded: literal entries use it as a
     wildcard for any run of word characters)?"""

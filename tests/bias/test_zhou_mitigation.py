@@ -125,7 +125,9 @@ def test_dialect_bias_only_model_on_the_shared_twitteraae_model():
     rng = np.random.default_rng(0)
     rows = [Example(" ".join(rng.choice(words, size=6)), i % 2) for i in range(40)]
     probs = bias_only_probabilities(f"dialect:{folder}", rows)
-    X = dialect_features([e.text for e in rows], load_dialect_model(folder))
+    model = load_dialect_model(folder)
+    assert model.likelihood.shape == (191_874, 4)  # the vocabulary size dialect.py's docstring gives
+    X = dialect_features([e.text for e in rows], model)
     assert X.shape == (40, 4) and np.allclose(X.sum(axis=1), 1)
     reference = CalibratedClassifierCV(LinearSVC(class_weight="balanced", dual=False, tol=1e-2, max_iter=100_000,
                                                  random_state=0), cv=5).fit(X, [e.label for e in rows])

@@ -232,3 +232,21 @@ def test_cli_train_paper_settings_reach_the_trainer(base_dir, tmp_path):  # noqa
     config = json.loads((out / "training_log.json").read_text())["config"]
     assert (config["learning_rate"], config["batch_size"], config["warmup"], config["weight_decay"],
             config["epochs"]) == (1e-5, 8, 0.0, 0.05, 1.0)
+
+
+def test_experiment_measures_aae_rows_by_argmax_or_a_threshold():
+    from toxiforge.bias.experiment import _measure
+    from toxiforge.bias.lexicon import load_bias_lexicon
+
+    model = fake_dialect_model()
+    rows = [Example(f"placeholder note {w}", i % 2) for i, w in enumerate(["alpha", "beta", "one", "two"] * 3)]
+    lexicon = load_bias_lexicon({"noi": ["zorb"]})
+    from toxiforge.bias.dialect import predict_dialects
+
+    argmax = _measure(rows, "x", lexicon, model, np.full(len(rows), 0.9))
+    assert argmax["n"]["aae"] == (predict_dialects([e.text for e in rows], model).argmax(axis=1) == 0).sum()
+    everyone = _measure(rows, "x", lexicon, model, np.full(len(rows), 0.9), aae_threshold=0.0)
+    nobody = _measure(rows, "x", lexicon, model, np.full(len(rows), 0.9), aae_threshold=0.99)
+    assert (everyone["n"]["aae"], nobody["n"]["aae"]) == (len(rows), 0)
+    with pytest.raises(InputError, match="--aae-threshold must be in"):
+        DebiasSettings(train=None, aae_threshold=1.5)

@@ -72,6 +72,7 @@ class DebiasSettings:
     encoder: str = "all-minilm-l6-v2"
     lexicon: str | None = None
     threshold: float = 0.5
+    aae_threshold: float | None = None  # AAE rows: most probable dialect (None, as upstream) or p(AAE) > this
     keep_models: bool = False
     redraw_subsets: bool = False
 
@@ -83,6 +84,8 @@ class DebiasSettings:
         if unknown:
             raise InputError(f"unknown methods {unknown}", hint=f"choose from {', '.join(METHODS)}")
         object.__setattr__(self, "methods", tuple(by_key[m.lower()] for m in self.methods))
+        if self.aae_threshold is not None and not 0 <= self.aae_threshold < 1:
+            raise InputError(f"--aae-threshold must be in [0, 1), got {self.aae_threshold}", hint="e.g. 0.5")
         if self.train is None:
             return
         if self.train.eval_fraction or self.train.early_stopping:
@@ -165,12 +168,12 @@ def _digest(index: np.ndarray) -> str:
 
 
 def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: Any,
-             scores: np.ndarray | None = None, threshold: float = 0.5) -> dict:
+             scores: np.ndarray | None = None, threshold: float = 0.5, aae_threshold: float | None = None) -> dict:
     from toxiforge.bias.measure import measure_data
 
     data = LabeledData(name=name, examples=list(rows), layout="subset", source=name)
     return measure_data(data, lexicon=lexicon, dialect_model=dialect_model, scores=scores,
-                        threshold=threshold).report.to_json()
+                        threshold=threshold, aae_threshold=aae_threshold).report.to_json()
 
 
 def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_dir: str | Path,
@@ -284,7 +287,7 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             say(f"run {run + 1}/{settings.runs}: measuring {method}")
             scores = load_classifier(folder / method, device="cpu").predict_proba(eval_texts)
             report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, np.asarray(scores),
-                              settings.threshold)
+                              settings.threshold, settings.aae_threshold)
             own = _measure(train_rows, method, lexicon, dialect_model)
             records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
                             "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
@@ -295,6 +298,9 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             shutil.rmtree(folder)
     if not settings.keep_models and (out / "models").exists():
         shutil.rmtree(out / "models")
+    if dialect_model is not None and settings.aae_threshold is not None:
+        notes.append(f"AAE rows (F1 AAE, FPR AAE): p(AAE) > {settings.aae_threshold:g}, not the most probable "
+                     "dialect (Zhou et al.'s rule)")
     if dialect_model is None:
         notes.append(f"no dialect model ({dialect_source or 'none given'}): the AAE cells are empty")
     summary = aggregate(records)

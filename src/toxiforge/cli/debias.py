@@ -275,6 +275,8 @@ def experiment_debias_command(
     weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
     paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
+    aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE rows of the evaluation: p(AAE) "
+                                               "above this (default: AAE is the most probable dialect, as upstream)."),
     redraw_subsets: bool = typer.Option(False, "--redraw-subsets", help="Draw new Random/AFLite/DataMaps subsets "
                                         "in every run (default: one subset per method, drawn with --seed, as "
                                         "upstream; runs vary the training seed)."),
@@ -319,7 +321,7 @@ def experiment_debias_command(
     # checked before any data is read or model trained (methods, epochs)
     settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
                               aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder, lexicon=lexicon,
-                              keep_models=keep_models, redraw_subsets=redraw_subsets)
+                              keep_models=keep_models, redraw_subsets=redraw_subsets, aae_threshold=aae_threshold)
     lex = load_bias_lexicon(lexicon, oi_list=oi_list)  # a bad list fails here, and a given --oi-list is cached
     for category, info in lex.describe().items():
         console.print(f"{category.upper()}: {info['terms']} entries ({info['regex']} regular expressions), "

@@ -42,7 +42,6 @@ from toxiforge.errors import InputError
 METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "LMIXIN-Dialect", "Random", "AFLite",
                             "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
 BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig", "LMIXIN-Dialect": "dialect"}
-SUBSET_METHODS = ("Random", "AFLite", "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard")
 # Table 2: in-distribution accuracy and F1, then F1 and FPR per lexical category; Table 4: dialect.
 TABLE2: tuple[tuple[str, str, str], ...] = (("Acc.", "accuracy", ""), ("F1", "f1", "overall"),
                                             ("F1 NOI", "f1", "noi"), ("FPR NOI", "fpr", "noi"),

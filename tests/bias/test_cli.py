@@ -151,7 +151,7 @@ def test_single_class_data_reports_fpr_and_empty_r(tmp_path, lexicon):
 
 def test_lexicon_show_and_offline_fetch(tmp_path, lexicon, monkeypatch):
     result = invoke("lexicon", "show", "--lexicon", lexicon)
-    assert result.exit_code == 0 and "OI       1 terms" in result.output
+    assert result.exit_code == 0 and "OI       1 entries" in result.output
     import urllib.request
 
     def offline(url, timeout):

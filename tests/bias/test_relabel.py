@@ -63,14 +63,14 @@ def test_relabel_toxic_to_benign_only_touches_toxic_aae_rows():
 
 
 def test_relabel_any_direction_also_flips_benign_rows():
-    result = relabel(ROWS, p_aae=P_AAE, translate=translate, classify=classify, direction="any")
+    result = relabel(ROWS, p_aae=P_AAE, translate=translate, classify=classify, direction="any", aae_threshold=0.5)
     assert result.translations[2] == "placeholder c" and result.labels.tolist() == [1, 0, 1, 1, 1]
     high = relabel(ROWS, p_aae=P_AAE, translate=translate, classify=classify, aae_threshold=0.85)
     assert high.translations == ["placeholder a", None, None, None, None]
     with pytest.raises(InputError, match="unknown relabel direction"):
-        relabel(ROWS, p_aae=P_AAE, translate=translate, classify=classify, direction="both")
+        relabel(ROWS, p_aae=P_AAE, translate=translate, classify=classify, direction="both", aae_threshold=0.5)
     with pytest.raises(InputError, match="4 p\\(AAE\\) values for 5"):
-        relabel(ROWS, p_aae=P_AAE[:4], translate=translate, classify=classify)
+        relabel(ROWS, p_aae=P_AAE[:4], translate=translate, classify=classify, aae_threshold=0.5)
 
 
 def test_translation_error_by_hand():
@@ -99,7 +99,8 @@ def test_failed_translations_keep_their_label_and_are_not_judged():
         judged.extend(texts)
         return classify(texts)
 
-    result = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [outputs[t] for t in texts], classify=spy)
+    result = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [outputs[t] for t in texts], classify=spy,
+                     aae_threshold=0.5)
     assert judged == ["placeholder d calm"]                  # failed translations never reach the classifier
     assert result.labels.tolist() == [1, 1, 1, 0]             # ... so they keep their label
     assert result.errors == ["empty translation", "repeats a few-shot example", "contains the prompt's scaffolding",
@@ -110,7 +111,8 @@ def test_failed_translations_keep_their_label_and_are_not_judged():
         "contains the prompt's scaffolding": 1, "empty translation": 1, "repeats a few-shot example": 1}
     assert table.column("translation_error").to_pylist() == result.errors
     assert table.column("translation").to_pylist()[1] == "They have never seen that movie."
-    none = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [""] * len(texts), classify=spy)
+    none = relabel(rows, p_aae=[0.9] * 4, translate=lambda texts: [""] * len(texts), classify=spy,
+                   aae_threshold=0.5)
     assert none.labels.tolist() == [1, 1, 1, 1] and len(judged) == 1
 
 
@@ -207,7 +209,7 @@ def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tok
                                         "--lm", str(lm_dir), "--max-new-tokens", "4", "--device", "cpu",
                                         "--overwrite", *extra])
 
-    result = run("--aae-column", "p_dialect", "--direction", "any")
+    result = run("--aae-column", "p_dialect", "--aae-threshold", "0.5", "--direction", "any")
     assert result.exit_code == 0, result.output
     table = pq.read_table(out).to_pylist()
     assert [r["p_aae"] for r in table] == [0.9, 0.8, None, 0.2, None, 0.51]   # empty and NaN cells: no estimate
@@ -224,16 +226,18 @@ def test_cli_relabel_with_a_precomputed_aae_column(model_dir, tmp_path, tiny_tok
     assert manifest["settings"]["aae_source"] == "column p_dialect"
     assert manifest["counts"]["translated"] == 3 and manifest["counts"]["rows"] == 6
     assert manifest["counts"]["toxic_to_benign"] == sum(r["old_label"] == 1 and r["label"] == 0 for r in table)
-    toxic_only = run("--aae-column", "p_dialect")                          # the default toxic-to-benign
+    toxic_only = run("--aae-column", "p_dialect", "--aae-threshold", "0.5")  # the default toxic-to-benign
     assert toxic_only.exit_code == 0, toxic_only.output
     assert [r["translation"] is not None for r in pq.read_table(out).to_pylist()] == [True, False, False, False,
                                                                                       False, True]
-    both = run("--aae-column", "p_dialect", "--dialect-model", str(model_dir))
+    both = run("--aae-column", "p_dialect", "--aae-threshold", "0.5", "--dialect-model", str(model_dir))
     assert isinstance(both.exception, InputError) and "both given" in str(both.exception)
-    missing = run("--aae-column", "p_nope")
+    no_rule = run("--aae-column", "p_dialect")
+    assert isinstance(no_rule.exception, InputError) and "add --aae-threshold" in str(no_rule.exception)
+    missing = run("--aae-column", "p_nope", "--aae-threshold", "0.5")
     assert isinstance(missing.exception, InputError) and "no p(AAE) column 'p_nope'" in str(missing.exception)
     pq.write_table(pa.table({"text": texts[:2], "label": [1, 0], "p_dialect": [0.9, 1.5]}), data)
-    bad = run("--aae-column", "p_dialect")
+    bad = run("--aae-column", "p_dialect", "--aae-threshold", "0.5")
     assert isinstance(bad.exception, InputError) and "outside [0, 1]" in str(bad.exception)
 
 

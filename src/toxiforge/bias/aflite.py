@@ -23,10 +23,13 @@ Departures, and why:
   minutes on a CPU instead of ``m`` full fits per iteration; ``classifier="logistic"`` gives the paper's model
   (scikit-learn ``LogisticRegression``, exact random parts of ``t`` rows), much slower;
 * the last cut is capped at ``|S| - n`` rows, so the result has exactly ``n`` rows when the loop is not stopped
-  early (Algorithm 1 may overshoot by up to ``k - 1``).
+  early (Algorithm 1 may overshoot by up to ``k - 1``);
+* ties in predictability (a ratio of small counts: many rows tie, often at 1.0) are broken at random with the
+  run's seed, not by file order, so the order of the input file does not decide which rows go.
 
 Zhou et al. then sample the survivors down to 33% of the data with the original label ratio
-(:func:`toxiforge.bias.subsets.keep_label_ratio`; ``subset_size`` in :func:`run_aflite`).
+(:func:`aflite_subset`; ``subset_size`` in :func:`run_aflite`). When the survivors lack rows of a label, the rows
+removed last fill the gap; how many is recorded (``top_ups``), as the paper "could not downsample" then.
 """
 
 from __future__ import annotations
@@ -196,6 +199,7 @@ def aflite(X: np.ndarray, y: npt.ArrayLike, config: AFLiteConfig, *,
         p = predictability(X[rows], y[rows], config, rng)
         scores[rows] = p
         eligible = np.flatnonzero(np.nan_to_num(p, nan=-1.0) >= config.threshold)
+        eligible = rng.permutation(eligible)  # ties go in random order, not file order
         eligible = eligible[np.argsort(-p[eligible], kind="stable")]
         cut = eligible[:min(k, len(rows) - config.target_size)]
         removed_at[rows[cut]] = iteration
@@ -214,6 +218,18 @@ def aflite(X: np.ndarray, y: npt.ArrayLike, config: AFLiteConfig, *,
                         history=history, stopped_early=stopped_early, seconds=time.perf_counter() - started)
 
 
+def aflite_subset(result: AFLiteResult, labels: Sequence[int] | np.ndarray, size: int, *, seed: int = 0
+                  ) -> tuple[np.ndarray, int]:
+    """The survivors sampled down to ``size`` rows (at most all survivors) with the original label ratio;
+    rows removed last (the least predictable of the removed) fill a label the survivors lack. Returns
+    ``(sorted indices, top-ups)``: top-ups are the rows taken from outside the survivors."""
+    from toxiforge.bias.subsets import count_outside, keep_label_ratio
+
+    order = np.argsort(-np.where(result.removed_at < 0, np.iinfo(np.int64).max, result.removed_at), kind="stable")
+    subset = keep_label_ratio(result.kept, labels, min(size, len(result.kept)), seed=seed, fallback=order)
+    return subset, count_outside(subset, result.kept)
+
+
 def run_aflite(examples: Sequence[Any], out_dir: str | Path, config: AFLiteConfig, *, embeddings: np.ndarray,
                subset_size: int | None = None, embed_seconds: float | None = None, encoder: str | None = None,
                overwrite: bool = False, on_iteration: Callable[[dict[str, Any]], None] | None = None
@@ -229,19 +245,13 @@ def run_aflite(examples: Sequence[Any], out_dir: str | Path, config: AFLiteConfi
     import pyarrow.parquet as pq
 
     from toxiforge._io import atomic_write, atomic_write_text, require_empty_dir
-    from toxiforge.bias.subsets import keep_label_ratio
-
     out = require_empty_dir(out_dir, overwrite)
     examples = list(examples)
     labels = [e.label for e in examples]
     result = aflite(embeddings, labels, config, on_iteration=on_iteration)
-    subset = result.kept
+    subset, top_ups = result.kept, 0
     if subset_size is not None:
-        # rows removed last (the least predictable of the removed) fill a label the survivors lack
-        order = np.argsort(-np.where(result.removed_at < 0, np.iinfo(np.int64).max, result.removed_at),
-                           kind="stable")
-        subset = keep_label_ratio(result.kept, labels, min(subset_size, len(result.kept)), seed=config.seed,
-                                  fallback=order)
+        subset, top_ups = aflite_subset(result, labels, subset_size, seed=config.seed)
     table = pa.table({
         "id": np.arange(len(examples), dtype=np.int64), "text": [e.text for e in examples],
         "label": np.asarray(labels, dtype=np.int64), "group": [e.group for e in examples],
@@ -250,7 +260,7 @@ def run_aflite(examples: Sequence[Any], out_dir: str | Path, config: AFLiteConfi
     atomic_write(out / SCORES_FILE, lambda tmp: pq.write_table(table, tmp))
     atomic_write(out / SUBSET_FILE, lambda tmp: pq.write_table(table.take(subset), tmp))
     log = {"config": asdict(result.config), "rows": len(examples), "kept": int(len(result.kept)),
-           "subset": int(len(subset)), "stopped_early": result.stopped_early, "encoder": encoder,
+           "subset": int(len(subset)), "top_ups": top_ups, "stopped_early": result.stopped_early, "encoder": encoder,
            "filter_seconds": round(result.seconds, 3),
            "embed_seconds": None if embed_seconds is None else round(embed_seconds, 3), "history": result.history}
     atomic_write_text(out / LOG_FILE, json.dumps(log, indent=2) + "\n")

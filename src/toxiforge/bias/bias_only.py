@@ -5,7 +5,13 @@
 * ``noi``, ``oi``, ``oni``, ``toxtrig`` -- Zhou et al.'s lexicon bias-only models (LMIXIN-ONI, LMIXIN-TOXTRIG):
   the TOXTRIG lexicon of :mod:`toxiforge.bias.lexicon` (its matcher, plurals and normalisation), restricted to
   that category (``toxtrig``: all three). ``noi:LEXICON.csv`` replaces the default lists with a ``term,category``
-  file, as ``bias measure --lexicon`` does. ``oi`` needs upstream's list (``toxiforge bias lexicon fetch``);
+  file (or ``upstream``: upstream's own list, paper mode), as ``bias measure --lexicon`` does. ``oi`` needs
+  upstream's list (``toxiforge bias lexicon fetch``). Without it ``toxtrig`` is NOI and ONI only, and says so
+  (:func:`toxtrig_bias` warns on stderr);
+* ``dialect[:MODEL_DIR]`` -- LMIXIN-Dialect (Zhou et al. Table 4): the four dialect probabilities of each text
+  (:func:`toxiforge.bias.dialect.predict_dialects`; twitteraae model from the cache or ``MODEL_DIR``) as the
+  features of the same calibrated linear SVM, as upstream's ``tools/biasonly_dialectbased.py``. A text the
+  dialect model cannot score gets the mean proportions of the scored texts (upstream's data had none missing);
 * ``terms:FILE`` -- any word list (one term per line, ``#`` comments), matched the same way;
 * ``column:NAME`` -- precomputed probabilities in column ``NAME`` of the training files, matched to the loaded
   examples by text (loaders may skip rows, so positions cannot be trusted).
@@ -43,6 +49,7 @@ BIAS_ONLY: Registry[BiasOnlyFactory] = Registry("bias-only model", {
     "oi": "toxiforge.bias.bias_only:oi_bias",
     "oni": "toxiforge.bias.bias_only:oni_bias",
     "toxtrig": "toxiforge.bias.bias_only:toxtrig_bias",
+    "dialect": "toxiforge.bias.bias_only:dialect_bias",
 })
 MODELS: tuple[str, ...] = ("svm", "logistic")
 
@@ -112,9 +119,11 @@ def read_terms(path: str | Path) -> list[str]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise InputError("no such word list", path=p, hint="write one term per line, e.g. --bias-only terms:words.txt")
+    from toxiforge.bias.patterns import check_literal
+
     terms: list[str] = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        term = line.split("#", 1)[0].strip().lower()
+    for line_no, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        term = check_literal(line.split("#", 1)[0].strip().lower(), path=p, line=line_no)
         if term and term not in terms:
             terms.append(term)
     if not terms:
@@ -134,12 +143,17 @@ def terms_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[
 
 
 def _lexicon_bias(categories: Sequence[str] | None, argument: str, examples: Sequence[Example]) -> np.ndarray:
-    """``categories`` None: every category the lexicon has terms for."""
+    """``categories`` None: every category the lexicon has terms for (a note on stderr when one is missing)."""
     from toxiforge.bias.lexicon import CATEGORIES, default_bias_lexicon, load_bias_lexicon
 
     lexicon = load_bias_lexicon(argument) if argument else default_bias_lexicon()
     if categories is None:
         categories = [c for c in CATEGORIES if lexicon.available(c)]
+        note = lexicon.toxtrig_note()
+        if note:
+            import sys
+
+            print(f"note: bias-only model toxtrig: {note}", file=sys.stderr)
     missing = [c for c in categories if not lexicon.available(c)]
     if missing:
         raise InputError(f"the lexicon has no {'/'.join(missing).upper()} terms: {lexicon.sources[missing[0]]}",
@@ -167,8 +181,39 @@ def oni_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[st
 
 
 def toxtrig_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:
-    """``toxtrig[:LEXICON]``: all available TOXTRIG categories (LMIXIN-TOXTRIG; OI only when fetched)."""
+    """``toxtrig[:LEXICON]``: all available TOXTRIG categories (LMIXIN-TOXTRIG). Without upstream's list
+    (``bias lexicon fetch``, ``--oi-list``) OI is unavailable and this is NOI and ONI only, said on stderr."""
     return _lexicon_bias(None, argument, examples)
+
+
+def dialect_features(texts: Sequence[str], model: Any) -> np.ndarray:
+    """``[n, 4]`` p(AAE), p(Hispanic), p(other), p(White) per text (upstream's feature order); rows the dialect
+    model cannot score get the column means of the scored rows (all 0.25 when none is scored)."""
+    from toxiforge.bias.dialect import DIALECTS, predict_dialects
+
+    X = predict_dialects(list(texts), model)
+    missing = np.isnan(X).any(axis=1)
+    fill = X[~missing].mean(axis=0) if (~missing).any() else np.full(len(DIALECTS), 1 / len(DIALECTS))
+    X[missing] = fill
+    return X
+
+
+def dialect_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = (),
+                 model: Any = None) -> np.ndarray:
+    """``dialect[:MODEL_DIR]``: LMIXIN-Dialect's bias-only model, a calibrated linear SVM on the four dialect
+    probabilities (module docstring). ``model``: a loaded :class:`~toxiforge.bias.dialect.DialectModel`."""
+    if model is None:
+        from toxiforge.bias.measure import find_dialect_model
+
+        model, source = find_dialect_model(argument or None)
+        if model is None:
+            raise InputError(f"the dialect bias-only model needs Blodgett et al.'s dialect model: {source}",
+                             hint="run `toxiforge bias dialect fetch`, or write --bias-only dialect:DIR "
+                                  "(e.g. dialect:../shared/data/twitteraae)")
+        import sys
+
+        print(f"note: bias-only model dialect: {source}", file=sys.stderr)
+    return fit_bias_only(dialect_features([e.text for e in examples], model), [e.label for e in examples])
 
 
 def column_bias(argument: str, *, examples: Sequence[Example], sources: Sequence[str] = ()) -> np.ndarray:

@@ -43,7 +43,13 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from toxiforge.bias.subsets import DEFAULT_FRACTION, DEFAULT_POOL_FRACTION, keep_label_ratio, subset_size
+from toxiforge.bias.subsets import (
+    DEFAULT_FRACTION,
+    DEFAULT_POOL_FRACTION,
+    count_outside,
+    keep_label_ratio,
+    subset_size,
+)
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 from toxiforge.training.indexed import BatchCallback
@@ -126,16 +132,23 @@ def region_order(dynamics: Dynamics, region: str) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
+def region_pool(dynamics: Dynamics, region: str, pool_fraction: float = DEFAULT_POOL_FRACTION) -> np.ndarray:
+    """The top ``pool_fraction`` of :func:`region_order`: the region before sampling."""
+    order = region_order(dynamics, region)
+    return order[:subset_size(len(order), pool_fraction)]
+
+
 def region_subset(dynamics: Dynamics, labels: npt.ArrayLike, region: str, *, fraction: float = DEFAULT_FRACTION,
                   pool_fraction: float = DEFAULT_POOL_FRACTION, seed: int = 0) -> np.ndarray:
-    """Sorted indices of a region's subset: the top ``pool_fraction`` of :func:`region_order`, sampled down to
-    ``fraction`` of the data with the original label ratio (``pool_fraction`` < ``fraction`` is an error)."""
+    """Sorted indices of a region's subset: :func:`region_pool`, sampled down to ``fraction`` of the data with the
+    original label ratio (``pool_fraction`` < ``fraction`` is an error). When the pool lacks a label, the next
+    rows of :func:`region_order` fill it (``count_outside(subset, region_pool(...))`` counts them)."""
     if pool_fraction < fraction:
         raise InputError(f"the pool ({pool_fraction:.0%}) is smaller than the subset ({fraction:.0%})",
                          hint="use a pool fraction at least as large as the subset fraction")
     order = region_order(dynamics, region)
-    pool = order[:subset_size(len(order), pool_fraction)]
-    return keep_label_ratio(pool, labels, subset_size(len(order), fraction), seed=seed, fallback=order)
+    return keep_label_ratio(region_pool(dynamics, region, pool_fraction), labels, subset_size(len(order), fraction),
+                            seed=seed, fallback=order)
 
 
 @dataclass
@@ -190,6 +203,7 @@ def run_datamap(examples: Sequence[Example], out_dir: str | Path, config: Any, *
     plot_datamap(dynamics, out / PLOT_FILE)
     log = {"examples": len(examples), "epochs": dynamics.epochs, "fraction": fraction,
            "pool_fraction": pool_fraction, "sizes": {r: int(len(i)) for r, i in subsets.items()},
+           "top_ups": {r: count_outside(i, region_pool(dynamics, r, pool_fraction)) for r, i in subsets.items()},
            "train_seconds": result.log.get("train_seconds"), "config": result.log.get("config")}
     atomic_write_text(out / "datamap.json", json.dumps(log, indent=2, default=str) + "\n")
     return DataMapResult(dynamics=dynamics, subsets=subsets, log=log)

@@ -1,11 +1,11 @@
 """AAE dialect estimation with Blodgett et al.'s (2016) demographic dialect model, as Zhou et al. (2021, §2.2, §5).
 
 The model (``slanglab/twitteraae``, fetched by ``toxiforge bias dialect fetch``, :data:`TWITTERAAE`) is a count
-table: for each of ~60k vocabulary words, its expected count in each of four demographically aligned "topics"
-(``model_count_table.txt``, tab-separated, one row per word in the order of ``model_vocab.txt``, whose lines are
-``count<TAB>word``). Columns, in the order upstream's README gives: African-American, Hispanic, Asian, White. The
-Asian topic is not a validated dialect (upstream: only AA and White are); Zhou et al. call it "other", and so
-does toxiforge: :data:`DIALECTS` = ``("aae", "hispanic", "other", "white")``.
+table: for each of its 191,874 vocabulary words (pinned commit), its expected count in each of four
+demographically aligned "topics" (``model_count_table.txt``, tab-separated, one row per word in the order of
+``model_vocab.txt``, whose lines are ``count<TAB>word``). Columns, in the order upstream's README gives:
+African-American, Hispanic, Asian, White. The Asian topic is not a validated dialect (upstream: only AA and White
+are); Zhou et al. call it "other", and so does toxiforge: :data:`DIALECTS` = ``("aae", "hispanic", "other", "white")``.
 
 Prediction is toxiforge's code, the same inference as upstream's ``code/predict.py``: word probabilities
 ``(N_wk + 1) / N_k``; each in-vocabulary token's likelihood row normalised; collapsed variational Bayes (CVB0)

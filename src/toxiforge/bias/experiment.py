@@ -1,15 +1,20 @@
 """Zhou et al.'s (2021) comparison as one run: ``toxiforge experiment debias --train DATA --eval DATA -o DIR``.
 
-Per run (seed ``seed + run``), on the training rows:
+Per run (training seed ``seed + run``), on the training rows:
 
 * **Vanilla** -- plain fine-tuning. Its training dynamics are recorded (:class:`DataMapRecorder`) and give the
   DataMaps regions, so the data map costs no extra training. Departure: Swayamdipta et al. map with a separate
-  model; here the vanilla model of the same run is that model (same encoder and settings).
-* **LMIXIN-ONI**, **LMIXIN-TOXTRIG** -- LEARNED-MIXIN+H against the ``oni`` / ``toxtrig`` bias-only models
-  (:mod:`toxiforge.bias.bias_only`); skipped with a note when the training texts have no such word.
+  model; here the vanilla model of the first run is that model (same encoder and settings).
+* **LMIXIN-ONI**, **LMIXIN-TOXTRIG**, **LMIXIN-Dialect** -- LEARNED-MIXIN+H against the ``oni`` / ``toxtrig`` /
+  ``dialect`` bias-only models (:mod:`toxiforge.bias.bias_only`); skipped with a note when the training texts
+  have no such word (or, for Dialect, when no dialect model is available).
 * **Random**, **AFLite**, **DataMaps-Easy/-Ambiguous/-Hard** -- trained on 33% subsets with the original label
   ratio (:mod:`toxiforge.bias.subsets`). AFLite filters to half the data over frozen encoder embeddings, computed
-  once for all runs.
+  once for all runs. As upstream, each subset is drawn once (from ``seed``; DataMaps from the first run's
+  vanilla dynamics) and every run trains on the same subset with its own training seed: the ± is the spread
+  over training seeds. ``redraw_subsets=True`` draws new subsets in every run (with the run's seed), so the ±
+  also covers the subset draw. When a region or AFLite's survivors lack a label, rows from outside fill it;
+  their number is recorded per run (``top_ups``) and in the notes (the paper "could not downsample" then).
 * **AAE-relabeled** -- trained on a relabeled copy of the training data (``toxiforge bias relabel``), when one is
   given (the data needs dialect signal for relabeling to change anything).
 
@@ -34,18 +39,19 @@ import numpy as np
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 
-METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "Random", "AFLite", "DataMaps-Easy",
-                            "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
-BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig"}
+METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "LMIXIN-Dialect", "Random", "AFLite",
+                            "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
+BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig", "LMIXIN-Dialect": "dialect"}
 # Table 2: in-distribution accuracy and F1, then F1 and FPR per lexical category; Table 4: dialect.
 TABLE2: tuple[tuple[str, str, str], ...] = (("Acc.", "accuracy", ""), ("F1", "f1", "overall"),
                                             ("F1 NOI", "f1", "noi"), ("FPR NOI", "fpr", "noi"),
                                             ("F1 OI", "f1", "oi"), ("FPR OI", "fpr", "oi"),
                                             ("F1 ONI", "f1", "oni"), ("FPR ONI", "fpr", "oni"))
-TABLE4: tuple[tuple[str, str, str], ...] = (("R AAE (train)", "train_r", "aae"), ("Acc.", "accuracy", ""),
+TABLE4: tuple[tuple[str, str, str], ...] = (("R AAE (train set)", "train_r", "aae"), ("Acc.", "accuracy", ""),
                                             ("F1", "f1", "overall"), ("F1 AAE", "f1", "aae"),
                                             ("FPR AAE", "fpr", "aae"))
-TABLE1: tuple[tuple[str, str, str], ...] = (("train rows", "n_train", ""), ("R NOI", "train_r", "noi"),
+TABLE1: tuple[tuple[str, str, str], ...] = (("train rows", "n_train", ""), ("top-ups", "top_ups", ""),
+                                            ("R NOI", "train_r", "noi"),
                                             ("R OI", "train_r", "oi"), ("R ONI", "train_r", "oni"),
                                             ("R TOXTRIG", "train_r", "toxtrig"))
 
@@ -53,7 +59,9 @@ TABLE1: tuple[tuple[str, str, str], ...] = (("train rows", "n_train", ""), ("R N
 @dataclass(frozen=True)
 class DebiasSettings:
     """What the experiment trains. ``train`` is a :class:`~toxiforge.training.trainer.TrainConfig` (its seed is
-    the first run's); the paper's scale is GPU work, the CLI's ``--smoke`` is a small CPU setting."""
+    the first run's); the paper's scale is GPU work, the CLI's ``--smoke`` is a small CPU setting. Every model
+    trains on all its rows (the evaluation data is ``--eval``): ``train``'s held-out share and early stopping
+    are switched off here. DataMaps needs whole epochs, at least 2 (checked before anything trains)."""
 
     train: Any
     runs: int = 3
@@ -63,14 +71,29 @@ class DebiasSettings:
     encoder: str = "all-minilm-l6-v2"
     lexicon: str | None = None
     threshold: float = 0.5
+    aae_threshold: float | None = None  # AAE rows: most probable dialect (None, as upstream) or p(AAE) > this
     keep_models: bool = False
+    redraw_subsets: bool = False
 
     def __post_init__(self) -> None:
         if self.runs < 1:
             raise InputError(f"--runs must be at least 1, got {self.runs}", hint="e.g. --runs 3")
-        unknown = [m for m in self.methods if m not in METHODS]
+        by_key = {m.lower(): m for m in METHODS}
+        unknown = [m for m in self.methods if m.lower() not in by_key]
         if unknown:
             raise InputError(f"unknown methods {unknown}", hint=f"choose from {', '.join(METHODS)}")
+        object.__setattr__(self, "methods", tuple(by_key[m.lower()] for m in self.methods))
+        if self.aae_threshold is not None and not 0 <= self.aae_threshold < 1:
+            raise InputError(f"--aae-threshold must be in [0, 1), got {self.aae_threshold}", hint="e.g. 0.5")
+        if self.train is None:
+            return
+        if self.train.eval_fraction or self.train.early_stopping:
+            object.__setattr__(self, "train", replace(self.train, eval_fraction=0.0, early_stopping=None))
+        epochs = self.train.epochs
+        if any(m.startswith("DataMaps") for m in self.methods) and (epochs < 2 or epochs != int(epochs)
+                                                                    or self.train.max_steps != -1):
+            raise InputError(f"DataMaps needs at least 2 whole epochs, got --epochs {epochs:g}",
+                             hint="pass --epochs 2 or more (a whole number), or leave the DataMaps methods out")
         if not 0 < self.fraction <= 1:
             raise InputError(f"--fraction must be in (0, 1], got {self.fraction}", hint="the paper uses 0.33")
 
@@ -101,15 +124,27 @@ def aggregate(runs: Sequence[dict]) -> dict[str, dict[str, dict]]:
 def _cell(stat: dict, key: str) -> str:
     if stat["mean"] is None:
         return ""
-    scale = 1 if key.startswith(("train_r", "n_train")) else 100  # rates as percentages, R as is
-    fmt = "{:.0f}" if key == "n_train" else ("{:.4f}" if scale == 1 else "{:.1f}")
+    scale = 1 if key.startswith(("train_r", "n_train", "top_ups")) else 100  # rates as percentages, R as is
+    fmt = "{:.0f}" if key in ("n_train", "top_ups") else ("{:.4f}" if scale == 1 else "{:.1f}")
     text = fmt.format(stat["mean"] * scale)
     return text if stat["sd"] is None else f"{text} ± {fmt.format(stat['sd'] * scale)}"
 
 
-def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, notes: Sequence[str] = ()) -> str:
+def spread_label(runs: int, seed: int, redraw: bool) -> str:
+    """What the ± of the tables is."""
+    if runs == 1:
+        return "one run, no s.d."
+    if redraw:
+        return f"mean ± s.d. over {runs} runs (seeds {seed}..{seed + runs - 1}), each drawing its own subsets"
+    return (f"mean ± s.d. over {runs} training seeds ({seed}..{seed + runs - 1}) on one subset per method, drawn "
+            f"with seed {seed}")
+
+
+def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, notes: Sequence[str] = (),
+                    spread: str | None = None) -> str:
     """Tables 1, 2 and 4 of Zhou et al. in their layout (rows: methods)."""
-    lines = [f"# Debiasing comparison (mean ± s.d. over {runs} run{'s' if runs > 1 else ''})", ""]
+    spread = spread or f"mean ± s.d. over {runs} run{'s' if runs > 1 else ''}"
+    lines = [f"# Debiasing comparison ({spread})", ""]
     for title, table in (("Table 2: lexical bias (evaluation data; %)", TABLE2),
                          ("Table 4: dialect bias (evaluation data; %)", TABLE4),
                          ("Table 1: label–lexicon correlation in each training set (Pearson R)", TABLE1)):
@@ -124,13 +159,20 @@ def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, notes: Se
     return "\n".join(lines)
 
 
+def _digest(index: np.ndarray) -> str:
+    """A short fingerprint of a subset's row indices (equal subsets, equal digests)."""
+    import hashlib
+
+    return hashlib.sha1(np.asarray(index, dtype=np.int64).tobytes()).hexdigest()[:12]
+
+
 def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: Any,
-             scores: np.ndarray | None = None, threshold: float = 0.5) -> dict:
+             scores: np.ndarray | None = None, threshold: float = 0.5, aae_threshold: float | None = None) -> dict:
     from toxiforge.bias.measure import measure_data
 
     data = LabeledData(name=name, examples=list(rows), layout="subset", source=name)
     return measure_data(data, lexicon=lexicon, dialect_model=dialect_model, scores=scores,
-                        threshold=threshold).report.to_json()
+                        threshold=threshold, aae_threshold=aae_threshold).report.to_json()
 
 
 def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_dir: str | Path,
@@ -139,11 +181,11 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                           on_step: Callable[[str], None] | None = None) -> dict:
     """Train and measure every method ``settings.runs`` times; write ``debias.json`` and ``debias.md``."""
     from toxiforge._io import atomic_write_text, require_empty_dir
-    from toxiforge.bias.aflite import AFLiteConfig, aflite
-    from toxiforge.bias.bias_only import bias_only_probabilities
-    from toxiforge.bias.datamaps import DataMapRecorder, region_subset
+    from toxiforge.bias.aflite import AFLiteConfig, aflite, aflite_subset
+    from toxiforge.bias.bias_only import bias_only_probabilities, dialect_bias
+    from toxiforge.bias.datamaps import REGIONS, DataMapRecorder, region_pool, region_subset
     from toxiforge.bias.lexicon import default_bias_lexicon, load_bias_lexicon
-    from toxiforge.bias.subsets import keep_label_ratio, random_subset, subset_size
+    from toxiforge.bias.subsets import count_outside, random_subset, subset_size
     from toxiforge.classifiers import load_classifier
     from toxiforge.training.debias import train_debiased
     from toxiforge.training.trainer import train_classifier
@@ -169,20 +211,29 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
         embed_seconds = time.perf_counter() - started
     bias_probs: dict[str, np.ndarray] = {}
     for method, kind in BIAS_ONLY_OF.items():
-        if method in methods:
-            try:
+        if method not in methods:
+            continue
+        try:
+            if kind == "dialect":
+                if dialect_model is None:
+                    raise InputError(f"no dialect model ({dialect_source or 'none given'})")
+                bias_probs[method] = dialect_bias("", examples=train, model=dialect_model)
+            else:
                 bias_probs[method] = bias_only_probabilities(kind + lexicon_spec, train)
-            except InputError as exc:  # e.g. no ONI word in the training texts: nothing to debias against
-                notes.append(f"{method} skipped: {exc}")
-                methods.remove(method)
+        except InputError as exc:  # e.g. no ONI word in the training texts: nothing to debias against
+            notes.append(f"{method} skipped: {exc}")
+            methods.remove(method)
+    if "LMIXIN-TOXTRIG" in methods and lexicon.toxtrig_note():
+        notes.append(f"LMIXIN-TOXTRIG and the TOXTRIG cells: {lexicon.toxtrig_note()}")
     eval_texts = eval_data.texts
     records: list[dict] = []
+    subsets: dict[str, np.ndarray] = {}
+    top_ups: dict[str, int] = {}
     started = time.perf_counter()
     for run in range(settings.runs):
         seed = settings.train.seed + run
         config = replace(settings.train, seed=seed)
         folder = out / "models" / f"run{run}"
-        subsets: dict[str, np.ndarray] = {}
         trained: dict[str, np.ndarray] = {}
 
         def fit(method: str, index: np.ndarray | None = None, callbacks: Sequence[Any] = (), *, run: int = run,
@@ -198,19 +249,26 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
 
         recorder = DataMapRecorder(len(train))
         fit("Vanilla", callbacks=[recorder])
-        dynamics = recorder.dynamics() if config.epochs >= 2 else None
-        if "Random" in methods:
-            subsets["Random"] = random_subset(labels, size, seed=seed)
-        if embeddings is not None:
-            kept = aflite(embeddings, labels, AFLiteConfig(target_size=len(train) // 2,
-                                                           ensemble_size=settings.aflite_ensemble, seed=seed)).kept
-            subsets["AFLite"] = keep_label_ratio(kept, labels, min(size, len(kept)), seed=seed)
-        for region in ("easy", "ambiguous", "hard"):
-            name = f"DataMaps-{region.capitalize()}"
-            if name in methods:
-                if dynamics is None:
-                    raise InputError("DataMaps needs at least 2 whole epochs", hint="use --epochs 2 or more")
-                subsets[name] = region_subset(dynamics, labels, region, fraction=settings.fraction, seed=seed)
+        if run == 0 or settings.redraw_subsets:  # else every run trains on the first run's subsets
+            draw = seed if settings.redraw_subsets else settings.train.seed
+            subsets, top_ups = {}, {}
+            if "Random" in methods:
+                subsets["Random"] = random_subset(labels, size, seed=draw)
+            if embeddings is not None:
+                result = aflite(embeddings, labels, AFLiteConfig(target_size=len(train) // 2,
+                                                                 ensemble_size=settings.aflite_ensemble, seed=draw))
+                subsets["AFLite"], top_ups["AFLite"] = aflite_subset(result, labels, size, seed=draw)
+            regions = [r for r in REGIONS if f"DataMaps-{r.capitalize()}" in methods]
+            for region in regions:
+                dynamics = recorder.dynamics()
+                name = f"DataMaps-{region.capitalize()}"
+                subsets[name] = region_subset(dynamics, labels, region, fraction=settings.fraction, seed=draw)
+                top_ups[name] = count_outside(subsets[name], region_pool(dynamics, region))
+            for name, extra in top_ups.items():
+                if extra:
+                    notes.append(f"{name}{f' (run {run + 1})' if settings.redraw_subsets else ''}: {extra} of "
+                                 f"{len(subsets[name])} rows are top-ups from outside the "
+                                 f"{'survivors' if name == 'AFLite' else 'region'}, which lacked a label")
         for method in methods:
             if method in BIAS_ONLY_OF:
                 fit(method)
@@ -228,15 +286,20 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             say(f"run {run + 1}/{settings.runs}: measuring {method}")
             scores = load_classifier(folder / method, device="cpu").predict_proba(eval_texts)
             report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, np.asarray(scores),
-                              settings.threshold)
+                              settings.threshold, settings.aae_threshold)
             own = _measure(train_rows, method, lexicon, dialect_model)
             records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
-                            "train_r": own["pearson_r"], "accuracy": report["accuracy"], "f1": report["f1"],
-                            "fpr": report["fpr"], "n_eval": report["n"]})
+                            "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
+                            if method in subsets else None, "train_r": own["pearson_r"],
+                            "accuracy": report["accuracy"], "f1": report["f1"], "fpr": report["fpr"],
+                            "n_eval": report["n"]})
         if not settings.keep_models:
             shutil.rmtree(folder)
     if not settings.keep_models and (out / "models").exists():
         shutil.rmtree(out / "models")
+    if dialect_model is not None and settings.aae_threshold is not None:
+        notes.append(f"AAE rows (F1 AAE, FPR AAE): p(AAE) > {settings.aae_threshold:g}, not the most probable "
+                     "dialect (Zhou et al.'s rule)")
     if dialect_model is None:
         notes.append(f"no dialect model ({dialect_source or 'none given'}): the AAE cells are empty")
     summary = aggregate(records)
@@ -246,6 +309,8 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                 "embed_seconds": embed_seconds, "seconds": time.perf_counter() - started,
                 "lexicon": lexicon.describe(), "dialect": dialect_source, "notes": notes,
                 "summary": summary, "runs": records}
+    spread = spread_label(settings.runs, settings.train.seed, settings.redraw_subsets)
+    manifest["spread"] = spread
     atomic_write_text(out / "debias.json", json.dumps(manifest, indent=2, default=str))
-    atomic_write_text(out / "debias.md", render_markdown(summary, runs=settings.runs, notes=notes))
+    atomic_write_text(out / "debias.md", render_markdown(summary, runs=settings.runs, notes=notes, spread=spread))
     return manifest

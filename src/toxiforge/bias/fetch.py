@@ -11,15 +11,22 @@
 Each file is downloaded from GitHub's raw-file service with the download machinery of
 :mod:`toxiforge.demonstrations.fetch` (one attempt; offline it fails at once with a hint on using a local copy),
 into a staging folder that replaces ``dest`` only when every file arrived, beside a ``SOURCE.json``.
+
+A local copy given once (``--oi-list``, ``--dialect-model``) is kept in the same cache folder
+(:func:`remember_resource`), so later commands find it without the option; they say which copy they use.
 """
 
 from __future__ import annotations
 
+import filecmp
+import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from toxiforge._io import cache_dir
 from toxiforge.demonstrations.fetch import FetchError, Opener, check_commit, download, staged_folder, write_source
+from toxiforge.errors import InputError
 
 RAW_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
@@ -88,3 +95,45 @@ def find_resource_file(resource: Resource, name: str, folder: str | Path | None 
         return base
     path = base / name
     return path if path.is_file() else None
+
+
+def _origin(folder: Path) -> str:
+    try:
+        info = json.loads((folder / "SOURCE.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    when = str(info.get("fetched_at", ""))[:10]
+    if info.get("copied_from"):
+        return f", copied from {info['copied_from']} on {when}"
+    return f", fetched from {info.get('repo')}@{str(info.get('commit', ''))[:7]} on {when}"
+
+
+def remember_resource(resource: Resource, given: str | Path | None = None) -> tuple[Path | None, str]:
+    """Where to read ``resource`` from, and a line saying which copy that is.
+
+    ``given`` (a folder with the resource's files, or for a one-file resource the file itself): used, and copied
+    into the cache folder (:meth:`Resource.default_dir`, with a ``SOURCE.json`` naming it) unless the cache
+    already holds the same files, so later commands use it by default. ``None``: the cache folder when it has
+    every file. Returns ``(None, reason)`` when the files are not there."""
+    names = [Path(p).name for p in resource.files]
+    cache = resource.default_dir()
+    if given is None:
+        if all(find_resource_file(resource, n) is not None for n in names):
+            return cache, f"the cached copy {cache}{_origin(cache)}"
+        return None, f"no copy in the cache {cache}"
+    files = {n: find_resource_file(resource, n, given) for n in names}
+    if any(f is None for f in files.values()):
+        return None, f"not found at {given}"
+    here = {n: f for n, f in files.items() if f is not None}
+    if all((cache / n).is_file() and filecmp.cmp(f, cache / n, shallow=False) for n, f in here.items()):
+        return Path(given), f"{given} (the same files as the cached copy {cache})"
+    try:
+        with staged_folder(cache) as staging:
+            for n, f in here.items():
+                shutil.copyfile(f, staging / n)
+            write_source(staging, {"repo": resource.repo, "copied_from": str(Path(given).resolve()),
+                                   "files": list(resource.files), "license": resource.license})
+    except OSError as exc:
+        raise InputError(f"cannot keep a copy in the cache ({exc})", path=cache,
+                         hint="free disk space or set TOXIFORGE_CACHE to a writable folder") from exc
+    return Path(given), f"{given} (now kept in the cache {cache}: later commands use it without {resource.option})"

@@ -5,15 +5,23 @@
   (:mod:`toxiforge.groups`) except :data:`EXCLUDED_ALIASES`.
 * **OI** -- possibly offensive identity mentions (slurs, reclaimed slurs). toxiforge writes none: the rows
   ``offensive-minority-reference`` of upstream's word list, downloaded by ``toxiforge bias lexicon fetch``
-  (:data:`toxiforge.bias.fetch.TOXTRIG`). Without it OI is *unavailable* (its metrics are empty cells).
+  (:data:`toxiforge.bias.fetch.TOXTRIG`) or given once with ``--oi-list`` (then kept in the cache). Without it OI
+  is *unavailable* (its metrics are empty cells).
 * **ONI** -- offensive non-identity mentions (swear words): the profanity list toxiforge already packages
   (:func:`toxiforge.analysis.implicit.load_lexicon`: better-profanity's list minus ambiguous words and identity
-  terms), minus the NOI and OI terms. Departure: upstream's ONI is its own hand-made list; better-profanity's
-  list also holds some slurs that no identity pattern catches, so without the OI list fetched they count as ONI.
-* **TOXTRIG** -- any of the three.
+  terms), minus the NOI terms and every entry that an OI pattern matches (spelling variants and plurals of OI
+  entries included, :func:`drop_matched`). Departure: upstream's ONI is its own hand-made list;
+  better-profanity's list also holds some slurs that no identity pattern catches, so without the OI list they
+  count as ONI.
+* **TOXTRIG** -- any of the three. Without OI it is NOI or ONI only: the report and the ``toxtrig`` bias-only
+  model say so.
 
+``--lexicon upstream`` (paper mode) takes all three categories from upstream's list, as Zhou et al. measured.
 A user CSV (``term,category``; upstream's ``word,categorization`` header and category names are accepted too)
-replaces the default source of every category it lists.
+replaces the default source of every category it lists. Upstream's file (recognised by its ``categorization``
+column) is read with upstream's semantics: every entry is a regular expression (:mod:`toxiforge.bias.patterns`);
+a user CSV is literal unless a ``match`` column says ``regex``, and a literal entry that looks like a regular
+expression is refused.
 
 Matching (departures from upstream, whose ``re.compile(r"\\b" + r"\\b|\\b".join(words) + "\\b")`` ends in a
 non-raw ``"\\b"`` -- a backspace character, so the last word of each list never matched -- and whose words were
@@ -39,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 from toxiforge.analysis.implicit import read_word_list, trie_regex
-from toxiforge.errors import InputError
+from toxiforge.bias.patterns import Regex, check_literal, compile_entry, is_plain, word_pattern
+from toxiforge.errors import InputError, check_choice
 
 CATEGORIES: tuple[str, ...] = ("noi", "oi", "oni")
 TOXTRIG = "toxtrig"
@@ -47,9 +56,11 @@ TOXTRIG = "toxtrig"
 UPSTREAM_CATEGORIES: dict[str, str] = {"harmless-minority": "noi", "offensive-minority-reference": "oi",
                                        "offensive-not-minority": "oni"}
 UPSTREAM_FILE = "word_based_bias_list.csv"
-# Group aliases that are not identity mentions on their own ("bi", "native", "china"), outdated as a noun
-# ("blacks"), or a reclaimed slur that upstream files under OI ("queer").
-EXCLUDED_ALIASES: frozenset[str] = frozenset({"bi", "native", "china", "blacks", "queer"})
+LEXICONS: tuple[str, ...] = ("toxiforge", "upstream")  # named lexicons (``--lexicon NAME``); else a CSV path
+# Group aliases that are not identity mentions on their own ("bi", "native", "china"), or a reclaimed slur
+# ("queer"; upstream files ``queers?`` under NOI, toxiforge leaves it out of its own NOI list). "blacks" is not
+# excluded: every single-word entry matches its plural, so the singular alias "black" tags it anyway.
+EXCLUDED_ALIASES: frozenset[str] = frozenset({"bi", "native", "china", "queer"})
 
 _URL = re.compile(r"(?:\bhttps?://|\bwww\.)\S+", re.IGNORECASE)
 _MENTION = re.compile(r"(?<![\w@])@\w+")
@@ -96,8 +107,10 @@ def canonical_category(value: str) -> str | None:
 class BiasLexicon:
     """TOXTRIG terms per category (normalised), where each category came from, and one compiled pattern.
 
-    A category with no terms is *unavailable* (``available(cat)`` is False; ``sources[cat]`` says why): its
-    flags are all False and the metrics leave its cells empty.
+    Entries given as :class:`~toxiforge.bias.patterns.Regex` are regular expressions (kept in ``patterns``, one
+    compiled pattern per category); the others are literal terms (``terms``). A category with neither is
+    *unavailable* (``available(cat)`` is False; ``sources[cat]`` says why): its flags are all False and the
+    metrics leave its cells empty.
     """
 
     terms: Mapping[str, tuple[str, ...]]
@@ -106,19 +119,32 @@ class BiasLexicon:
     regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
     index: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
     wildcards: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = field(default=(), compare=False, repr=False)
+    patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    compiled: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.terms) - set(CATEGORIES))
         if unknown:
             raise InputError(f"unknown lexicon categor{'ies' if len(unknown) > 1 else 'y'} {unknown}",
                              hint=f"use {', '.join(CATEGORIES)}")
-        terms = {c: tuple(dict.fromkeys(normalize_term(t) for t in self.terms.get(c, ()) if normalize_term(t)))
+        given = {c: tuple(self.terms.get(c, ())) + tuple(Regex(p) for p in self.patterns.get(c, ()))
                  for c in CATEGORIES}
+        patterns = {c: tuple(dict.fromkeys(t.strip() for t in v if isinstance(t, Regex))) for c, v in given.items()}
+        terms = {c: tuple(dict.fromkeys(normalize_term(t) for t in v
+                                        if not isinstance(t, Regex) and normalize_term(t)))
+                 for c, v in given.items()}
+        object.__setattr__(self, "patterns", patterns)
+        # a pattern without metacharacters is its own text: matched by the trie below, exactly (no plural)
+        compiled = {c: [p for p in v if not is_plain(p)] for c, v in patterns.items()}
+        object.__setattr__(self, "compiled", tuple((c, word_pattern(p)) for c, p in compiled.items() if p))
         index: dict[str, set[str]] = {}
-        for category, entries in terms.items():
-            for entry in entries:
+        for category in CATEGORIES:
+            exact = [normalize_term(p) for p in patterns[category] if is_plain(p) and normalize_term(p)]
+            for entry in terms[category]:
                 for form in (plural_forms(entry) if self.plurals else (entry,)):
                     index.setdefault(form, set()).add(category)
+            for entry in exact:
+                index.setdefault(entry, set()).add(category)
         object.__setattr__(self, "terms", terms)
         object.__setattr__(self, "sources", {c: self.sources.get(c, "none") for c in CATEGORIES})
         object.__setattr__(self, "index", {k: frozenset(v) for k, v in index.items()})
@@ -133,8 +159,12 @@ class BiasLexicon:
 
     def available(self, category: str) -> bool:
         if category == TOXTRIG:
-            return any(self.terms.values())
-        return bool(self.terms.get(category))
+            return any(self.terms.values()) or any(self.patterns.values())
+        return bool(self.terms.get(category)) or bool(self.patterns.get(category))
+
+    def size(self, category: str) -> int:
+        """Entries of ``category``: literal terms plus regular expressions."""
+        return len(self.terms.get(category, ())) + len(self.patterns.get(category, ()))
 
     def _categories(self, match: str, memo: dict[str, frozenset[str]]) -> frozenset[str]:
         """Categories of a matched string: its own entry and every entry that is a word prefix of it."""
@@ -149,28 +179,36 @@ class BiasLexicon:
             found = memo[match] = frozenset(cats)
         return found
 
+    def _find(self, text: str, memo: dict[str, frozenset[str]]) -> list[tuple[str, frozenset[str]]]:
+        """Matches in ``text`` (already normalised), one per word start: the longest match there, with the
+        categories of every entry (literal or regular expression) that matched at that start."""
+        found: dict[int, tuple[str, frozenset[str]]] = {}
+        if self.regex is not None:
+            for m in self.regex.finditer(text):
+                found[m.start()] = (m.group(1), self._categories(m.group(1), memo))
+        for category, pattern in self.compiled:
+            for m in pattern.finditer(text):
+                words, cats = found.get(m.start(), ("", frozenset()))
+                found[m.start()] = (max(words, m.group(1), key=len), cats | {category})
+        return [(" ".join(words.split()), cats) for _, (words, cats) in sorted(found.items()) if words]
+
     def find(self, text: str) -> list[tuple[str, frozenset[str]]]:
         """``(matched words, categories)`` for each entry found in ``text``, in order of position (the words
         normalised: lowercase, single spaces)."""
-        if self.regex is None:
-            return []
-        memo: dict[str, frozenset[str]] = {}
-        return [(" ".join(m.split()), self._categories(m, memo)) for m in self.regex.findall(normalize_text(text))]
+        return self._find(normalize_text(text), {})
 
     def counts(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Per category (and ``toxtrig``) the number of entries found in each text, int32 arrays."""
         texts = list(texts)
         out = {c: np.zeros(len(texts), dtype=np.int32) for c in (*CATEGORIES, TOXTRIG)}
-        if self.regex is None:
+        if self.regex is None and not self.compiled:
             return out
-        findall = self.regex.findall
         memo: dict[str, frozenset[str]] = {}
         columns = [out[c] for c in CATEGORIES]
         bits = {c: i for i, c in enumerate(CATEGORIES)}
         toxtrig = out[TOXTRIG]
         for row, text in enumerate(texts):
-            for match in findall(normalize_text(text)):
-                categories = self._categories(match, memo)
+            for _, categories in self._find(normalize_text(text), memo):
                 toxtrig[row] += bool(categories)
                 for category in categories:
                     columns[bits[category]][row] += 1
@@ -181,8 +219,16 @@ class BiasLexicon:
         return {c: v > 0 for c, v in self.counts(texts).items()}
 
     def describe(self) -> dict:
-        return {c: {"terms": len(self.terms[c]), "source": self.sources[c], "available": self.available(c)}
-                for c in CATEGORIES}
+        return {c: {"terms": self.size(c), "regex": len(self.patterns[c]), "source": self.sources[c],
+                    "available": self.available(c)} for c in CATEGORIES}
+
+    def toxtrig_note(self) -> str | None:
+        """Why TOXTRIG is not all three categories (None when it is)."""
+        missing = [c for c in CATEGORIES if not self.available(c)]
+        if not missing:
+            return None
+        kept = " ∪ ".join(c.upper() for c in CATEGORIES if self.available(c)) or "nothing"
+        return f"TOXTRIG here is {kept} only; " + "; ".join(f"{c.upper()} {self.sources[c]}" for c in missing)
 
 
 def shipped_noi_terms() -> list[str]:
@@ -198,10 +244,18 @@ def group_alias_terms() -> list[str]:
             if "_" not in a and a not in EXCLUDED_ALIASES]
 
 
+MATCH_KINDS: tuple[str, ...] = ("word", "regex")
+
+
 def read_lexicon_file(path: str | Path) -> dict[str, list[str]]:
-    """Terms per category from a CSV ``term,category`` (or upstream's ``word,categorization`` and category
-    names). A header row is optional; ``#`` lines and blank lines are skipped. A non-UTF-8 file, a row without
-    two cells or an unknown category raises :class:`InputError` naming the line."""
+    """Entries per category from a CSV ``term,category`` (or upstream's ``word,categorization`` and category
+    names). A header row is optional; ``#`` lines and blank lines are skipped.
+
+    Upstream's file (header with ``word`` and ``categorization``) is read as upstream reads it: every entry is a
+    regular expression (:class:`~toxiforge.bias.patterns.Regex`). Other files are literal, unless their header
+    has a ``match`` column whose cell is ``regex`` (or ``word``, the default) for that row. A non-UTF-8 file, a
+    row without two cells, an unknown category, a pattern that does not compile or a literal entry that looks
+    like a regular expression raises :class:`InputError` naming the line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -213,7 +267,7 @@ def read_lexicon_file(path: str | Path) -> dict[str, list[str]]:
     except OSError as exc:
         raise InputError(f"cannot read lexicon file ({exc})", path=path, hint="check the path") from exc
     out: dict[str, list[str]] = {}
-    term_col, cat_col = 0, 1
+    term_col, cat_col, match_col, upstream = 0, 1, None, False
     for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
         cells = [c.strip() for c in row]
         if not cells or not any(cells) or cells[0].startswith("#"):
@@ -222,6 +276,8 @@ def read_lexicon_file(path: str | Path) -> dict[str, list[str]]:
         if not out and {"term", "word"} & set(lowered) and {"category", "categorization"} & set(lowered):
             term_col = lowered.index("term") if "term" in lowered else lowered.index("word")
             cat_col = lowered.index("category") if "category" in lowered else lowered.index("categorization")
+            match_col = lowered.index("match") if "match" in lowered else None
+            upstream = "categorization" in lowered and match_col is None
             continue
         if len(cells) <= max(term_col, cat_col) or not cells[term_col]:
             raise InputError(f"expected 'term,category', found {len(cells)} cell(s)", path=path, line=line_no,
@@ -230,55 +286,91 @@ def read_lexicon_file(path: str | Path) -> dict[str, list[str]]:
         if category is None:
             raise InputError(f"unknown category {cells[cat_col]!r}", path=path, line=line_no,
                              hint="use noi, oi or oni (or upstream's " + ", ".join(UPSTREAM_CATEGORIES) + ")")
-        out.setdefault(category, []).append(cells[term_col])
+        kind = "regex" if upstream else "word"
+        if match_col is not None and len(cells) > match_col and cells[match_col]:
+            kind = check_choice(cells[match_col].lower(), MATCH_KINDS, what=f"match kind (line {line_no})")
+        entry = cells[term_col]
+        if kind == "regex":
+            compile_entry(entry, path=path, line=line_no)
+            out.setdefault(category, []).append(Regex(entry))
+        else:
+            out.setdefault(category, []).append(check_literal(entry, path=path, line=line_no))
     if not out:
         raise InputError("lexicon file has no terms", path=path, hint="write lines 'term,category'")
     return out
 
 
+def drop_matched(entries: Sequence[str], by: Sequence[str]) -> list[str]:
+    """``entries`` without those that an entry of ``by`` matches as a whole word, in the entry itself or in its
+    singular (a trailing s/es removed): what leaves ONI once OI is known (module docstring)."""
+    if not by:
+        return list(entries)
+    matcher = BiasLexicon(terms={"oi": tuple(by)}, sources={})
+    kept = []
+    for entry in entries:
+        forms = {entry, entry[:-1] if entry.endswith("s") else entry, entry[:-2] if entry.endswith("es") else entry}
+        if not any(matcher.find(form) for form in forms):
+            kept.append(entry)
+    return kept
+
+
+def _user_entries(lexicon: str | Path | Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    if isinstance(lexicon, (str, Path)):
+        return read_lexicon_file(lexicon)
+    bad = [c for c in lexicon if canonical_category(c) is None]
+    if bad:
+        raise InputError(f"unknown lexicon categories {bad}", hint=f"use {', '.join(CATEGORIES)}")
+    return {category: [t if isinstance(t, Regex) else check_literal(t) for t in v]
+            for c, v in lexicon.items() if (category := canonical_category(c)) is not None}
+
+
 def load_bias_lexicon(lexicon: str | Path | Mapping[str, Sequence[str]] | None = None, *,
                       oi_list: str | Path | None = None, plurals: bool = True) -> BiasLexicon:
     """The TOXTRIG lexicon: defaults per category (module docstring), with the categories of ``lexicon`` (a
-    CSV path or a ``{category: terms}`` mapping) replacing them. ``oi_list`` is upstream's CSV or its folder
-    (default: the cache that ``toxiforge bias lexicon fetch`` fills); a missing one leaves OI unavailable."""
+    CSV path or a ``{category: terms}`` mapping) replacing them; ``lexicon="upstream"`` takes every category
+    from upstream's list (paper mode), ``"toxiforge"`` is the default. ``oi_list`` is upstream's CSV or its
+    folder (default: the cache that ``toxiforge bias lexicon fetch`` or an earlier ``--oi-list`` filled); a
+    missing one leaves OI unavailable (and is an error in paper mode)."""
     from toxiforge.analysis.implicit import load_lexicon
     from toxiforge.bias.fetch import TOXTRIG as RESOURCE
-    from toxiforge.bias.fetch import find_resource_file
+    from toxiforge.bias.fetch import find_resource_file, remember_resource
 
-    if lexicon is None:
-        user: dict[str, list[str]] = {}
-    elif isinstance(lexicon, (str, Path)):
-        user = read_lexicon_file(lexicon)
-    else:
-        user = {c: list(v) for c, v in lexicon.items()}
-        bad = [c for c in user if canonical_category(c) is None]
-        if bad:
-            raise InputError(f"unknown lexicon categories {bad}", hint=f"use {', '.join(CATEGORIES)}")
-        user = {category: v for c, v in user.items() if (category := canonical_category(c)) is not None}
+    named = lexicon.lower() if isinstance(lexicon, str) and lexicon.lower() in LEXICONS else None
+    found = find_resource_file(RESOURCE, UPSTREAM_FILE, oi_list)
+    upstream = read_lexicon_file(found) if found is not None else {}  # read (checked) before it is cached
+    where = remember_resource(RESOURCE, oi_list)[1] if found is not None else ""
+    if found is None and (oi_list is not None or named == "upstream"):
+        raise InputError(f"no {UPSTREAM_FILE} there", path=oi_list or RESOURCE.default_dir(),
+                         hint="run `toxiforge bias lexicon fetch`, or pass --oi-list PATH (the CSV or its folder; "
+                              f"e.g. ../shared/data/toxic-debias/{UPSTREAM_FILE})")
+    upstream_source = f"{RESOURCE.repo} {UPSTREAM_FILE}: {where}"
     terms: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
-    for category, values in user.items():
-        terms[category] = values
-        sources[category] = f"user lexicon {lexicon if isinstance(lexicon, (str, Path)) else '(mapping)'}"
+    if named == "upstream":
+        terms = {c: list(v) for c, v in upstream.items()}
+        sources = {c: upstream_source for c in terms}
+    elif lexicon is not None and named is None:
+        terms = _user_entries(lexicon)
+        label = lexicon if isinstance(lexicon, (str, Path)) else "(mapping)"
+        sources = {c: f"user lexicon {label}" for c in terms}
     if "noi" not in terms:
         terms["noi"] = shipped_noi_terms() + group_alias_terms()
         sources["noi"] = "toxiforge bias/noi_terms.txt + group registry aliases"
     if "oi" not in terms:
-        found = find_resource_file(RESOURCE, UPSTREAM_FILE, oi_list)
         if found is None:
-            if oi_list is not None:
-                raise InputError(f"no {UPSTREAM_FILE} there", path=oi_list,
-                                 hint="run `toxiforge bias lexicon fetch`, or give the CSV or its folder")
             terms["oi"] = []
-            sources["oi"] = "unavailable: run `toxiforge bias lexicon fetch` (or pass --lexicon with oi rows)"
+            sources["oi"] = ("unavailable: run `toxiforge bias lexicon fetch` (or pass --oi-list, or --lexicon "
+                             "with oi rows)")
         else:
-            terms["oi"] = read_lexicon_file(found).get("oi", [])
-            sources["oi"] = f"{RESOURCE.repo}@{RESOURCE.commit[:7]} {UPSTREAM_FILE} ({found})"
+            terms["oi"] = upstream.get("oi", [])
+            sources["oi"] = upstream_source
     if "oni" not in terms:
-        taken = {normalize_term(t) for c in ("noi", "oi") for t in terms[c]}
+        noi = {normalize_term(t) for t in terms["noi"] if not isinstance(t, Regex)}
         base = load_lexicon()
-        terms["oni"] = [t for t in base.terms if normalize_term(t) not in taken]
-        sources["oni"] = f"{base.source} minus ambiguous words and identity, NOI and OI terms"
+        candidates = [t for t in base.terms if normalize_term(t) not in noi]
+        terms["oni"] = drop_matched(candidates, terms["oi"])
+        sources["oni"] = f"{base.source} minus ambiguous words, identity terms and NOI terms" + (
+            f", and the {len(candidates) - len(terms['oni'])} entries an OI pattern matches" if terms["oi"] else "")
     return BiasLexicon(terms={c: tuple(v) for c, v in terms.items()}, sources=sources, plurals=plurals)
 
 

@@ -34,15 +34,21 @@ class Measurement:
 
 
 def find_dialect_model(folder: str | Path | None) -> tuple[DialectModel | None, str]:
-    """The dialect model from ``folder`` (an error if it is not there), or from the cache when ``folder`` is None
-    (None and the reason when the cache has none)."""
+    """The dialect model from ``folder`` (an error if it is not there; once loaded it is kept in the cache for
+    later commands), or from the cache when ``folder`` is None (None and the reason when the cache has none).
+    The second value says which copy is used."""
+    from toxiforge.bias.fetch import TWITTERAAE, remember_resource
+
     if folder is not None:
         model = load_dialect_model(folder)
-        return model, f"Blodgett et al. (2016) model from {folder}"
-    try:
-        return load_dialect_model(), "Blodgett et al. (2016) model from the cache"
-    except InputError:
+        return model, f"Blodgett et al. (2016) model from {remember_resource(TWITTERAAE, folder)[1]}"
+    location, where = remember_resource(TWITTERAAE)
+    if location is None:
         return None, "unavailable: run `toxiforge bias dialect fetch` (or pass --dialect-model DIR)"
+    try:
+        return load_dialect_model(location), f"Blodgett et al. (2016) model from {where}"
+    except InputError as exc:
+        return None, f"unavailable: the cached copy is unreadable ({exc.message}); fetch it again"
 
 
 def predictions_from_column(data: LabeledData, name: str, *, option: str = "--predictions",
@@ -100,6 +106,9 @@ def measure_data(data: LabeledData, *, lexicon: BiasLexicon | None = None, diale
     report = measure_bias(data.labels, flags, scores=scores, threshold=threshold, p_dialect=p_dialect,
                           aae_threshold=aae_threshold, groups=groups if any(groups) else None,
                           available=available)
+    note = lexicon.toxtrig_note()
+    if note:
+        report.notes.append(note)
     report.meta.update({"data": data.describe(), "lexicon": lexicon.describe(), "model": model,
                         "dialect": dialect_source or ("given" if dialect_model is not None else "unavailable")})
     return Measurement(report=report, name=data.name, model=model)
@@ -110,7 +119,9 @@ def describe(measurement: Measurement) -> dict[str, str]:
     meta = measurement.report.meta
     return {"data": f"{meta['data']['source']} ({meta['data']['layout']})",
             "model": measurement.model or "none (dataset bias only)",
-            "lexicon": "; ".join(f"{c.upper()}: {v['terms']} terms, {v['source']}" for c, v in meta["lexicon"].items()),
+            "lexicon": "; ".join(f"{c.upper()}: {v['terms']} entries"
+                                 + (f" ({v['regex']} regular expressions)" if v.get("regex") else "")
+                                 + f", {v['source']}" for c, v in meta["lexicon"].items()),
             "AAE": meta.get("dialect", "unavailable"), "AAE membership": meta["aae_rule"],
             "threshold": f"P(toxic) > {meta['threshold']}"}
 

@@ -1,9 +1,10 @@
 """Dialect-aware relabeling (Zhou et al. 2021, §6): relabel AAE examples by what a classifier says about their
 White-aligned English (WAE) "translation".
 
-1. p(AAE) per text from Blodgett et al.'s dialect model (:func:`toxiforge.bias.dialect.aae_probability`) or
-   from a precomputed column (``bias relabel --aae-column``); the examples with p(AAE) > ``aae_threshold`` are
-   candidates.
+1. The four dialect proportions per text from Blodgett et al.'s dialect model
+   (:func:`toxiforge.bias.dialect.predict_dialects`); the candidates are the texts whose most probable dialect
+   is AAE (the rule of ``bias measure``, upstream's ``dialect_argmax`` and the paper), or with ``aae_threshold``
+   those with p(AAE) above it -- the only rule for a precomputed p(AAE) column (``bias relabel --aae-column``).
 2. Each candidate is translated with any toxiforge :class:`~toxiforge.models.LanguageModel` through a few-shot
    prompt (:func:`translation_prompt`), decoded greedily to the end of the line (:func:`lm_translator`).
 3. A classifier scores the translation; where its verdict differs from the gold label, the label becomes the
@@ -126,20 +127,31 @@ class RelabelResult:
 
 
 def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Callable[[Sequence[str]], list[str]],
-            classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float = 0.5,
+            classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float | None = None,
             direction: str = "toxic-to-benign", threshold: float = 0.5,
             few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> RelabelResult:
-    """Relabel ``examples`` (see the module docstring). ``classify`` gives P(toxic) per text; a translation is
-    toxic when its score is above ``threshold``. Failed translations (:func:`translation_error` against
-    ``few_shot``, the translator's pairs) are not judged and keep their label."""
+    """Relabel ``examples`` (see the module docstring). ``p_aae``: the ``[n, 4]`` dialect proportions of
+    :func:`~toxiforge.bias.dialect.predict_dialects` (candidates: AAE the most probable, or p(AAE) >
+    ``aae_threshold`` when given), or ``[n]`` p(AAE) alone (``aae_threshold`` required). ``classify`` gives
+    P(toxic) per text; a translation is toxic when its score is above ``threshold``. Failed translations
+    (:func:`translation_error` against ``few_shot``, the translator's pairs) are not judged and keep their
+    label."""
+    from toxiforge.bias.metrics import aae_members
+
     check_choice(direction, DIRECTIONS, what="relabel direction")
-    if not 0 <= aae_threshold < 1:
+    if aae_threshold is not None and not 0 <= aae_threshold < 1:
         raise InputError(f"--aae-threshold must be in [0, 1), got {aae_threshold}", hint="e.g. 0.5")
     old = np.array([e.label for e in examples], dtype=np.int64)
-    p = np.asarray(p_aae, dtype=np.float64)
-    if p.shape != old.shape:
-        raise InputError(f"{len(p)} p(AAE) values for {len(old)} examples", hint="one per example")
-    candidates = np.flatnonzero(np.nan_to_num(p, nan=0.0) > aae_threshold)
+    dialects = np.asarray(p_aae, dtype=np.float64)
+    if dialects.ndim == 1:
+        if aae_threshold is None:
+            raise InputError("p(AAE) alone cannot give the most probable dialect",
+                             hint="pass the four dialect proportions, or an --aae-threshold (e.g. 0.5)")
+        dialects = np.column_stack([dialects, np.zeros((len(dialects), 3))])
+    if dialects.ndim != 2 or dialects.shape != (len(old), 4):
+        raise InputError(f"{len(dialects)} p(AAE) values for {len(old)} examples", hint="one per example")
+    p = dialects[:, 0]
+    candidates = np.flatnonzero(aae_members(dialects, aae_threshold))
     if direction == "toxic-to-benign":
         candidates = candidates[old[candidates] == 1]
     translations: list[str | None] = [None] * len(old)

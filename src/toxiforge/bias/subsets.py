@@ -10,7 +10,8 @@ ratio among different training sets"); their Random baseline is a random 33% (§
 * :func:`subset_size` -- ``fraction`` of ``n`` as a row count (at least 1).
 
 When the pool lacks rows of one label, the rows that were ranked next (``fallback``: the ranking the pool was cut
-from) fill the gap, so the subset still has the original ratio; a pool of a single label without fallback is an
+from) fill the gap, so the subset still has the original ratio, and :func:`count_outside` counts them (the
+commands record it as ``top_ups``); a pool of a single label without fallback is an
 :class:`~toxiforge.errors.InputError`.
 """
 
@@ -66,6 +67,11 @@ def keep_label_ratio(pool: Sequence[int] | np.ndarray, labels: npt.ArrayLike, si
                              "label ratio needs", hint="ask for a smaller subset")
         chosen.append(np.concatenate([candidates, np.asarray(extra, dtype=np.int64)]))
     return np.sort(np.concatenate(chosen))
+
+
+def count_outside(subset: Sequence[int] | np.ndarray, pool: Sequence[int] | np.ndarray) -> int:
+    """Rows of ``subset`` not in ``pool``: the top-ups :func:`keep_label_ratio` took from ``fallback``."""
+    return int((~np.isin(np.asarray(subset), np.asarray(pool))).sum())
 
 
 def random_subset(labels: Sequence[int] | np.ndarray, size: int, *, seed: int = 0) -> np.ndarray:

@@ -25,6 +25,12 @@ def register(app: typer.Typer) -> None:
 
 _DATA_HELP = ("Labelled data: a toxiforge run, ToxiGen annotated/train, a demonstrations folder or any table, as a "
               "spec [NAME=][KIND:]PATH (docs/training.md).")
+_LEXICON_HELP = ("upstream (paper mode: Zhou et al.'s own word list, regular expressions, for NOI, OI and ONI) or a "
+                 "CSV term,category[,match] replacing those categories' default lists.")
+_OI_HELP = ("Upstream's word_based_bias_list.csv or its folder; kept in the cache once given (default: the cached "
+            "copy, from `bias lexicon fetch` or an earlier --oi-list).")
+_DIALECT_HELP = ("Folder with twitteraae's model_vocab.txt and model_count_table.txt; kept in the cache once given "
+                 "(default: the cached copy).")
 
 
 @bias_app.command("measure")
@@ -37,12 +43,9 @@ def measure(
     toxic_label: str | None = TOXIC_LABEL,
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
-    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category (noi, oi, oni) replacing "
-                                           "those categories' default lists."),
-    oi_list: Path | None = typer.Option(None, "--oi-list", help="Upstream's word_based_bias_list.csv or its "
-                                           "folder (default: the cache `bias lexicon fetch` fills)."),
-    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="Folder with twitteraae's "
-                                                 "model_vocab.txt and model_count_table.txt (default: the cache)."),
+    lexicon: str | None = typer.Option(None, "--lexicon", help=_LEXICON_HELP),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help=_OI_HELP),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help=_DIALECT_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Write the metrics as JSON."),
     markdown_out: Path | None = typer.Option(None, "--markdown", help="Write Markdown tables (and the FPR "
                                                 "chart beside it as .png when there are predictions)."),
@@ -117,14 +120,21 @@ def lexicon_fetch(
 
 @lexicon_app.command("show")
 def lexicon_show(
-    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing categories."),
-    oi_list: Path | None = typer.Option(None, "--oi-list", help="Upstream's word list or its folder."),
+    lexicon: str | None = typer.Option(None, "--lexicon", help=_LEXICON_HELP),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help=_OI_HELP),
 ) -> None:
-    """How many terms each category has and where they come from (the terms themselves are not printed)."""
+    """How many entries each category has and which source (file, cached copy) each uses (the terms themselves
+    are not printed)."""
     from toxiforge.bias.lexicon import load_bias_lexicon
 
-    for category, info in load_bias_lexicon(lexicon, oi_list=oi_list).describe().items():
-        console.print(f"{category.upper():4} {info['terms']:5d} terms  {info['source']}", highlight=False)
+    lex = load_bias_lexicon(lexicon, oi_list=oi_list)
+    for category, info in lex.describe().items():
+        kind = f" ({info['regex']} regular expressions)" if info["regex"] else ""
+        console.print(f"{category.upper():4} {info['terms']:5d} entries{kind}  {info['source']}", highlight=False,
+                      soft_wrap=True)
+    note = lex.toxtrig_note()
+    if note:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 @dialect_app.command("fetch")
@@ -141,7 +151,7 @@ def dialect_fetch(
 def dialect_predict(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output table (.parquet, .csv or .jsonl)."),
-    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="Model folder (default: cache)."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help=_DIALECT_HELP),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column of a plain table."),
 ) -> None:
@@ -151,11 +161,15 @@ def dialect_predict(
 
     from toxiforge.bias.dialect import DIALECTS, load_dialect_model, predict_dialects
     from toxiforge.bias.lexicon import tag_texts
+    from toxiforge.bias.measure import find_dialect_model
     from toxiforge.data import load_spec
     from toxiforge.records import write_table
 
     labelled = load_spec(data, text_column=text_column, label_column=label_column)
-    model = load_dialect_model(dialect_model)
+    model, source = find_dialect_model(dialect_model)
+    if model is None:
+        model = load_dialect_model()  # raises the error with its fix
+    console.print(f"dialect model: {source}", highlight=False, soft_wrap=True)
     texts = labelled.texts
     probs = predict_dialects(texts, model)
     columns = {"text": texts, "label": labelled.labels, "group": [e.group for e in labelled.examples]}

@@ -21,10 +21,31 @@ from toxiforge.cli._app import (
     err_console,
     split_list,
 )
+from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen-train, toxiforge, sbf, ihc, dynahate, "
               "table); several separated by commas are concatenated.")
+
+
+def training_settings(*, paper: bool = False, **given: Any) -> dict[str, Any]:
+    """TrainConfig overrides from CLI options: the options given (not None), over Zhou et al.'s settings when
+    ``paper`` (:data:`~toxiforge.training.trainer.PAPER_SETTINGS`)."""
+    from toxiforge.training.trainer import PAPER_SETTINGS
+
+    out: dict[str, Any] = dict(PAPER_SETTINGS) if paper else {}
+    out.update({k: v for k, v in given.items() if v is not None})
+    for key in ("warmup", "weight_decay"):
+        if key in out and not 0 <= out[key] < 1:
+            option = "--warmup-ratio" if key == "warmup" else "--weight-decay"
+            raise InputError(f"{option} must be in [0, 1), got {out[key]}", hint=f"e.g. {option} 0 (the paper's)")
+    return out
+
+
+WARMUP_HELP = "Share of the steps with a linear learning-rate warm-up (default 0.06; the paper: 0, HF's default)."
+DECAY_HELP = "AdamW weight decay (default 0.01; the paper: 0, HF's default)."
+PAPER_HELP = ("Zhou et al.'s training settings (HF defaults with lr 1e-5, batch 8: no warm-up, no weight decay, 3 "
+              "epochs); options given explicitly still win.")
 
 
 def _load_examples(data: str, label_column: str | None, text_column: str | None):
@@ -45,6 +66,9 @@ def datamap_command(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
     learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
     max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
+    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
+    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
+    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
     fraction: float = typer.Option(0.33, "--fraction", help="Size of each region's subset (share of the data)."),
     pool_fraction: float = typer.Option(0.5, "--pool-fraction", help="Each region is cut to this share first, "
                                         "then sampled down to --fraction with the original label ratio."),
@@ -62,17 +86,20 @@ def datamap_command(
     from toxiforge.training.trainer import TrainConfig
 
     require_empty_dir(out, overwrite)
-    rows = _load_examples(data, label_column, text_column)
     # options left unset keep TrainConfig's defaults (passing None crashed the Trainer, or lifted the length cap)
-    given: dict[str, Any] = {k: v for k, v in (("batch_size", batch_size), ("learning_rate", learning_rate),
-                                               ("max_length", max_length)) if v is not None}
-    config = TrainConfig(base_model=base_model, tokenizer=tokenizer, epochs=epochs, seed=seed, device=device, **given)
+    given = training_settings(paper=paper_settings, batch_size=batch_size, learning_rate=learning_rate,
+                              max_length=max_length, warmup=warmup_ratio, weight_decay=weight_decay)
+    given["epochs"] = epochs
+    rows = _load_examples(data, label_column, text_column)
+    config = TrainConfig(base_model=base_model, tokenizer=tokenizer, seed=seed, device=device, **given)
     console.print(f"recording training dynamics of {base_model} on {len(rows)} rows for {epochs} epochs",
                   highlight=False, soft_wrap=True)
     result = run_datamap(rows, out, config, fraction=fraction, pool_fraction=pool_fraction,
                          model_dir=out / "model" if keep_model else None, progress=progress, console=err_console,
                          overwrite=overwrite)
-    sizes = ", ".join(f"{r} {n}" for r, n in result.log["sizes"].items())
+    sizes = ", ".join(f"{r} {n}" + (f" ({result.log['top_ups'][r]} top-ups from outside the region, which lacked a "
+                                    "label)" if result.log["top_ups"][r] else "")
+                      for r, n in result.log["sizes"].items())
     console.print(f"wrote {out}/dynamics.parquet, datamap.png and the regions ({sizes} rows) after "
                   f"{result.log['train_seconds']:.1f} s of training", highlight=False, soft_wrap=True)
 
@@ -107,7 +134,7 @@ def aflite_command(
     from toxiforge._io import require_empty_dir
     from toxiforge.analysis.embeddings import embed_texts, load_encoder
     from toxiforge.bias.aflite import AFLiteConfig, run_aflite
-    from toxiforge.bias.subsets import subset_size
+    from toxiforge.bias.subsets import count_outside, subset_size
 
     require_empty_dir(out, overwrite)
     rows = _load_examples(data, label_column, text_column)
@@ -127,6 +154,10 @@ def aflite_command(
     result, subset = run_aflite(rows, out, config, embeddings=embeddings, subset_size=size,
                                 embed_seconds=embed_seconds, encoder=encoder, overwrite=overwrite, on_iteration=show)
     note = " (stopped early: fewer than k rows reached the threshold)" if result.stopped_early else ""
+    extra = count_outside(subset, result.kept)
+    if extra:
+        note += (f"; the survivors lacked a label, so {extra} rows removed last fill the subset (top-ups, recorded "
+                 "in aflite.json)")
     console.print(f"kept {len(result.kept)} of {len(rows)} rows{note}; wrote {len(subset)} to {out / 'aflite.parquet'}"
                   f". Embedding {embed_seconds:.1f} s, filtering {result.seconds:.1f} s", highlight=False,
                   soft_wrap=True)
@@ -144,7 +175,9 @@ def relabel_command(
     toxic_label: str | None = TOXIC_LABEL,
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
                            "directory or hub id)."),
-    aae_threshold: float = typer.Option(0.5, "--aae-threshold", help="Candidates: p(AAE) above this."),
+    aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="Candidates: p(AAE) above this "
+                                                  "(default: AAE is the text's most probable dialect, as `bias "
+                                                  "measure`, upstream and the paper; --aae-column needs it)."),
     direction: str = typer.Option("toxic-to-benign", "--direction", help="toxic-to-benign (Zhou et al.: only "
                                   "toxic examples whose translation is judged benign) or any."),
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: the "
@@ -166,12 +199,11 @@ def relabel_command(
     import numpy as np
 
     from toxiforge._io import atomic_write_text
-    from toxiforge.bias.dialect import aae_probability, load_dialect_model
-    from toxiforge.bias.measure import predictions_from_column
+    from toxiforge.bias.dialect import predict_dialects
+    from toxiforge.bias.measure import find_dialect_model, predictions_from_column
     from toxiforge.bias.relabel import lm_translator, relabel, relabel_manifest, relabeled_table, translation_config
     from toxiforge.classifiers import load_classifier
     from toxiforge.data import load_specs
-    from toxiforge.errors import InputError
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
@@ -179,15 +211,22 @@ def relabel_command(
         raise InputError("output file exists", path=out, hint="choose another -o or pass --overwrite")
     if aae_column and dialect_model:
         raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
+    if aae_column and aae_threshold is None:
+        raise InputError("--aae-column gives p(AAE) alone, and the default rule (AAE is the most probable of the "
+                         "four dialects) needs all four", hint="add --aae-threshold, e.g. --aae-threshold 0.5")
     datasets = load_specs(split_list(data), label_column=label_column, text_column=text_column)
     rows = [e for d in datasets for e in d.examples]
     if aae_column:
-        p_aae = np.concatenate([predictions_from_column(d, aae_column, option="--aae-column", what="p(AAE)",
-                                                        missing=True) for d in datasets])
+        p_dialect = np.concatenate([predictions_from_column(d, aae_column, option="--aae-column", what="p(AAE)",
+                                                            missing=True) for d in datasets])
         aae_source = f"column {aae_column}"
     else:
-        p_aae = aae_probability([e.text for e in rows], load_dialect_model(dialect_model))
-        aae_source = f"Blodgett et al. model{f' from {dialect_model}' if dialect_model else ''}"
+        dialects, aae_source = find_dialect_model(dialect_model)
+        if dialects is None:
+            raise InputError(f"no dialect model: {aae_source}", hint="run `toxiforge bias dialect fetch`, or pass "
+                             "--dialect-model DIR (e.g. ../shared/data/twitteraae) or --aae-column")
+        p_dialect = predict_dialects([e.text for e in rows], dialects)
+    rule = "AAE the most probable dialect" if aae_threshold is None else f"p(AAE) > {aae_threshold:g}"
     manifest_path = out.with_name(f"{out.stem}.manifest.json")
     started = time.perf_counter()
     with console.status(f"loading {lm} and {classifier}"):
@@ -196,9 +235,9 @@ def relabel_command(
                                 **classifier_options(judge_template, judge_policy, toxic_label))
     loaded = time.perf_counter()
     seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
-    with console.status(f"translating the examples with p(AAE) > {aae_threshold:g}"):
+    with console.status(f"translating the examples with {rule}"):
         translate = lm_translator(model, max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
-        result = relabel(rows, p_aae=p_aae, translate=translate, classify=judge.predict_proba,
+        result = relabel(rows, p_aae=p_dialect, translate=translate, classify=judge.predict_proba,
                          aae_threshold=aae_threshold, direction=direction)
     done = time.perf_counter()
     method = (f"relabel: translated by {lm} (few-shot, greedy), judged by {classifier}, direction {direction}, "
@@ -206,7 +245,7 @@ def relabel_command(
     write_table(relabeled_table(rows, result, method=method, model=lm, seed=seed), out)
     settings = {"data": data, "out": str(out), "method": method, "lm": model.describe(),
                 "classifier": judge.describe(), "decoding": translation_config(max_new_tokens).to_dict(),
-                "seed": seed, "batch_size": batch_size, "direction": direction, "aae_threshold": aae_threshold,
+                "seed": seed, "batch_size": batch_size, "direction": direction, "aae_rule": rule,
                 "aae_source": aae_source, "seconds": {"load": round(loaded - started, 2),
                                                       "translate_and_judge": round(done - loaded, 2)}}
     atomic_write_text(manifest_path, json.dumps(relabel_manifest(result, settings), indent=2, default=str) + "\n")
@@ -234,8 +273,8 @@ def experiment_debias_command(
                                                      "--keep-models)."),
     runs: int = typer.Option(3, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give mean ± s.d."),
     methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset of: Vanilla, LMIXIN-ONI, "
-                                       "LMIXIN-TOXTRIG, Random, AFLite, DataMaps-Easy, DataMaps-Ambiguous, "
-                                       "DataMaps-Hard, AAE-relabeled (default: all)."),
+                                       "LMIXIN-TOXTRIG, LMIXIN-Dialect, Random, AFLite, DataMaps-Easy, "
+                                       "DataMaps-Ambiguous, DataMaps-Hard, AAE-relabeled (default: all; any case)."),
     relabeled: str | None = typer.Option(None, "--relabeled", help="Relabeled training data from `toxiforge bias "
                                          "relabel` (the AAE-relabeled row; left out without it)."),
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder to fine-tune."),
@@ -244,13 +283,24 @@ def experiment_debias_command(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
     learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
     max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
+    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
+    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
+    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
+    aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE rows of the evaluation: p(AAE) "
+                                               "above this (default: AAE is the most probable dialect, as upstream)."),
+    redraw_subsets: bool = typer.Option(False, "--redraw-subsets", help="Draw new Random/AFLite/DataMaps subsets "
+                                        "in every run (default: one subset per method, drawn with --seed, as "
+                                        "upstream; runs vary the training seed)."),
     aflite_ensemble: int | None = typer.Option(None, "--aflite-ensemble", help="AFLite's m (default 64)."),
     encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="AFLite's frozen sentence encoder."),
     smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 2 epochs, max length 64, batch 16, "
                                "lr 5e-5, AFLite m 16 (override any with its option)."),
-    lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing TOXTRIG lists (bias-only "
-                                        "models and measures)."),
+    lexicon: str | None = typer.Option(None, "--lexicon", help="upstream (Zhou et al.'s own word list for all three "
+                                       "categories: paper mode) or a CSV term,category replacing TOXTRIG lists "
+                                       "(bias-only models and measures)."),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help="Upstream's word_based_bias_list.csv or its folder "
+                                        "(kept in the cache once given; default: the cached copy)."),
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: "
                                               "the cache of `bias dialect fetch`; without one, AAE cells are empty)."),
     label_column: str | None = typer.Option(None, "--label-column"),
@@ -262,6 +312,7 @@ def experiment_debias_command(
     """Zhou et al.'s comparison: vanilla, LMIXIN-ONI/-TOXTRIG, random, AFLite, DataMaps (Tables 1, 2 and 4)."""
     from toxiforge._io import require_empty_dir
     from toxiforge.bias.experiment import METHODS, DebiasSettings, run_debias_experiment
+    from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import find_dialect_model
     from toxiforge.data import load_specs
     from toxiforge.data.examples import LabeledData
@@ -271,23 +322,33 @@ def experiment_debias_command(
         return value if value is not None else (small if smoke else default)
 
     require_empty_dir(out, overwrite)
+    given = training_settings(paper=paper_settings, epochs=epochs, batch_size=batch_size,
+                              learning_rate=learning_rate, max_length=max_length, warmup=warmup_ratio,
+                              weight_decay=weight_decay)
+    config = TrainConfig(**{"base_model": base_model, "eval_fraction": 0.0, "seed": seed,
+                            "device": "cpu" if smoke else "auto", "epochs": pick(None, 3.0, 2.0),
+                            "batch_size": pick(None, 32, 16), "learning_rate": pick(None, 2e-5, 5e-5),
+                            "max_length": pick(None, 128, 64), **given})
+    chosen = tuple(split_list(methods)) if methods else METHODS
+    # checked before any data is read or model trained (methods, epochs)
+    settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
+                              aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder, lexicon=lexicon,
+                              keep_models=keep_models, redraw_subsets=redraw_subsets, aae_threshold=aae_threshold)
+    lex = load_bias_lexicon(lexicon, oi_list=oi_list)  # a bad list fails here, and a given --oi-list is cached
+    for category, info in lex.describe().items():
+        console.print(f"{category.upper()}: {info['terms']} entries ({info['regex']} regular expressions), "
+                      f"{info['source']}", highlight=False, soft_wrap=True)
     specs = [s for value in train for s in split_list(value)]
     rows = [e for d in load_specs(specs, label_column=label_column, text_column=text_column) for e in d.examples]
-    held = load_specs([s for value in eval_data for s in split_list(value)], text_column=text_column)
+    held = load_specs([s for value in eval_data for s in split_list(value)], label_column=label_column,
+                      text_column=text_column)
     evaluation = LabeledData(name="+".join(d.name for d in held), examples=[e for d in held for e in d.examples],
                              layout="+".join(d.layout for d in held), source=", ".join(d.source for d in held))
-    again = [e for d in load_specs(split_list(relabeled), label_column=label_column, text_column=text_column)
+    # `bias relabel` writes text and the new label in columns "text" and "label"
+    again = [e for d in load_specs(split_list(relabeled), label_column="label", text_column="text")
              for e in d.examples] if relabeled else None
-    config = TrainConfig(base_model=base_model, epochs=pick(epochs, 3.0, 2.0),
-                         batch_size=pick(batch_size, 32, 16),
-                         learning_rate=pick(learning_rate, 2e-5, 5e-5),
-                         max_length=pick(max_length, 128, 64), eval_fraction=0.0, seed=seed, device="cpu"
-                         if smoke else "auto")
-    chosen = tuple(split_list(methods)) if methods else METHODS
-    settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
-                              aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder,
-                              lexicon=str(lexicon) if lexicon else None, keep_models=keep_models)
     model, source = find_dialect_model(dialect_model)
+    console.print(f"dialect model: {source}", highlight=False, soft_wrap=True)
     with console.status("starting") as status:
         result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, dialect_model=model,
                                        dialect_source=source, overwrite=overwrite, on_step=status.update)

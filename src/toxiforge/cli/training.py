@@ -16,7 +16,7 @@ from toxiforge.cli._app import (
     err_console,
     split_list,
 )
-from toxiforge.cli.debias import register_experiment_commands
+from toxiforge.cli.debias import DECAY_HELP, PAPER_HELP, WARMUP_HELP, register_experiment_commands, training_settings
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
 if TYPE_CHECKING:
@@ -61,11 +61,14 @@ def train_command(
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
                                                                     "--eval-fraction of the training data)."),
     eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share held out for evaluation when no --eval."),
-    epochs: float = typer.Option(3.0, "--epochs"),
+    epochs: float | None = typer.Option(None, "--epochs", help="Default 3."),
     max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (-1: run all epochs)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Per-device batch size."),
-    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Per-device batch size (default 32)."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate texts to this many tokens."),
+    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
+    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
+    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
     seed: int = typer.Option(0, "--seed"),
     early_stopping: int | None = typer.Option(None, "--early-stopping",
                                               help="Stop after N epochs without a better eval AUC."),
@@ -77,8 +80,10 @@ def train_command(
                                          "2019; needs --bias-only). The saved model is a plain classifier."),
     bias_only: str | None = typer.Option(None, "--bias-only", help="Bias-only model: noi, oni, oi or toxtrig (a "
                                          "calibrated linear SVM on the TOXTRIG words, Zhou et al.'s LMIXIN-ONI / "
-                                         "-TOXTRIG; KIND:LEXICON.csv replaces the lists), terms:FILE (any word "
-                                         "list) or column:NAME (precomputed p(toxic) in the training files)."),
+                                         "-TOXTRIG; KIND:LEXICON.csv or KIND:upstream replaces the lists), dialect"
+                                         "[:DIR] (the same SVM on the four dialect probabilities: LMIXIN-Dialect), "
+                                         "terms:FILE (any word list) or column:NAME (precomputed p(toxic) in the "
+                                         "training files)."),
     entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="Entropy penalty of "
                                                    "learned-mixin+h (default 0.01, Zhou et al.'s code)."),
 ) -> None:
@@ -101,8 +106,12 @@ def train_command(
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
         if eval_data else None
-    config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
-                           eval_fraction, early_stopping, device, bf16)
+    from dataclasses import replace
+
+    given = training_settings(paper=paper_settings, epochs=epochs, batch_size=batch_size,
+                              learning_rate=learning_rate, warmup=warmup_ratio, weight_decay=weight_decay)
+    config = replace(_train_config(base_model, tokenizer, 3.0, max_steps, 32, 2e-5, max_length, seed,
+                                   eval_fraction, early_stopping, device, bf16), **given)
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)

@@ -42,6 +42,12 @@ LABEL2ID = {v: k for k, v in ID2LABEL.items()}
 LOG_FILE = "training_log.json"
 
 
+# Zhou et al. (2021, A.3): "the default hyperparameters as provided in the HuggingFace Transformers library"
+# (no warm-up, no weight decay, 3 epochs) "with two major changes: a learning rate of 1e-5 and 8 batch size".
+PAPER_SETTINGS: dict[str, float] = {"learning_rate": 1e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0,
+                                    "epochs": 3.0}
+
+
 @dataclass
 class TrainConfig:
     """Fine-tuning settings (defaults suit a small encoder on short statements)."""

@@ -223,3 +223,30 @@ def test_cli_runs_a_round(setup, tiny_lm_newlines, tmp_path, monkeypatch):
     assert "| 1 | alice |" in result.output and (out / "report.png").exists()
     again = runner.invoke(app, [*args, "--resume"])
     assert again.exit_code == 0 and "0 steps run" in again.output
+
+
+def test_attacks_pass_through_to_ray_and_servers(tmp_path, monkeypatch):
+    """--ray: the attack is run_generation_ray with the model named and the classifier loaded in each worker;
+    openai: models: ALICE's candidates are capped at the server's top log-probabilities (as generate does)."""
+    import toxiforge.models
+    import toxiforge.pipeline.ray_runner as ray_runner
+    from toxiforge.pipeline.plan import GenerationPlan
+
+    calls = []
+    monkeypatch.setattr(ray_runner, "run_generation_ray", lambda plan, setup, out, **kw: calls.append((setup, kw)))
+    ray_config = ray_runner.RayConfig(workers=2)
+    alice = decoder_config("alice", {"candidates": 40})
+    generator = Generator(model="openai:http://127.0.0.1:9/v1#m", model_options={"concurrency": 4}, ray=ray_config)
+    plan = GenerationPlan.grid(["asian"], ["benign"], 1)
+    generator.run(plan, alice, tmp_path / "a", classifier=tmp_path / "clf", classifier_name="round-1-alice")
+    setup, options = calls[0]
+    assert setup.model == "openai:http://127.0.0.1:9/v1#m" and setup.model_options == {"concurrency": 4}
+    assert setup.classifier == str(tmp_path / "clf") and setup.classifier_options["name"] == "round-1-alice"
+    assert options["ray_config"] is ray_config and setup.make_decoder.args == (alice,)
+
+    class Server:
+        def top_logprobs(self):
+            return 20
+
+    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: Server())
+    assert generator.fit(alice).candidates == 20

@@ -296,8 +296,8 @@ class Harden:
         start = self._start_classifier(base)
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0)
-        first = self._metrics(r0 / METRICS_FILE, lambda: {arm: measure(start, "round-0", eval_sets, r0 / "attack",
-                                                                       self.config) for arm in ARMS})
+        first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
+            start, "round-0", eval_sets, r0 / "attack", self.config)))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}

@@ -145,7 +145,7 @@ def test_layout_metrics_and_report(finished):
     assert job.steps == [
         "generate round-0/attack", "measure round-0/metrics.json", "select round-1/alice/added.jsonl",
         "generate round-1/control/topk", "select round-1/control/added.jsonl", "train round-1/alice/model",
-        "generate round-1/alice/attack", "train round-1/control/model", "generate round-1/control/attack",
+        "train round-1/control/model", "generate round-1/alice/attack", "generate round-1/control/attack",
         "measure round-1/metrics.json"]
 
 
@@ -169,6 +169,32 @@ def test_continue_and_add_all(setup, tiny_lm_newlines, tmp_path):
     log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
     assert log["base_model"] == str(out / "round-0" / "model")  # continued from C_0
     assert "train round-0/model" in job.steps
+
+
+def test_external_training_stops_with_train_commands_then_resumes(setup, tiny_lm_newlines, tmp_path):
+    """--external-training: the loop stops where models are due with `toxiforge train` commands (for torchrun);
+    those commands train on the same rows, and --resume goes on with their models."""
+    import shlex
+
+    from toxiforge.training.harden import TrainingPending
+
+    out = tmp_path / "h"
+    generator = Generator(model="tiny", lm=tiny_lm_newlines, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    job = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    with pytest.raises(TrainingPending) as stop:
+        job.run()
+    assert len(stop.value.commands) == 2 and not (out / "round-1" / "alice" / "model").exists()
+    assert f"table:{out / 'round-1' / 'alice' / 'added.jsonl'}" in stop.value.commands[0]
+    for command in stop.value.commands:
+        result = runner.invoke(app, [*shlex.split(command)[1:], "--no-progress"])
+        assert result.exit_code == 0, result.output
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
+    assert log["train"]["n"] == 16 + len(added)
+    again = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    again.run(resume=True)
+    assert not any(step.startswith("train") for step in again.steps)
+    assert (out / "round-1" / "control" / "attack" / "manifest.json").exists() and (out / "report.md").exists()
 
 
 # --- bad input: a clear error before any work ------------------------------------------------------------------

@@ -54,6 +54,9 @@ def harden_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in -o at its first unfinished step."),
+    external_training: bool = typer.Option(
+        False, "--external-training", help="Stop where models are to be trained and print the `toxiforge train` "
+                                           "commands that train them (run them, e.g. under torchrun, then --resume)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight."),
     api_key_env: str | None = typer.Option(None, "--api-key-env", help="openai: models: API key variable."),
@@ -70,7 +73,7 @@ def harden_command(
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import Generator, JobConfig
-    from toxiforge.training.harden import AttackPlan, Harden, HardenConfig
+    from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, TrainingPending
     from toxiforge.training.trainer import TrainConfig
 
     if demonstrations and prompts:
@@ -101,7 +104,7 @@ def harden_command(
         batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
     generator = Generator(model=model, model_options=options, device=device, ray=ray_config, progress=progress,
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
-    job = Harden(config, out, generator, progress=progress,
+    job = Harden(config, out, generator, progress=progress, external_training=external_training,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))
     job.prepare(resume)  # every bad-input error before a model loads
     if api:
@@ -109,7 +112,15 @@ def harden_command(
         if fitted.candidates != alice.candidates:
             raise InputError(f"{model} returns at most {fitted.candidates} log-probabilities per token",
                              hint=f"pass --candidates {fitted.candidates}")
-    report = job.run(resume)
+    try:
+        report = job.run(resume)
+    except TrainingPending as stop:
+        console.print(f"stopped: {len(stop.commands)} model(s) to train. Run (under torchrun --nproc_per_node=N -m "
+                      "for several GPUs):", highlight=False, soft_wrap=True)
+        for command in stop.commands:
+            console.print(command, markup=False, highlight=False, soft_wrap=True)
+        console.print("then rerun this command with --resume.", highlight=False)
+        return
     console.print((out / "report.md").read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
     console.print(f"{len(job.steps)} steps run, {len(report['rounds'])} rounds reported", highlight=False)
 

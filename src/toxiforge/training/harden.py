@@ -43,14 +43,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError, check_choice
 from toxiforge.pipeline.generator import Generator
 from toxiforge.pipeline.plan import GenerationPlan
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK
+from toxiforge.training.harden_report import measure, run_rows, write_harden_report
 from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
 SETTINGS_FILE, METRICS_FILE, ADDED_FILE = "harden.json", "metrics.json", "added.jsonl"
@@ -168,17 +167,6 @@ def _complete_run(path: Path) -> bool:
     return manifest.exists() and json.loads(manifest.read_text(encoding="utf-8")).get("status") == "complete"
 
 
-def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
-    """The usable statements of a generation run as ``(Example with its prompt label, fooled)``."""
-    from toxiforge.data.examples import column, read_any_table
-    from toxiforge.data.toxigen import load_generated
-
-    data = load_generated(run_dir)
-    fooled = column(read_any_table(run_dir), "fooled")
-    return [(replace(e, method=method), None if fooled[e.row] is None else bool(fooled[e.row]))
-            for e in data.examples if e.row is not None]
-
-
 def select_alice(attack_dir: Path, add: str) -> list[Example]:
     """The attack's statements that flipped the classifier's label (``add="all"``: all of them)."""
     return [e for e, fooled in run_rows(attack_dir, METHOD_ALICE) if add == "all" or fooled]
@@ -207,52 +195,25 @@ def read_examples(path: Path) -> list[Example]:
     return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
 
 
-def flip_rates(attack_dir: Path) -> dict[str, Any]:
-    """Share of the attack's scored statements whose label flipped: overall and per prompt label (toxic prompts
-    scored benign, benign prompts scored toxic), each with a 95% bootstrap interval."""
-    from toxiforge.bench.stats import bootstrap_share
+class TrainingPending(Exception):
+    """Raised with ``external_training`` where models are to be trained: ``commands`` train them."""
 
-    rows = [(e.label, fooled) for e, fooled in run_rows(attack_dir, METHOD_ALICE) if fooled is not None]
-    out = {"all": bootstrap_share([f for _, f in rows]).to_dict()}
-    for label, word in ((1, "toxic_prompts"), (0, "benign_prompts")):
-        out[word] = bootstrap_share([f for lab, f in rows if lab == label]).to_dict()
-    return out
+    def __init__(self, commands: list[str]):
+        super().__init__(f"{len(commands)} model(s) to train")
+        self.commands = commands
 
 
-def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
-    """95% percentile-bootstrap interval of ROC AUC (resamples with one class only are skipped)."""
-    from sklearn.metrics import roc_auc_score
+def train_command(config: TrainConfig, specs: Sequence[str], out: Path) -> str:
+    """The ``toxiforge train`` command line that trains what :func:`train_classifier` would with ``config`` on
+    the data of ``specs`` (in order: the same rows) into ``out``."""
+    import shlex
 
-    y, s = np.asarray(labels), np.asarray(scores)
-    if len(set(y.tolist())) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        index = rng.integers(0, len(y), len(y))
-        if 0 < y[index].sum() < len(index):
-            values.append(roc_auc_score(y[index], s[index]))
-    return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
-
-
-def measure(classifier: Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
-            config: HardenConfig) -> dict[str, Any]:
-    """The round's three numbers for one classifier: AUC and FPR_NOI per eval set, the attack's flip rate."""
-    from toxiforge.bias.lexicon import default_bias_lexicon
-    from toxiforge.bias.measure import measure_data
-    from toxiforge.classifiers import load_classifier
-    from toxiforge.training.evaluate import evaluate
-
-    out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack_dir), "eval": {}}
-    if eval_sets:
-        report = evaluate(load_classifier(classifier, device=config.device, name=name), eval_sets)
-        lexicon = default_bias_lexicon()
-        for r in report.results:
-            bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,
-                                threshold=config.threshold).report.to_json()
-            out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
-                                        "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"]}
-    return out
+    options = [*(f"--data {shlex.quote(s)}" for s in specs), f"-o {shlex.quote(str(out))}",
+               f"--base-model {shlex.quote(config.base_model)}", f"--epochs {config.epochs:g}",
+               f"--max-steps {config.max_steps}", f"--batch-size {config.batch_size}",
+               f"--lr {config.learning_rate:g}", f"--max-length {config.max_length}", f"--seed {config.seed}",
+               f"--eval-fraction {config.eval_fraction:g}", "--overwrite"]
+    return "toxiforge train " + " ".join(options)
 
 
 # --- the loop --------------------------------------------------------------------------------------------------
@@ -269,6 +230,10 @@ class Harden:
     say: Callable[[str], None] = lambda message: None
     steps: list[str] = field(default_factory=list)  # the steps this call did (skipped ones are not listed)
     _inputs: tuple[list[Example], list[LabeledData]] | None = field(default=None, repr=False)
+    # external_training: stop (TrainingPending) where a model is to be trained, with the `toxiforge train` command
+    # lines that train it (e.g. under torchrun); --resume then goes on with the models they wrote
+    external_training: bool = False
+    pending: list[str] = field(default_factory=list)
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, data, eval sets, prompts."""
@@ -297,14 +262,12 @@ class Harden:
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0)
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
-            start, "round-0", eval_sets, r0 / "attack", self.config)))
+            start, "round-0", eval_sets, r0 / "attack", self.config.device, self.config.threshold)))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
         for r in range(1, self.config.rounds + 1):
             rounds.append(self._round(r, base, eval_sets, previous, added))
-        from toxiforge.training.harden_report import write_harden_report
-
         report = write_harden_report(self.out, self.config, rounds)
         self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
         return report
@@ -320,18 +283,22 @@ class Harden:
                        f"round {r}: top-k control statements")
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
             folder / "control" / "topk", alice_new, self.config.attack.seed + r))
+        models = {}
         for arm, new in (("alice", alice_new), ("control", control_new)):
             added[arm] += new
-            model = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}")
-            self._attack(folder / arm / "attack", model, f"round-{r}-{arm}", r)
-            previous[arm] = model
+            models[arm] = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}",
+                                      [f"table:{self.out / f'round-{i}' / arm / ADDED_FILE}" for i in range(1, r + 1)])
+        self._stop_for_training()
+        for arm in ARMS:
+            self._attack(folder / arm / "attack", models[arm], f"round-{r}-{arm}", r)
+            previous[arm] = models[arm]
         path = folder / METRICS_FILE
 
         def compute() -> dict[str, Any]:
             out = {}
             for arm in ARMS:
                 out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets, folder / arm / "attack",
-                                   self.config)
+                                   self.config.device, self.config.threshold)
                 out[arm].update(added_this_round=len(alice_new if arm == "alice" else control_new),
                                 added_total=len(added[arm]), train_rows=len(base) + len(added[arm]))
             out["control"]["control_shortfall"] = len(alice_new) - len(control_new)
@@ -344,20 +311,30 @@ class Harden:
     def _start_classifier(self, base: list[Example]) -> Path:
         if self.config.classifier is not None:
             return Path(self.config.classifier).expanduser()
-        return self._train(self.out / "round-0" / "model", base, None, "round 0: the starting classifier")
+        model = self._train(self.out / "round-0" / "model", base, None, "round 0: the starting classifier", [])
+        self._stop_for_training()
+        return model
 
-    def _train(self, folder: Path, rows: list[Example], previous: Path | None, what: str) -> Path:
+    def _train(self, folder: Path, rows: list[Example], previous: Path | None, what: str,
+               additions: list[str]) -> Path:
         if (folder / LOG_FILE).exists():
             return folder
         from toxiforge.training.trainer import train_classifier
 
         start = str(previous) if self.config.init == "continue" and previous is not None else None
         config = replace(self.config.train, base_model=start or self.config.train.base_model)
+        if self.external_training:
+            self.pending.append(train_command(config, [*self.config.data, *additions], folder))
+            return folder
         self.say(f"{what}: training {config.base_model} on {len(rows)} rows")
         train_classifier(rows, folder, config, progress=self.progress, overwrite=True,
                          data_sources=list(self.config.data))
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
+
+    def _stop_for_training(self) -> None:
+        if self.pending:
+            raise TrainingPending(self.pending)
 
     def _attack(self, folder: Path, classifier: Path, name: str, r: int) -> None:
         self._generate(folder, self.config.attack.plan(r), self.config.alice, classifier, name,

@@ -1,22 +1,86 @@
-"""The outputs of ``toxiforge harden``: ``report.json`` (settings and every round's metrics), ``report.md`` (one
-table row per round and arm) and ``report.png`` (flip rate, eval AUC and FPR_NOI per round, ALICE vs control)."""
+"""The numbers and outputs of ``toxiforge harden``: the statements of a run with their flips, a classifier's
+metrics (:func:`measure`), and ``report.json`` (settings and every round's metrics), ``report.md`` (one table row
+per round and arm) and ``report.png`` (flip rate, eval AUC and FPR_NOI per round, ALICE vs control)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.records import METHOD_ALICE
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
 
 
-def _number(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
+    """The usable statements of a generation run as ``(Example with its prompt label, fooled)``."""
+    from toxiforge.data.examples import column, read_any_table
+    from toxiforge.data.toxigen import load_generated
+
+    data = load_generated(run_dir)
+    fooled = column(read_any_table(run_dir), "fooled")
+    return [(replace(e, method=method), None if fooled[e.row] is None else bool(fooled[e.row]))
+            for e in data.examples if e.row is not None]
+
+
+def flip_rates(attack_dir: Path) -> dict[str, Any]:
+    """Share of the attack's scored statements whose label flipped: overall and per prompt label (toxic prompts
+    scored benign, benign prompts scored toxic), each with a 95% bootstrap interval."""
+    from toxiforge.bench.stats import bootstrap_share
+
+    rows = [(e.label, fooled) for e, fooled in run_rows(attack_dir, METHOD_ALICE) if fooled is not None]
+    out = {"all": bootstrap_share([f for _, f in rows]).to_dict()}
+    for label, word in ((1, "toxic_prompts"), (0, "benign_prompts")):
+        out[word] = bootstrap_share([f for lab, f in rows if lab == label]).to_dict()
+    return out
+
+
+def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
+    """95% percentile-bootstrap interval of ROC AUC (resamples with one class only are skipped)."""
+    from sklearn.metrics import roc_auc_score
+
+    y, s = np.asarray(labels), np.asarray(scores)
+    if len(set(y.tolist())) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_boot):
+        index = rng.integers(0, len(y), len(y))
+        if 0 < y[index].sum() < len(index):
+            values.append(roc_auc_score(y[index], s[index]))
+    return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
+
+
+def measure(classifier: Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
+            device: str = "auto", threshold: float = 0.5) -> dict[str, Any]:
+    """The round's three numbers for one classifier: AUC and FPR_NOI per eval set, the attack's flip rate."""
+    from toxiforge.bias.lexicon import default_bias_lexicon
+    from toxiforge.bias.measure import measure_data
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.training.evaluate import evaluate
+
+    out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack_dir), "eval": {}}
+    if eval_sets:
+        report = evaluate(load_classifier(classifier, device=device, name=name), eval_sets)
+        lexicon = default_bias_lexicon()
+        for r in report.results:
+            bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,
+                                threshold=threshold).report.to_json()
+            out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
+                                        "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"]}
+    return out
+
+
+# --- outputs ---------------------------------------------------------------------------------------------------
 
 
 def _auc_cell(entry: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, training
+from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, harden, training
 from toxiforge.cli._app import app, console, err_console
 from toxiforge.errors import ToxiforgeError
 
@@ -19,6 +19,7 @@ generate.register(app)
 classify.register(app)
 analysis.register(app)
 training.register(app)
+harden.register(app)
 annotate.register(app)
 bias.register(app)
 bench.register(app)

@@ -1,0 +1,130 @@
+"""Command: harden (ALICE against a classifier, retrain on what fooled it, repeat; training/harden.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from toxiforge.cli._app import console, split_list
+from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
+
+
+def harden_command(
+    data: list[str] = typer.Option(..., "--data", help="The classifier's training data (dataset specs, as for "
+                                                        "`train`); the statements of each round join it."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output directory (round-N/ folders, report.md/json/png)."),
+    rounds: int = typer.Option(2, "--rounds", help="Hardening rounds after round 0."),
+    classifier: Path | None = typer.Option(
+        None, "--classifier", "-c", help="Starting classifier directory (a sequence classifier, e.g. from "
+                                         "`toxiforge train`). Default: train one on --data from --base-model."),
+    eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
+                                                                    "FPR_NOI): human-written text, never trained on."),
+    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder every round trains from."),
+    add: str = typer.Option("flipped", "--add", help="flipped: the statements that fooled the classifier join the "
+                                                     "training data; all: every attack statement."),
+    init: str = typer.Option("base", "--init", help="base: each classifier trained from --base-model on the union; "
+                                                    "continue: trained on from the previous round's."),
+    groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
+    labels: str = typer.Option("toxic,benign", "--labels", help="Prompt labels attacked (both directions)."),
+    per_cell: int = typer.Option(10, "-n", "--per-cell", help="Attack statements per group × label and round."),
+    demonstrations: str | None = typer.Option(None, "--demonstrations", "-d", help="Demonstrations (as generate)."),
+    prompts: str | None = typer.Option(None, "--prompts", help="Upstream prompt file(s), used line by line (the "
+                                                               "same lines every round)."),
+    k: int = typer.Option(5, "-k", help="Demonstrations per prompt."),
+    seed: int = typer.Option(0, "--seed", help="Round r's attack uses seed + r."),
+    model: str = typer.Option(DEFAULT_LM, "--model", help="Language model, as for generate (openai:URL#MODEL for "
+                                                          "a server)."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (LM, classifiers, training)."),
+    beams: int | None = typer.Option(None, "--beams", help="ALICE: beams (paper: 10)."),
+    candidates: int | None = typer.Option(None, "--candidates", help="ALICE: candidates per beam (paper: 100)."),
+    lambda_lm: float | None = typer.Option(None, "--lambda-lm", help="ALICE: weight of the LM term."),
+    lambda_clf: float | None = typer.Option(None, "--lambda-clf", help="ALICE: weight of the classifier term."),
+    classifier_top_extensions: int | None = typer.Option(None, "--classifier-top-extensions",
+                                                         help="ALICE: score only each prompt's N best extensions."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Temperature (ALICE and top-k)."),
+    epochs: float = typer.Option(3.0, "--epochs", help="Training epochs per round."),
+    max_steps: int = typer.Option(-1, "--max-steps", help="Training steps per round (-1: all epochs)."),
+    train_batch_size: int = typer.Option(32, "--train-batch-size", help="Training batch size."),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
+    max_length: int = typer.Option(128, "--max-length", help="Truncate training texts to this many tokens."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
+    shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run in -o at its first unfinished step."),
+    external_training: bool = typer.Option(
+        False, "--external-training", help="Stop where models are to be trained and print the `toxiforge train` "
+                                           "commands that train them (run them, e.g. under torchrun, then --resume)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="openai: models: API key variable."),
+    ray: bool = typer.Option(False, "--ray", help="Run the attacks on Ray (as generate --ray)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
+    workers: int = typer.Option(1, "--workers", help="Ray: actors."),
+    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs per actor."),
+    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+) -> None:
+    """Attack a classifier with ALICE, retrain it on the statements that fooled it, repeat; an equal-size top-k
+    control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
+    from toxiforge.decoding import decoder_config
+    from toxiforge.errors import InputError
+    from toxiforge.groups import TOXIGEN_GROUP_NAMES
+    from toxiforge.models import API_PREFIX
+    from toxiforge.pipeline import Generator, JobConfig
+    from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, TrainingPending
+    from toxiforge.training.trainer import TrainConfig
+
+    if demonstrations and prompts:
+        raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
+    shared = {"temperature": temperature, "max_new_tokens": max_new_tokens}
+    alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
+                                     "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
+                                     "classifier_top_extensions": classifier_top_extensions})
+    attack = AttackPlan(groups=tuple(TOXIGEN_GROUP_NAMES if groups.strip().lower() == "all" else split_list(groups)),
+                        labels=tuple(split_list(labels)), per_cell=per_cell, source=prompts or demonstrations,
+                        prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
+    train = TrainConfig(base_model=base_model, epochs=epochs, max_steps=max_steps, batch_size=train_batch_size,
+                        learning_rate=learning_rate, max_length=max_length, seed=seed, device=device)
+    config = HardenConfig(rounds=rounds, attack=attack, alice=alice, topk=decoder_config("top-k", shared),
+                          train=train, data=tuple(v for d in data for v in split_list(d)),
+                          eval=tuple(v for e in eval_data or [] for v in split_list(e)),
+                          classifier=None if classifier is None else str(classifier), add=add, init=init,
+                          label_rule=label_rule, device=device)
+    api = model.startswith(API_PREFIX)
+    options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
+    ray_config = None
+    if ray or ray_address:
+        from toxiforge.pipeline.ray_runner import RayConfig
+
+        ray_config = RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
+                               gpus_per_worker=gpus_per_worker)
+    if api and batch_size < concurrency:
+        batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
+    generator = Generator(model=model, model_options=options, device=device, ray=ray_config, progress=progress,
+                          job=JobConfig(batch_size=batch_size, shard_size=shard_size))
+    job = Harden(config, out, generator, progress=progress, external_training=external_training,
+                 say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))
+    job.prepare(resume)  # every bad-input error before a model loads
+    if api:
+        fitted = generator.fit(alice)
+        if fitted.candidates != alice.candidates:
+            raise InputError(f"{model} returns at most {fitted.candidates} log-probabilities per token",
+                             hint=f"pass --candidates {fitted.candidates}")
+    try:
+        report = job.run(resume)
+    except TrainingPending as stop:
+        console.print(f"stopped: {len(stop.commands)} model(s) to train. Run (under torchrun --nproc_per_node=N -m "
+                      "for several GPUs):", highlight=False, soft_wrap=True)
+        for command in stop.commands:
+            console.print(command, markup=False, highlight=False, soft_wrap=True)
+        console.print("then rerun this command with --resume.", highlight=False)
+        return
+    console.print((out / "report.md").read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"{len(job.steps)} steps run, {len(report['rounds'])} rounds reported", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``toxiforge harden`` to ``app``."""
+    app.command("harden")(harden_command)

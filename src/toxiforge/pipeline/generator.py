@@ -1,0 +1,82 @@
+"""Run several generation jobs with one set of models: the language model is loaded (or the server opened) once,
+each job names its decoder settings and the classifier it scores with (ALICE attacks it).
+
+:class:`Generator` makes the calls ``toxiforge generate`` makes: :func:`~toxiforge.pipeline.job.run_generation`
+with :func:`~toxiforge.decoding.make_decoder` in this process, or
+:func:`~toxiforge.pipeline.ray_runner.run_generation_ray` with a
+:class:`~toxiforge.pipeline.ray_runner.WorkerSetup` when ``ray`` is set. ``toxiforge harden`` runs one job per
+attack through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from toxiforge.models.embedded import DEFAULT_LM
+from toxiforge.pipeline.job import JobConfig, JobResult
+from toxiforge.pipeline.plan import GenerationPlan
+
+
+@dataclass
+class Generator:
+    """``model`` and ``model_options`` as :func:`~toxiforge.models.load_language_model` takes them (``dtype`` and
+    ``device``, or an ``openai:`` server's ``concurrency``/``api_key_env``); ``lm`` a model already loaded
+    (tests, notebooks); ``ray`` a :class:`~toxiforge.pipeline.ray_runner.RayConfig` to run on Ray."""
+
+    model: str = DEFAULT_LM
+    model_options: dict[str, Any] = field(default_factory=dict)
+    device: str = "auto"
+    job: JobConfig = field(default_factory=JobConfig)
+    ray: Any = None
+    progress: bool = False
+    lm: Any = None
+
+    def language_model(self) -> Any:
+        """The language model, loaded on first use and kept."""
+        if self.lm is None:
+            from toxiforge.models import load_language_model
+
+            self.lm = load_language_model(self.model, **self.model_options)
+        return self.lm
+
+    def fit(self, decoding: Any) -> Any:
+        """``decoding`` with ALICE's candidates capped at what an ``openai:`` server returns per token (as
+        ``generate`` does); unchanged for other models."""
+        from toxiforge.models import API_PREFIX
+
+        if getattr(decoding, "method", None) != "alice" or not self.model.startswith(API_PREFIX):
+            return decoding
+        lm = self.language_model()
+        return replace(decoding, candidates=min(decoding.candidates, lm.top_logprobs()))
+
+    def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: str | Path | None = None,
+            classifier_name: str | None = None) -> JobResult:
+        """Generate ``plan`` with the decoder of ``decoding`` (a config from
+        :func:`~toxiforge.decoding.decoder_config`) into ``out``, resuming a run already there; ``classifier``
+        (a path or registry name, loaded as ``classifier_name``) scores every row and is the one ALICE attacks."""
+        from toxiforge.decoding import make_decoder
+
+        out = Path(out)
+        resume = out.exists() and any(out.iterdir())
+        decoder_for = partial(make_decoder, decoding)
+        options = {"device": self.device, "name": classifier_name}
+        if self.ray is not None:
+            from toxiforge.pipeline.ray_runner import WorkerSetup, run_generation_ray
+
+            setup = WorkerSetup(self.model, decoder_for, None if classifier is None else str(classifier),
+                                model_options=self.model_options,
+                                classifier_options={k: v for k, v in options.items() if v is not None})
+            return run_generation_ray(plan, setup, out, config=self.job, ray_config=self.ray, resume=resume,
+                                      progress=self.progress)
+        from toxiforge.pipeline.job import run_generation
+
+        clf = None
+        if classifier is not None:
+            from toxiforge.classifiers import load_classifier
+
+            clf = load_classifier(classifier, **options)
+        return run_generation(plan, self.language_model(), out, decoder=decoder_for(clf), config=self.job,
+                              resume=resume, progress=self.progress, classifier=clf)

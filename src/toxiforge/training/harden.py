@@ -1,0 +1,365 @@
+"""``toxiforge harden``: attack a classifier with ALICE, retrain on what fooled it, repeat (issue 24).
+
+Round 0 measures the starting classifier C_0 (``-c DIR``, or one trained on ``--data``). Round r >= 1, per arm:
+
+* **alice**: the statements of the ALICE attack on C_{r-1} that flipped its label (``add="all"``: every
+  statement) join the training data with their prompt label, as the paper trains on ALICE data;
+* **control**: as many top-k statements (same count per prompt label, fresh seeds) join instead, so a gain is
+  ALICE's and not just more data (the paper's Table 4 comparison);
+
+then C_r is trained on the base data plus every addition so far, from the base model (``init="base"``, the
+default) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set (with a
+bootstrap interval), FPR on the benign eval texts that name a group (``bias measure``'s FPR_NOI), and the flip
+rate of a **new** ALICE attack against C_r (seed ``seed + r``: statements it never saw). That attack is also the
+one whose flipped statements feed round r + 1 of the alice arm; both arms' attacks of a round share their prompts
+(the same plan), so the arms are compared on the same prompts.
+
+Everything is the existing pieces called as the CLI calls them: :func:`~toxiforge.pipeline.run_generation` (or
+:func:`~toxiforge.pipeline.ray_runner.run_generation_ray`) with :func:`~toxiforge.decoding.make_decoder`,
+:func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate` and
+:func:`~toxiforge.bias.measure.measure_data`. Layout of ``DIR`` (each run a normal toxiforge run)::
+
+    harden.json                      the settings (a resumed run must match them; --rounds may grow)
+    round-0/model/                   C_0 when trained from --data
+    round-0/attack/  metrics.json    the attack on C_0, its metrics
+    round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
+    round-N/control/topk/            the top-k run the control statements come from
+    round-N/{alice,control}/model/   C_N of each arm
+    round-N/{alice,control}/attack/  the new attack on it
+    round-N/metrics.json             {"alice": ..., "control": ...}
+    report.md  report.json  report.png
+
+Every step is skipped when its output is complete (a run's manifest says ``complete``, a model has its
+``training_log.json``, a JSON file exists), so ``resume=True`` continues at the first unfinished step; a
+half-written generation run resumes shard by shard.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toxiforge._io import atomic_write_text
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.errors import InputError, check_choice
+from toxiforge.pipeline.generator import Generator
+from toxiforge.pipeline.plan import GenerationPlan
+from toxiforge.records import METHOD_ALICE, METHOD_TOPK
+from toxiforge.training.harden_report import measure, run_rows, write_harden_report
+from toxiforge.training.trainer import LOG_FILE, TrainConfig
+
+SETTINGS_FILE, METRICS_FILE, ADDED_FILE = "harden.json", "metrics.json", "added.jsonl"
+ARMS: tuple[str, ...] = ("alice", "control")
+ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
+INIT_CHOICES: tuple[str, ...] = ("base", "continue")
+CONTROL_SEED_OFFSET = 10_000  # top-k control runs use seed + 10,000 + r: never an attack's prompts
+# The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
+# as many statements of each label as the ALICE arm adds (a shortfall is recorded in the metrics).
+CONTROL_POOL = 2
+
+
+@dataclass(frozen=True)
+class AttackPlan:
+    """What every attack (and control run) generates: ``generate``'s --groups/--labels/-n/-d/--prompts/-k."""
+
+    groups: tuple[str, ...]
+    labels: tuple[str, ...] = ("toxic", "benign")
+    per_cell: int = 10
+    source: str | None = None
+    prompt_source: str = "demonstrations"
+    k: int = 5
+    seed: int = 0
+
+    def plan(self, offset: int, scale: int = 1) -> GenerationPlan:
+        """The plan with seed ``seed + offset`` (new prompts and samples for every round), ``scale`` × the size."""
+        return GenerationPlan.grid(self.groups, self.labels, self.per_cell * scale, source=self.source,
+                                   prompt_source=self.prompt_source, k=self.k, seed=self.seed + offset)
+
+
+@dataclass(frozen=True)
+class HardenConfig:
+    """The loop's settings (module docstring). ``alice`` is an :class:`~toxiforge.decoding.AliceConfig`;
+    ``topk`` the control arm's :class:`~toxiforge.decoding.TopKConfig`."""
+
+    rounds: int
+    attack: AttackPlan
+    alice: Any
+    topk: Any
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: tuple[str, ...] = ()
+    eval: tuple[str, ...] = ()
+    classifier: str | None = None
+    add: str = "flipped"
+    init: str = "base"
+    label_rule: str = "sum"
+    threshold: float = 0.5
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise InputError(f"--rounds {self.rounds} runs no hardening round", hint="use --rounds 1 or more")
+        check_choice(self.add, ADD_CHOICES, what="--add", hint="use flipped (the default) or all")
+        check_choice(self.init, INIT_CHOICES, what="--init", hint="use base (the default) or continue")
+        if not self.data:
+            raise InputError("harden needs the training data (--data)", hint="pass --data with the classifier's "
+                                                                           "training set")
+        if self.alice.method != "alice" or self.topk.method != "top-k":
+            raise InputError("the attack must be ALICE and the control top-k", hint="use decoder_config('alice')")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a resumed run must share with the original (not --rounds: a run can be extended; not devices)."""
+        train = {k: v for k, v in asdict(self.train).items() if k not in ("device", "eval_batch_size")}
+        settings = {"attack": asdict(self.attack), "alice": asdict(self.alice), "topk": asdict(self.topk),
+                    "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
+                    "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold}
+        return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
+
+
+# --- checks before any work ------------------------------------------------------------------------------------
+
+
+def check_sequence_classifier(path: str | Path) -> Path:
+    """``path`` must be a transformers sequence-classifier directory (it is retrained); else a clear error."""
+    folder = Path(path).expanduser()
+    hint = "pass a directory written by `toxiforge train` (or save_pretrained of a *ForSequenceClassification)"
+    if not folder.is_dir() or not (folder / "config.json").is_file():
+        raise InputError("-c must be a classifier directory with a config.json", path=folder, hint=hint)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    archs = config.get("architectures") or []
+    if not any(str(a).endswith("ForSequenceClassification") for a in archs):
+        raise InputError(f"not a sequence classifier (architectures {archs or 'missing'}), so it can be neither "
+                         "attacked nor retrained", path=folder, hint=hint)
+    return folder
+
+
+def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
+    """A new run needs an empty or missing ``out``; ``resume`` needs this run's settings file, matching."""
+    saved = out / SETTINGS_FILE
+    rounds = sorted(p.name for p in out.glob("round-*")) if out.is_dir() else []
+    if not resume:
+        if saved.exists() or rounds:
+            raise InputError(f"-o holds another harden run's rounds ({', '.join(rounds) or SETTINGS_FILE})",
+                             path=out, hint="pass --resume to continue it, or choose a new -o")
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise InputError("-o is not an empty directory", path=out, hint="choose a new or empty -o")
+        return
+    if not saved.exists():
+        if rounds or (out.exists() and any(out.iterdir())):
+            raise InputError(f"--resume: no {SETTINGS_FILE}, so this is not a harden run", path=out,
+                             hint="choose the directory of the run to resume")
+        return
+    old = json.loads(saved.read_text(encoding="utf-8"))["settings"]
+    differences = sorted(k for k in settings if old.get(k) != settings[k])
+    if differences:
+        raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in -o", path=saved,
+                         hint="resume with the same options (only --rounds may grow), or write to a new -o")
+
+
+# --- the steps -------------------------------------------------------------------------------------------------
+
+
+def _complete_run(path: Path) -> bool:
+    manifest = path / "manifest.json"
+    return manifest.exists() and json.loads(manifest.read_text(encoding="utf-8")).get("status") == "complete"
+
+
+def select_alice(attack_dir: Path, add: str) -> list[Example]:
+    """The attack's statements that flipped the classifier's label (``add="all"``: all of them)."""
+    return [e for e, fooled in run_rows(attack_dir, METHOD_ALICE) if add == "all" or fooled]
+
+
+def select_control(topk_dir: Path, like: Sequence[Example], seed: int) -> list[Example]:
+    """As many top-k statements as ``like`` has, label by label (a seeded sample; all of a label when short)."""
+    pool = [e for e, _ in run_rows(topk_dir, METHOD_TOPK)]
+    rng = random.Random(seed)
+    out: list[Example] = []
+    for label in (0, 1):
+        want = sum(e.label == label for e in like)
+        have = [e for e in pool if e.label == label]
+        out += rng.sample(have, min(want, len(have)))
+    return out
+
+
+def write_examples(path: Path, examples: Sequence[Example]) -> None:
+    lines = [json.dumps({"text": e.text, "label": e.label, "group": e.group, "method": e.method},
+                        ensure_ascii=False) for e in examples]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def read_examples(path: Path) -> list[Example]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
+
+
+class TrainingPending(Exception):
+    """Raised with ``external_training`` where models are to be trained: ``commands`` train them."""
+
+    def __init__(self, commands: list[str]):
+        super().__init__(f"{len(commands)} model(s) to train")
+        self.commands = commands
+
+
+def train_command(config: TrainConfig, specs: Sequence[str], out: Path) -> str:
+    """The ``toxiforge train`` command line that trains what :func:`train_classifier` would with ``config`` on
+    the data of ``specs`` (in order: the same rows) into ``out``."""
+    import shlex
+
+    options = [*(f"--data {shlex.quote(s)}" for s in specs), f"-o {shlex.quote(str(out))}",
+               f"--base-model {shlex.quote(config.base_model)}", f"--epochs {config.epochs:g}",
+               f"--max-steps {config.max_steps}", f"--batch-size {config.batch_size}",
+               f"--lr {config.learning_rate:g}", f"--max-length {config.max_length}", f"--seed {config.seed}",
+               f"--eval-fraction {config.eval_fraction:g}", "--overwrite"]
+    return "toxiforge train " + " ".join(options)
+
+
+# --- the loop --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Harden:
+    """One harden run in ``out`` (module docstring); :meth:`run` does (or resumes) every step."""
+
+    config: HardenConfig
+    out: Path
+    generator: Generator
+    progress: bool = False
+    say: Callable[[str], None] = lambda message: None
+    steps: list[str] = field(default_factory=list)  # the steps this call did (skipped ones are not listed)
+    _inputs: tuple[list[Example], list[LabeledData]] | None = field(default=None, repr=False)
+    # external_training: stop (TrainingPending) where a model is to be trained, with the `toxiforge train` command
+    # lines that train it (e.g. under torchrun); --resume then goes on with the models they wrote
+    external_training: bool = False
+    pending: list[str] = field(default_factory=list)
+
+    def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
+        """Every check that can fail on bad input, before any work: -o, -c, data, eval sets, prompts."""
+        from toxiforge.data import load_specs
+
+        self.out = Path(self.out)
+        check_out_dir(self.out, self.config.fingerprint(), resume)
+        if self.config.classifier is not None:
+            check_sequence_classifier(self.config.classifier)
+        base = [e for d in load_specs(list(self.config.data)) for e in d.examples]
+        if {e.label for e in base} != {0, 1}:
+            raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
+                                                                                          "and benign rows")
+        eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
+        for offset in (0, CONTROL_SEED_OFFSET):
+            self.config.attack.plan(offset).expand()  # a bad --groups/-d/--prompts fails here
+        self._inputs = base, eval_sets
+        return self._inputs
+
+    def run(self, resume: bool = False) -> dict[str, Any]:
+        base, eval_sets = self._inputs or self.prepare(resume)
+        self.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
+            {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
+        start = self._start_classifier(base)
+        r0 = self.out / "round-0"
+        self._attack(r0 / "attack", start, "round-0", 0)
+        first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
+            start, "round-0", eval_sets, r0 / "attack", self.config.device, self.config.threshold)))
+        rounds = [first]
+        previous = {arm: start for arm in ARMS}
+        added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
+        for r in range(1, self.config.rounds + 1):
+            rounds.append(self._round(r, base, eval_sets, previous, added))
+        report = write_harden_report(self.out, self.config, rounds)
+        self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
+        return report
+
+    def _round(self, r: int, base: list[Example], eval_sets: list[LabeledData], previous: dict[str, Path],
+               added: dict[str, list[Example]]) -> dict[str, Any]:
+        folder = self.out / f"round-{r}"
+        before = self.out / f"round-{r - 1}"
+        fed_by = before / "attack" if r == 1 else before / "alice" / "attack"
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(fed_by, self.config.add))
+        pool = self.config.attack.plan(CONTROL_SEED_OFFSET + r - 1, CONTROL_POOL)
+        self._generate(folder / "control" / "topk", pool, self.config.topk, None, None,
+                       f"round {r}: top-k control statements")
+        control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
+            folder / "control" / "topk", alice_new, self.config.attack.seed + r))
+        models = {}
+        for arm, new in (("alice", alice_new), ("control", control_new)):
+            added[arm] += new
+            models[arm] = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}",
+                                      [f"table:{self.out / f'round-{i}' / arm / ADDED_FILE}" for i in range(1, r + 1)])
+        self._stop_for_training()
+        for arm in ARMS:
+            self._attack(folder / arm / "attack", models[arm], f"round-{r}-{arm}", r)
+            previous[arm] = models[arm]
+        path = folder / METRICS_FILE
+
+        def compute() -> dict[str, Any]:
+            out = {}
+            for arm in ARMS:
+                out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets, folder / arm / "attack",
+                                   self.config.device, self.config.threshold)
+                out[arm].update(added_this_round=len(alice_new if arm == "alice" else control_new),
+                                added_total=len(added[arm]), train_rows=len(base) + len(added[arm]))
+            out["control"]["control_shortfall"] = len(alice_new) - len(control_new)
+            return out
+
+        return self._metrics(path, compute)
+
+    # each step: skipped when its output is complete, recorded in self.steps when done
+
+    def _start_classifier(self, base: list[Example]) -> Path:
+        if self.config.classifier is not None:
+            return Path(self.config.classifier).expanduser()
+        model = self._train(self.out / "round-0" / "model", base, None, "round 0: the starting classifier", [])
+        self._stop_for_training()
+        return model
+
+    def _train(self, folder: Path, rows: list[Example], previous: Path | None, what: str,
+               additions: list[str]) -> Path:
+        if (folder / LOG_FILE).exists():
+            return folder
+        from toxiforge.training.trainer import train_classifier
+
+        start = str(previous) if self.config.init == "continue" and previous is not None else None
+        config = replace(self.config.train, base_model=start or self.config.train.base_model)
+        if self.external_training:
+            self.pending.append(train_command(config, [*self.config.data, *additions], folder))
+            return folder
+        self.say(f"{what}: training {config.base_model} on {len(rows)} rows")
+        train_classifier(rows, folder, config, progress=self.progress, overwrite=True,
+                         data_sources=list(self.config.data))
+        self.steps.append(f"train {folder.relative_to(self.out)}")
+        return folder
+
+    def _stop_for_training(self) -> None:
+        if self.pending:
+            raise TrainingPending(self.pending)
+
+    def _attack(self, folder: Path, classifier: Path, name: str, r: int) -> None:
+        self._generate(folder, self.config.attack.plan(r), self.config.alice, classifier, name,
+                       f"{name}: ALICE attack")
+
+    def _generate(self, folder: Path, plan: GenerationPlan, decoding: Any, classifier: Path | None,
+                  name: str | None, what: str) -> None:
+        if _complete_run(folder):
+            return
+        self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)}")
+        self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name)
+        self.steps.append(f"generate {folder.relative_to(self.out)}")
+
+    def _added(self, path: Path, select: Callable[[], list[Example]]) -> list[Example]:
+        if path.exists():
+            return read_examples(path)
+        rows = select()
+        write_examples(path, rows)
+        self.steps.append(f"select {path.relative_to(self.out)}")
+        return rows
+
+    def _metrics(self, path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        metrics = compute()
+        atomic_write_text(path, json.dumps(metrics, indent=2, default=str) + "\n")
+        self.steps.append(f"measure {path.relative_to(self.out)}")
+        return metrics

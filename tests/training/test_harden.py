@@ -1,0 +1,278 @@
+"""``toxiforge harden``'s bookkeeping with tiny models built in-process (a 2-layer Llama attacks a 2-layer BERT):
+the statements that fooled the classifier join its training data with their prompt label, the control arm adds
+as many top-k statements per label, resume skips finished steps, the reports are written; and every bad input
+fails before any work. Placeholder text only; nothing is downloaded."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+from toxiforge.data.examples import column, read_any_table
+from toxiforge.decoding import decoder_config
+from toxiforge.errors import InputError
+from toxiforge.pipeline import Generator, JobConfig
+from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, read_examples
+from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
+
+runner = CliRunner()
+GROUPS = ("asian", "mexican")
+NOI_TEXT = "placeholder sentence about asian people"  # benign and naming a group: the FPR_NOI slice
+
+
+def placeholder_rows(n: int) -> list[tuple[str, int, str]]:
+    return [(f"placeholder sentence {'alpha' if i % 2 else 'beta'} {i % 7}", i % 2, GROUPS[i % 2])
+            for i in range(n)]
+
+
+def write_table(path, rows, header=("text", "label", "group")):
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """Base encoder dir, a starting classifier dir, demonstrations, training and eval tables."""
+    from transformers import BertModel
+
+    from conftest import build_word_tokenizer, tiny_bert_config
+
+    root = tmp_path_factory.mktemp("harden")
+    tokenizer = build_word_tokenizer([t for t, _, _ in placeholder_rows(20)] + [NOI_TEXT])
+    torch.manual_seed(0)
+    base = root / "base"
+    BertModel(tiny_bert_config(tokenizer)).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    demos = root / "demonstrations"
+    for category, group in [("race", "asian"), ("nationality", "mexican")]:
+        (demos / category).mkdir(parents=True)
+        for prefix in ("hate", "neutral"):
+            lines = [f"placeholder {prefix} sentence {i} about {group}" for i in range(8)]
+            (demos / category / f"{prefix}_{group}_sentences.txt").write_text("\n".join(lines) + "\n")
+    data = write_table(root / "train.csv", placeholder_rows(16))
+    held = write_table(root / "eval.csv", placeholder_rows(12) + [(NOI_TEXT, 0, "asian")])
+    from toxiforge.data import load_specs
+
+    start = root / "start"
+    train_classifier([e for d in load_specs([str(data)]) for e in d.examples], start, train_config(base),
+                     progress=False)
+    return {"root": root, "base": base, "demos": demos, "data": data, "eval": held, "start": start}
+
+
+def train_config(base) -> TrainConfig:
+    return TrainConfig(base_model=str(base), max_steps=2, batch_size=8, learning_rate=1e-3, max_length=16,
+                       eval_fraction=0.0, logging_steps=1, device="cpu")
+
+
+def config_for(setup, **overrides) -> HardenConfig:
+    settings = dict(
+        rounds=1, attack=AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=3),
+        alice=decoder_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4}),
+        topk=decoder_config("top-k", {"max_new_tokens": 4}), train=train_config(setup["base"]),
+        data=(str(setup["data"]),), eval=(f"held=table:{setup['eval']}",), classifier=str(setup["start"]),
+        device="cpu")
+    settings.update(overrides)
+    return HardenConfig(**settings)
+
+
+def harden(setup, out, tiny_lm, *, resume=False, **overrides) -> Harden:
+    generator = Generator(model="tiny", lm=tiny_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    job = Harden(config_for(setup, **overrides), out, generator)
+    job.run(resume)
+    return job
+
+
+@pytest.fixture(scope="module")
+def finished(setup, tiny_lm_newlines, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "h"
+    return harden(setup, out, tiny_lm_newlines), out
+
+
+def attack_rows(run_dir):
+    table = read_any_table(run_dir)
+    return list(zip(column(table, "generation"), column(table, "prompt_label"), column(table, "fooled"),
+                    column(table, "parse_error")))
+
+
+def test_flipped_statements_join_with_their_prompt_label(finished):
+    job, out = finished
+    rows = attack_rows(out / "round-0" / "attack")
+    fooled = sorted((text.strip(), label) for text, label, f, err in rows if f and err is None and text.strip())
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    assert sorted((e.text, e.label) for e in added) == fooled
+    assert all(e.method == "ALICE" for e in added)
+    log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
+    assert log["train"]["n"] == 16 + len(added)  # the base data plus the additions (no held-out share)
+
+
+def test_control_arm_adds_as_many_top_k_statements_per_label(finished):
+    _, out = finished
+    alice = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    control = read_examples(out / "round-1" / "control" / "added.jsonl")
+    assert sorted(e.label for e in control) == sorted(e.label for e in alice)
+    topk = {(text.strip(), label) for text, label, _, _ in attack_rows(out / "round-1" / "control" / "topk")}
+    assert all((e.text, e.label) in topk and e.method == "top-k" for e in control)
+    metrics = json.loads((out / "round-1" / "metrics.json").read_text())
+    assert metrics["alice"]["added_this_round"] == metrics["control"]["added_this_round"] == len(alice) > 0
+    assert metrics["control"]["control_shortfall"] == 0
+
+
+def test_layout_metrics_and_report(finished):
+    job, out = finished
+    for arm in ("alice", "control"):
+        manifest = json.loads((out / "round-1" / arm / "attack" / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and manifest["config"]["method"] == "ALICE"
+        assert manifest["config"]["plan"]["seed"] == 4  # seed 3 + round 1: a new attack
+        assert manifest["config"]["classifier"] == f"round-1-{arm}"
+    assert json.loads((out / "round-0" / "attack" / "manifest.json").read_text())["config"]["plan"]["seed"] == 3
+    report = json.loads((out / "report.json").read_text())
+    assert len(report["rounds"]) == 2
+    first = report["rounds"][1]["alice"]
+    assert set(first["eval"]) == {"held"} and 0 <= first["eval"]["held"]["auc"] <= 1
+    assert first["eval"]["held"]["noi_benign"] >= 1 and first["flip_rate"]["all"]["n"] == 12
+    md = (out / "report.md").read_text()
+    assert "| 1 | control |" in md and "AUC held" in md
+    assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
+    assert job.steps == [
+        "generate round-0/attack", "measure round-0/metrics.json", "select round-1/alice/added.jsonl",
+        "generate round-1/control/topk", "select round-1/control/added.jsonl", "train round-1/alice/model",
+        "train round-1/control/model", "generate round-1/alice/attack", "generate round-1/control/attack",
+        "measure round-1/metrics.json"]
+
+
+def test_resume_skips_finished_steps(setup, tiny_lm_newlines, finished, tmp_path):
+    _, done = finished
+    out = tmp_path / "h"
+    shutil.copytree(done, out)
+    assert harden(setup, out, tiny_lm_newlines, resume=True).steps == []
+    shutil.rmtree(out / "round-1" / "control" / "attack")
+    (out / "round-1" / "metrics.json").unlink()
+    again = harden(setup, out, tiny_lm_newlines, resume=True)
+    assert again.steps == ["generate round-1/control/attack", "measure round-1/metrics.json"]
+
+
+def test_continue_and_add_all(setup, tiny_lm_newlines, tmp_path):
+    job = harden(setup, tmp_path / "h", tiny_lm_newlines, classifier=None, add="all", init="continue", eval=())
+    out = tmp_path / "h"
+    assert (out / "round-0" / "model" / LOG_FILE).exists()  # C_0 trained on --data
+    usable = [r for r in attack_rows(out / "round-0" / "attack") if r[3] is None and r[0].strip()]
+    assert len(read_examples(out / "round-1" / "alice" / "added.jsonl")) == len(usable)
+    log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
+    assert log["base_model"] == str(out / "round-0" / "model")  # continued from C_0
+    assert "train round-0/model" in job.steps
+
+
+def test_external_training_stops_with_train_commands_then_resumes(setup, tiny_lm_newlines, tmp_path):
+    """--external-training: the loop stops where models are due with `toxiforge train` commands (for torchrun);
+    those commands train on the same rows, and --resume goes on with their models."""
+    import shlex
+
+    from toxiforge.training.harden import TrainingPending
+
+    out = tmp_path / "h"
+    generator = Generator(model="tiny", lm=tiny_lm_newlines, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    job = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    with pytest.raises(TrainingPending) as stop:
+        job.run()
+    assert len(stop.value.commands) == 2 and not (out / "round-1" / "alice" / "model").exists()
+    assert f"table:{out / 'round-1' / 'alice' / 'added.jsonl'}" in stop.value.commands[0]
+    for command in stop.value.commands:
+        result = runner.invoke(app, [*shlex.split(command)[1:], "--no-progress"])
+        assert result.exit_code == 0, result.output
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
+    assert log["train"]["n"] == 16 + len(added)
+    again = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    again.run(resume=True)
+    assert not any(step.startswith("train") for step in again.steps)
+    assert (out / "round-1" / "control" / "attack" / "manifest.json").exists() and (out / "report.md").exists()
+
+
+# --- bad input: a clear error before any work ------------------------------------------------------------------
+
+
+def test_rounds_zero_is_refused(setup):
+    with pytest.raises(InputError, match="--rounds 0"):
+        config_for(setup, rounds=0)
+
+
+def test_errors_before_any_work(setup, tiny_lm, tmp_path):
+    out = tmp_path / "h"
+    with pytest.raises(InputError, match="not a sequence classifier"):
+        harden(setup, out, tiny_lm, classifier=str(setup["base"]))
+    unlabelled = write_table(tmp_path / "nolabels.csv", [("placeholder text",)], header=("text",))
+    with pytest.raises(InputError, match="no label column"):
+        harden(setup, out, tiny_lm, eval=(str(unlabelled),))
+    assert not out.exists()
+    (out / "round-0").mkdir(parents=True)
+    with pytest.raises(InputError, match="another harden run"):
+        harden(setup, out, tiny_lm)
+
+
+def test_resume_with_other_settings_is_refused(setup, tiny_lm, finished, tmp_path):
+    _, done = finished
+    out = tmp_path / "h"
+    shutil.copytree(done, out)
+    with pytest.raises(InputError, match="add differ"):
+        harden(setup, out, tiny_lm, resume=True, add="all")
+
+
+def test_cli_errors(setup, tmp_path):
+    common = ["harden", "--data", str(setup["data"]), "-o", str(tmp_path / "h")]
+    result = runner.invoke(app, [*common, "--rounds", "0"])
+    assert result.exit_code != 0 and "--rounds 0" in str(result.exception)
+    result = runner.invoke(app, [*common, "-c", str(setup["base"]), "--groups", "asian"])
+    assert "not a sequence classifier" in str(result.exception)
+    assert not (tmp_path / "h").exists()
+
+
+def test_cli_runs_a_round(setup, tiny_lm_newlines, tmp_path, monkeypatch):
+    import toxiforge.models
+
+    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: tiny_lm_newlines)
+    out = tmp_path / "h"
+    args = ["harden", "--data", str(setup["data"]), "-c", str(setup["start"]), "-o", str(out), "--rounds", "1",
+            "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
+            str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
+            "--base-model", str(setup["base"]), "--max-steps", "1", "--device", "cpu", "--no-progress"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "| 1 | alice |" in result.output and (out / "report.png").exists()
+    again = runner.invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0 and "0 steps run" in again.output
+
+
+def test_attacks_pass_through_to_ray_and_servers(tmp_path, monkeypatch):
+    """--ray: the attack is run_generation_ray with the model named and the classifier loaded in each worker;
+    openai: models: ALICE's candidates are capped at the server's top log-probabilities (as generate does)."""
+    import toxiforge.models
+    import toxiforge.pipeline.ray_runner as ray_runner
+    from toxiforge.pipeline.plan import GenerationPlan
+
+    calls = []
+    monkeypatch.setattr(ray_runner, "run_generation_ray", lambda plan, setup, out, **kw: calls.append((setup, kw)))
+    ray_config = ray_runner.RayConfig(workers=2)
+    alice = decoder_config("alice", {"candidates": 40})
+    generator = Generator(model="openai:http://127.0.0.1:9/v1#m", model_options={"concurrency": 4}, ray=ray_config)
+    plan = GenerationPlan.grid(["asian"], ["benign"], 1)
+    generator.run(plan, alice, tmp_path / "a", classifier=tmp_path / "clf", classifier_name="round-1-alice")
+    setup, options = calls[0]
+    assert setup.model == "openai:http://127.0.0.1:9/v1#m" and setup.model_options == {"concurrency": 4}
+    assert setup.classifier == str(tmp_path / "clf") and setup.classifier_options["name"] == "round-1-alice"
+    assert options["ray_config"] is ray_config and setup.make_decoder.args == (alice,)
+
+    class Server:
+        def top_logprobs(self):
+            return 20
+
+    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: Server())
+    assert generator.fit(alice).candidates == 20

@@ -17,19 +17,23 @@ null for top-k). The best output keeps the work item's ``row_id``; rank ``r`` > 
 (``asian/toxic/000003/2``). Files written before these columns existed read as rank 0 with no score.
 
 Files: Parquet (default), JSONL and CSV, chosen by suffix. A directory of shards (as written by a generation
-job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
+job) reads as one dataset; a run whose manifest is not ``complete`` (interrupted, or still running) is read as it
+is, with a :class:`~toxiforge.errors.ToxiforgeWarning` giving the rows present and planned -- the one rule for
+partial runs in every command. A folder of demonstration files (upstream's ``demonstrations/`` layout, or a
+checkout holding one) reads as rows too (:func:`toxiforge.data.toxigen.demonstration_table`). The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, ToxiforgeWarning
 
 TOXIC, BENIGN = 1, 0
 METHOD_TOPK, METHOD_ALICE = "top-k", "ALICE"
@@ -176,6 +180,32 @@ def _conform(table):
     return table
 
 
+def run_status(directory: str | Path) -> dict | None:
+    """The manifest of a generation run folder (``status``, ``total_rows``, ...), or None when it has none."""
+    manifest = Path(directory) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def warn_if_partial(directory: str | Path, rows_present: int) -> None:
+    """Warn (:class:`~toxiforge.errors.ToxiforgeWarning`) when ``directory`` is a run whose manifest is not
+    ``complete``: the rows present and planned, and how to finish it. Reading goes on."""
+    manifest = run_status(directory)
+    if manifest is None or manifest.get("status", "complete") == "complete":
+        return
+    status = manifest["status"]
+    why = "still running, or killed" if status == "running" else status
+    warnings.warn(ToxiforgeWarning(
+        f"{directory}: the run is {why}: {rows_present} of {manifest.get('total_rows', '?')} planned rows are "
+        f"present, and the results cover only those. Fix: finish it by rerunning the `toxiforge generate -o "
+        f"{directory} ...` command that made it with --resume"), stacklevel=3)
+
+
 def read_table(path: str | Path):
     """Read a dataset file or a job directory into a pyarrow Table (no schema coercion)."""
     import pyarrow as pa
@@ -186,9 +216,16 @@ def read_table(path: str | Path):
     if path.is_dir():
         files = shard_files(path)
         if not files:
+            from toxiforge.data.toxigen import demonstration_table, is_demonstration_folder
+
+            if is_demonstration_folder(path):
+                return demonstration_table(path)
             raise InputError("directory holds no .parquet/.jsonl/.csv files", path=path,
-                             hint="point at a generation output directory or a dataset file")
-        return pa.concat_tables([read_table(f) for f in files], promote_options="default")
+                             hint="point at a generation output directory, a demonstrations folder or a dataset "
+                                  "file")
+        table = pa.concat_tables([read_table(f) for f in files], promote_options="default")
+        warn_if_partial(path, table.num_rows)
+        return table
     fmt = format_of(path)
     try:
         if fmt == "parquet":

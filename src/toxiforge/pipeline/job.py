@@ -2,13 +2,14 @@
 
 Layout of an output directory::
 
-    OUT/manifest.json            config, model, versions, counts, status ("running" / "complete")
+    OUT/manifest.json            config, model, versions, counts, status ("running" / "interrupted" / "complete")
     OUT/data/shard-00000.parquet rows of work items 0 .. shard_size-1 of the plan, and so on
 
 The plan's work items are cut into fixed shards of ``shard_size`` items; a shard file appears (atomic rename)
 only when all its rows are written, so after a crash every shard on disk is whole. ``resume=True`` checks that
 the manifest's fingerprint (plan, decoding, model, outputs per prompt, shard size, format) matches and generates
-only the missing shards. Every row samples with its own seed (beam search is deterministic), so a resumed run
+only the missing shards. Ctrl-C (KeyboardInterrupt) marks the manifest ``interrupted`` with the rows kept and raises
+:class:`RunInterrupted`, whose :meth:`~RunInterrupted.line` the command prints. Every row samples with its own seed (beam search is deterministic), so a resumed run
 writes the same rows as an uninterrupted one.
 
 A decoder that returns several outputs per prompt (ALICE with ``num_return`` > 1) gets one row per output, in
@@ -25,13 +26,15 @@ import platform
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
-from toxiforge.errors import InputError, ToxiforgeError, check_choice
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError, check_choice
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 from toxiforge.records import Row, label_word, read_rows, write_rows
@@ -257,6 +260,49 @@ def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, dec
     return len(rows)
 
 
+class RunInterrupted(Interrupted):
+    """Ctrl-C during a generation job: the whole shards on disk (``rows_kept`` rows, of at most ``rows_planned``)
+    are kept and the manifest says ``interrupted``; rerunning with ``--resume`` writes only the rest."""
+
+    def __init__(self, out_dir: Path, rows_kept: int, rows_planned: int):
+        super().__init__(out_dir, rows_kept, rows_planned)
+        self.out_dir, self.rows_kept, self.rows_planned = out_dir, rows_kept, rows_planned
+
+    def line(self) -> str:
+        """The one line the command prints."""
+        return (f"interrupted: {self.rows_kept} of {self.rows_planned} rows kept in {self.out_dir}; rerun the same "
+                "command with --resume to finish it")
+
+
+def rows_on_disk(files: Sequence[Path]) -> int:
+    """The number of rows in the shard files that exist (Parquet from its metadata, without reading the rows)."""
+    from toxiforge.records import read_table
+
+    total = 0
+    for f in files:
+        if not f.exists():
+            continue
+        if f.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(f).metadata.num_rows
+        else:
+            total += read_table(f).num_rows
+    return total
+
+
+@contextmanager
+def marks_interruption(job: OpenJob) -> Iterator[None]:
+    """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
+        job.manifest.update(status="interrupted", interrupted_at=_now(), rows_kept=kept)
+        _write_json(job.out_dir / MANIFEST, job.manifest)
+        raise RunInterrupted(job.out_dir, kept, job.manifest["total_rows"]) from None
+
+
 def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
     """Count the rows of every shard into the manifest and mark it complete."""
     counts = {"rows": 0, "parse_errors": 0, "scored": 0, "fooled": 0, "cells": {}, "finish_reasons": {}}
@@ -264,6 +310,7 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
     for f in files:
         _count(read_rows(f), counts)
     manifest = job.manifest
+    manifest.pop("rows_kept", None)
     manifest.update(status="complete", finished_at=_now(), counts=counts,
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
@@ -288,7 +335,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
     job = open_job(plan, JobModels.of(lm, decoder, classifier), out_dir, config, resume)
     started = time.perf_counter()
     written = 0
-    with _progress(progress, total=len(job.items), done=job.done_items) as advance:
+    with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
         for shard_index in job.todo:
             path = job.shard_file(shard_index)
             written += generate_shard(job.shards[shard_index], path, lm, decoder, run_id=job.manifest["run_id"],

@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.pipeline.job import JobConfig, JobModels, JobResult, _progress, finish_job, generate_shard, open_job
+from toxiforge.pipeline.job import (
+    JobConfig,
+    JobModels,
+    JobResult,
+    _progress,
+    finish_job,
+    generate_shard,
+    marks_interruption,
+    open_job,
+)
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 
 
@@ -214,7 +223,7 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
         written = 0
         run_id = job.manifest["run_id"]
         pool = ray.util.ActorPool(actors)
-        with _progress(progress, total=len(job.items), done=job.done_items) as advance:
+        with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
             tasks = pool.map_unordered(
                 lambda actor, i: actor.run_shard.remote(i, job.shards[i], str(job.shard_file(i)), run_id,
                                                         config.batch_size), job.todo)

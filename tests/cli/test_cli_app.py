@@ -6,7 +6,7 @@ import typer
 from typer.testing import CliRunner
 
 HELP_ORDER = ["groups", "generate", "summary", "classify", "stats", "split", "perplexity", "mentions", "report",
-              "train", "evaluate", "demonstrations", "prompts", "experiment", "annotate", "bias", "bench"]
+              "export", "train", "evaluate", "demonstrations", "prompts", "experiment", "annotate", "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():
@@ -22,7 +22,7 @@ def test_each_module_registers_its_own_commands_on_any_app():
     from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, training
 
     for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]), (classify, ["classify"]),
-                             (analysis, HELP_ORDER[4:9]), (training, ["train", "evaluate", "experiment"]),
+                             (analysis, HELP_ORDER[4:10]), (training, ["train", "evaluate", "experiment"]),
                              (annotate, ["annotate"]), (bias, ["bias"]), (bench, ["bench"])):
         fresh = typer.Typer()
         module.register(fresh)

@@ -72,3 +72,42 @@ def test_stats_and_split_take_text_column(tmp_path):
     result = runner.invoke(app, ["split", str(data), "--text-column", "post", "--test-size", "2", "-o",
                                  str(tmp_path / "s"), "--model", str(tmp_path / "no-encoder")])
     assert "no-encoder" in str(result.exception)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, tiny_tokenizer):
+    from conftest import build_tiny_llama
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, model_dir):
+    """Issue 27 #8: a prompt file named after the group and a count was read as an unknown group."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    built = {}
+    for name, label in (("neutral_women_100.txt", "benign"), ("women.txt", "benign"), (".", "toxic")):
+        out = prompts / name if name != "." else prompts
+        result = runner.invoke(app, ["prompts", "build", "-d", str(demos), "--group", "women", "--label", label,
+                                     "-n", "3", "-k", "2", "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        line = next(x for x in result.output.splitlines() if x.startswith("generate from them: "))
+        built[name] = line.removeprefix("generate from them: toxiforge ").split()
+    assert (prompts / "hate_women_1k.txt").exists()
+    tiny = ["--model", str(model_dir), "--max-new-tokens", "2", "--no-progress", "--no-summary"]
+    for name, args in built.items():  # the command prompts build printed, run as printed (output moved to tmp)
+        args[args.index("-o") + 1] = str(tmp_path / "runs" / (name if name != "." else "folder"))
+        result = runner.invoke(app, args + tiny)
+        assert result.exit_code == 0, (name, result.output)
+        assert len(read_table(args[args.index("-o") + 1])) == 3
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "x"), "--prompts", str(prompts / "women.txt"),
+                                 "--groups", "women", *tiny])
+    assert "does not say which group and label" in str(result.exception)
+    assert "--groups women --labels" in str(result.exception)
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "y"), "--prompts", str(prompts), "--groups",
+                                 "asian", "--labels", "toxic", *tiny])
+    assert f"-o {prompts / 'hate_asian_1k.txt'}`" in str(result.exception)
+    assert "toxiforge prompts build -d DEMONSTRATIONS --group asian --label toxic" in str(result.exception)

@@ -67,7 +67,9 @@ def prompts_build(
     n: int = typer.Option(1000, "-n", "--num", help="Number of prompts."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (distinct within a prompt)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same prompts."),
-    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format), or an "
+                                                            "existing folder: writes FOLDER/{hate,neutral}_GROUP_1k.txt"
+                                                            ", the name generate --prompts FOLDER reads."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
     """Build N prompts of K demonstrations for one group and label, written one per line like upstream's."""
@@ -80,9 +82,14 @@ def prompts_build(
     sets = load_shipped_benign() if demonstrations is None else load_demonstrations(demonstrations)
     demo_set = get_set(sets, group, label)
     prompts = build_prompts(demo_set, n, k=k, seed=seed)
+    if output.is_dir():  # a folder: the name `generate --prompts FOLDER` looks for
+        output = output / f"{'hate' if demo_set.label else 'neutral'}_{demo_set.group}_1k.txt"
     write_prompt_file(prompts, output, overwrite=overwrite)
     console.print(f"[green]Wrote[/] {len(prompts)} {label_name(demo_set.label)} prompts for {demo_set.group} "
                   f"(k={k}, seed={seed}, from {len(demo_set)} demonstrations) to {output}", highlight=False)
+    console.print(f"generate from them: toxiforge generate -o runs/{output.stem} --prompts {output} --groups "
+                  f"{demo_set.group} --labels {label_name(demo_set.label)} -n {len(prompts)}", highlight=False,
+                  soft_wrap=True)
 
 
 # --- generation ------------------------------------------------------------------------------------------------

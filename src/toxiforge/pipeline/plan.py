@@ -116,7 +116,7 @@ class GenerationPlan:
 
     def _cell_prompts(self, cell: Cell, sets: dict | None) -> list[str]:
         if sets is None:
-            lines = _prompt_file_lines(self.source, cell)
+            lines = _prompt_file_lines(self.source, cell, only_cell=len(self.cells) == 1)
             return [lines[i % len(lines)] for i in range(cell.n)]
         from toxiforge.demonstrations import build_prompts, get_set
 
@@ -130,7 +130,10 @@ def row_seed(seed: int, group: str, label: int, i: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
+def _prompt_file_lines(source: str | None, cell: Cell, *, only_cell: bool = False) -> list[str]:
+    """The prompt lines for ``cell`` from ``source``: a folder's files named for its group and label, or one file.
+    A single file whose name does not say its group and label (``prompts build -o women.txt``) serves a plan of
+    one cell (``--groups G --labels L``), which says them."""
     from toxiforge.demonstrations.prompts import infer_prompt_file_meta, read_prompt_file
 
     if source is None:
@@ -140,8 +143,24 @@ def _prompt_file_lines(source: str | None, cell: Cell) -> list[str]:
     if not path.exists():
         raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
     files = sorted(path.glob("*.txt")) if path.is_dir() else [path]
+    if path.is_file() and infer_prompt_file_meta(path) == (None, None):
+        if not only_cell:
+            raise InputError("the file name does not say which group and label its prompts are for", path=path,
+                             hint=f"generate one group and label from it (--groups {cell.group} --labels "
+                                  f"{label_word(cell.label)}), or rename it "
+                                  f"{path.with_name(f'{_label_prefix(cell.label)}_{cell.group}_1k.txt')}")
+        return [p.text for p in read_prompt_file(path, group=cell.group, label=cell.label)]
     matching = [f for f in files if infer_prompt_file_meta(f) == (cell.group, cell.label)]
     if not matching:
+        folder = path if path.is_dir() else path.parent
         raise InputError(f"no prompt file for group {cell.group!r}, label {label_word(cell.label)}", path=path,
-                         hint=f"add {'hate' if cell.label else 'neutral'}_{cell.group}_1k.txt or drop that cell")
+                         hint=f"build one with `toxiforge prompts build -d DEMONSTRATIONS --group {cell.group} "
+                              f"--label {label_word(cell.label)} -o "
+                              f"{folder / f'{_label_prefix(cell.label)}_{cell.group}_1k.txt'}`, or drop that group "
+                              "or label from --groups/--labels")
     return [p.text for f in matching for p in read_prompt_file(f, group=cell.group, label=cell.label)]
+
+
+def _label_prefix(label: int) -> str:
+    """Upstream's file-name word for a label: hate or neutral."""
+    return "hate" if label else "neutral"

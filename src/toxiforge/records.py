@@ -36,6 +36,9 @@ from toxiforge._io import atomic_write
 from toxiforge.errors import InputError, ToxiforgeWarning
 
 TOXIC, BENIGN = 1, 0
+# The decision rule that turns P(toxic) into a label in classify, summary, generate's `fooled` and bench: toxic
+# when P(toxic) >= TOXIC_THRESHOLD. `bias measure` keeps Zhou et al.'s `> 0.5` (only a score of exactly 0.5 differs).
+TOXIC_THRESHOLD = 0.5
 METHOD_TOPK, METHOD_ALICE = "top-k", "ALICE"
 GENERATION_METHODS = (METHOD_TOPK, METHOD_ALICE)
 
@@ -246,7 +249,11 @@ def read_table(path: str | Path):
 
 def read_rows(path: str | Path) -> list[Row]:
     """Read rows written by :func:`write_rows` (or a ToxiGen ``train`` file: missing provenance stays empty)."""
-    table = read_table(path)
+    return rows_from_table(read_table(path), path)
+
+
+def rows_from_table(table, path: str | Path | None = None) -> list[Row]:
+    """:class:`Row` objects from a pyarrow table in the row schema (columns :class:`Row` lacks are dropped)."""
     missing = [c for c in ("prompt", "generation", "group", "prompt_label") if c not in table.column_names]
     if missing:
         raise InputError(f"missing columns {missing}; found {table.column_names}", path=path,

@@ -247,12 +247,13 @@ def generate(
         _print_summary([out])
 
 
-def _print_summary(data: list[Path], examples: int = 2) -> None:
-    from toxiforge.analysis.summary import render_summary, summarize
-    from toxiforge.records import read_rows
+def _print_summary(data: list[Path], examples: int = 2, score_column: str | None = None) -> None:
+    from toxiforge.analysis.summary import load_summary_rows, render_summary, summarize
 
-    rows = [row for path in data for row in read_rows(path)]
+    rows, notes = load_summary_rows(data, score_column)
     render_summary(summarize(rows, examples=examples), console=console)
+    for note in notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 def summary_command(
@@ -260,10 +261,13 @@ def summary_command(
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
     human: Path | None = typer.Option(None, "--human", help="An annotated file (toxiforge or ToxiGen annotated / "
                                          "annotations): fool rates against its human labels, joined by text."),
+    score_column: str | None = typer.Option(
+        None, "--score-column", help="Classifier scores for the label flips (default: those made during generation, "
+                                     "else a column added by `toxiforge classify`, e.g. roberta_prediction)."),
 ) -> None:
     """Per group × label × method: count, mean length, flagged rows, label flips (classifier vs prompt label),
     examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt label."""
-    _print_summary(data, examples)
+    _print_summary(data, examples, score_column)
     if human is not None:
         from toxiforge.analysis.human_validation import human_labels, human_validation, render_human_validation
         from toxiforge.records import read_rows

@@ -37,7 +37,7 @@ from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import InputError, Interrupted, ToxiforgeError, check_choice
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
-from toxiforge.records import Row, label_word, read_rows, write_rows
+from toxiforge.records import TOXIC_THRESHOLD, Row, label_word, read_rows, write_rows
 
 MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
@@ -162,7 +162,7 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     return rows
 
 
-def score_rows(rows: Sequence[Row], classifier, threshold: float = 0.5) -> None:
+def score_rows(rows: Sequence[Row], classifier, threshold: float = TOXIC_THRESHOLD) -> None:
     """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place.
 
     Fooled: a toxic prompt's statement scored benign (P < threshold), or a benign prompt's scored toxic

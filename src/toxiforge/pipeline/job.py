@@ -134,12 +134,63 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
     old_config = old.get("config", {})
-    differences = [k for k in fingerprint if old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) != fingerprint[k]]
+    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in fingerprint},
+                                          fingerprint)
     if differences:
-        raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in the directory",
-                         path=manifest_path,
-                         hint="resume with the same options as the original run, or write to a new -o")
+        def show(value: object) -> str:
+            return "(none)" if value is None else str(value)
+
+        shown = "; ".join(f"{option} {show(was)} (the run) vs {show(now)} (now)" for option, was, now in differences)
+        raise InputError(f"--resume: the run in this folder was made with other options: {shown}", path=out_dir,
+                         hint="resume with the run's values ("
+                              + " ".join(f"no {option}" if was is None else f"{option} {was}"
+                                         for option, was, _ in differences)
+                              + "), or write to a new -o")
     return old
+
+
+# The command-line option behind each fingerprint entry (decoding settings are named after the option they come
+# from, e.g. num_beams <- --beams); anything unlisted shows as its key.
+OPTION_NAMES = {
+    "plan.source": "--demonstrations/--prompts", "plan.prompt_source": "--demonstrations/--prompts", "plan.k": "-k",
+    "plan.seed": "--seed", "plan.groups": "--groups", "plan.labels": "--labels", "plan.n": "-n", "method": "--method",
+    "model": "--model", "classifier": "--classifier", "num_return": "--num-return", "shard_size": "--shard-size",
+    "format": "--format", "decoding.num_beams": "--beams", "decoding.no_repeat_ngram_size": "--no-repeat-ngram",
+    "decoding.mode": "--alice-mode",
+}
+
+
+def _plan_options(plan: dict) -> dict:
+    """A plan's cells as the options that made them (--groups, --labels, -n), plus its other fields."""
+    cells = plan.get("cells") or []
+    flat = {k: v for k, v in plan.items() if k != "cells"}
+    flat["groups"] = ",".join(dict.fromkeys(c["group"] for c in cells))
+    flat["labels"] = ",".join(dict.fromkeys(c["label"] for c in cells))
+    sizes = sorted({c["n"] for c in cells})
+    flat["n"] = sizes[0] if len(sizes) == 1 else ",".join(map(str, sizes))
+    return flat
+
+
+def fingerprint_differences(old: dict, new: dict) -> list[tuple[str, object, object]]:
+    """``(option, run's value, this call's value)`` for every setting in which two run fingerprints differ."""
+    out = []
+    for key in new:
+        was, now = old.get(key), new[key]
+        if key == "plan" and isinstance(was, dict):
+            was, now, prefix = _plan_options(was), _plan_options(now), "plan."
+        elif key == "decoding" and isinstance(was, dict):
+            if old.get("method") != new.get("method"):
+                continue  # another method has other settings: --method says it
+            prefix = "decoding."
+        else:
+            if was != now:
+                out.append((OPTION_NAMES.get(key, key), was, now))
+            continue
+        for sub in dict.fromkeys([*was, *now]):
+            if was.get(sub) != now.get(sub):
+                name = prefix + sub
+                out.append((OPTION_NAMES.get(name, "--" + sub.replace("_", "-")), was.get(sub), now.get(sub)))
+    return out
 
 
 def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: LanguageModel, run_id: str) -> list[Row]:

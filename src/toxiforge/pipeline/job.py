@@ -344,7 +344,9 @@ def rows_on_disk(files: Sequence[Path]) -> int:
 
 @contextmanager
 def marks_interruption(job: OpenJob) -> Iterator[None]:
-    """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``."""
+    """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``; a
+    :class:`ToxiforgeError` (a server that stopped answering) marks it too, and its message gains the rows kept and
+    --resume when there are any."""
     try:
         yield
     except KeyboardInterrupt:
@@ -352,6 +354,14 @@ def marks_interruption(job: OpenJob) -> Iterator[None]:
         job.manifest.update(status="interrupted", interrupted_at=_now(), rows_kept=kept)
         _write_json(job.out_dir / MANIFEST, job.manifest)
         raise RunInterrupted(job.out_dir, kept, job.manifest["total_rows"]) from None
+    except ToxiforgeError as exc:  # e.g. a server that stopped answering: the whole shards are kept
+        kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
+        job.manifest.update(status="interrupted", interrupted_at=_now(), rows_kept=kept, error=str(exc))
+        _write_json(job.out_dir / MANIFEST, job.manifest)
+        if not kept:
+            raise
+        raise ToxiforgeError(f"{exc}; {kept} of {job.manifest['total_rows']} rows are kept in {job.out_dir}: once "
+                             "fixed, rerun the same command with --resume to finish the run") from exc
 
 
 def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
@@ -362,6 +372,7 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
         _count(read_rows(f), counts)
     manifest = job.manifest
     manifest.pop("rows_kept", None)
+    manifest.pop("error", None)
     manifest.update(status="complete", finished_at=_now(), counts=counts,
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})

@@ -79,5 +79,5 @@ def test_cli_experiment_debias(base_dir, tmp_path):  # noqa: F811
     assert [r["method"] for r in saved["runs"]] == ["Vanilla", "LMIXIN-TOXTRIG", "DataMaps-Easy"]
     assert saved["settings"]["train"]["epochs"] == 2 and saved["settings"]["train"]["learning_rate"] == 1e-2
     assert (tmp_path / "x" / "models" / "run0" / "LMIXIN-TOXTRIG" / "config.json").exists()
-    bad = CliRunner().invoke(app, args[:-1] + ["--methods", "Vanilla,Aflite", "--overwrite"])
+    bad = CliRunner().invoke(app, args[:-1] + ["--methods", "Vanilla,Aflight", "--overwrite"])
     assert isinstance(bad.exception, InputError) and "unknown methods" in str(bad.exception)

@@ -247,6 +247,9 @@ def test_cli_train_and_evaluate(base_dir, tmp_path):
                                  "--subset", "both"] + TINY)
     assert result.exit_code == 0, result.output
     assert "training" in result.output and "(16 toxic, 16 benign; subset both)" in result.output
+    # issue 27 #18: say what is held out, and the option that sets it
+    assert "of which 4 (10% of each label, --eval-fraction) are held out for validation" in result.output
+    assert "trains on 28" in result.output
     assert (out / "config.json").is_file() and (out / LOG_FILE).is_file()
     report = tmp_path / "report"
     result = runner.invoke(app, ["evaluate", "-c", str(out), "--on",
@@ -256,6 +259,7 @@ def test_cli_train_and_evaluate(base_dir, tmp_path):
     assert {p.name for p in report.iterdir()} == {"evaluation.json", "evaluation.md", "roc.png"}
     names = [d["name"] for d in json.loads((report / "evaluation.json").read_text())["datasets"]]
     assert names == ["eval", "ToxiGen-HumanVal"] and "method: ALICE" in result.output
+    assert "* fewer than 30 examples" in result.output  # the small per-group slices are marked
 
 
 def test_cli_errors(base_dir, tmp_path):

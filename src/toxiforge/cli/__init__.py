@@ -4,7 +4,9 @@ Each command parses its options, calls the library function a Python user would 
 Commands live in one module per stage (generate, classify, analysis, training, annotate, bias); each module has a
 ``register(app)`` that adds its commands and command groups to the one :data:`app`, called below in the order of
 ``toxiforge --help``. Heavy modules are imported inside the commands, so ``toxiforge --help`` is fast. A
-:class:`~toxiforge.errors.ToxiforgeError` is printed as one line (no traceback) and exits with status 2. Ctrl-C exits with status 130 after one line saying what was kept
+:class:`~toxiforge.errors.ToxiforgeError` is printed as one line (no traceback) and exits with status 2, as
+``Error: ...`` like click's usage errors. Help is click's plain layout (``rich_markup_mode=None``): it wraps
+long option names instead of cutting them at 80 columns. Ctrl-C exits with status 130 after one line saying what was kept
 (:class:`~toxiforge.errors.Interrupted`), and each :class:`~toxiforge.errors.ToxiforgeWarning` prints as one
 ``warning:`` line.
 """
@@ -53,7 +55,7 @@ def main() -> None:
     try:
         app()
     except ToxiforgeError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]Error:[/] {exc}", highlight=False, soft_wrap=True)  # click's own form
         sys.exit(2)
     except SystemExit as exc:
         if exc.code == 130:

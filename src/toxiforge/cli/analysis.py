@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, load_lm
+from toxiforge.cli._app import check_model_options, console, load_lm
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -74,9 +74,12 @@ def split_command(
     from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.split import ALLOCATIONS, ON_CONFLICTS, check_threshold, similarity_split, write_split
-    from toxiforge.errors import check_choice
+    from toxiforge.errors import InputError, check_choice
 
     check_threshold(threshold)
+    check_model_options(device=device)
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 128")
     require_empty_dir(out, overwrite)
     check_choice(fmt, ("parquet", "jsonl", "csv"), what="--format", hint="use parquet, jsonl or csv")
     allocation_checked = check_choice(allocation, ALLOCATIONS, what="allocation", hint="use proportional or equal")
@@ -118,6 +121,9 @@ def perplexity_command(
 
     if not max_ppl > 0:
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
+    check_model_options(dtype, device)
     d = load_data(data, need=())
     model = load_lm(lm, dtype, device)
     with _analysis_progress(progress) as bar:
@@ -169,6 +175,9 @@ def report_command(
 
     if perplexity and not max_ppl > 0:
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    if perplexity and batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
+    check_model_options(dtype, device)
     lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
     d = load_data(data, text_column=text_column)  # bad input fails before the LM loads
     model = load_lm(lm, dtype, device) if perplexity else None

@@ -214,13 +214,23 @@ def register_bias_commands(bias_app: typer.Typer) -> None:
 
 
 
+def method_names(text: str) -> tuple[str, ...]:
+    """``--methods`` values as the experiment's method names, case-insensitively like every other choice (unknown
+    names pass through for the experiment's own check, which lists the choices)."""
+    from toxiforge.bias.experiment import METHODS
+
+    by_key = {m.lower(): m for m in METHODS}
+    return tuple(by_key.get(m.lower(), m) for m in split_list(text))
+
+
 def experiment_debias_command(
     train: list[str] = typer.Option(..., "--train", help="Training data: " + _DATA_HELP),
     eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation data (measured with `bias measure`): "
                                         + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: debias.md, debias.json (and models/ with "
                                                      "--keep-models)."),
-    runs: int = typer.Option(3, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give mean ± s.d."),
+    runs: int | None = typer.Option(None, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give "
+                                                         "mean ± s.d. (default 3; 1 with --smoke)."),
     methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset of: Vanilla, LMIXIN-ONI, "
                                        "LMIXIN-TOXTRIG, Random, AFLite, DataMaps-Easy, DataMaps-Ambiguous, "
                                        "DataMaps-Hard, AAE-relabeled (default: all)."),
@@ -235,8 +245,8 @@ def experiment_debias_command(
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
     aflite_ensemble: int | None = typer.Option(None, "--aflite-ensemble", help="AFLite's m (default 64)."),
     encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="AFLite's frozen sentence encoder."),
-    smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 2 epochs, max length 64, batch 16, "
-                               "lr 5e-5, AFLite m 16 (override any with its option)."),
+    smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 1 run per method, 2 epochs, max length "
+                               "64, batch 16, lr 5e-5, AFLite m 16 (override any with its option)."),
     lexicon: Path | None = typer.Option(None, "--lexicon", help="CSV term,category replacing TOXTRIG lists (bias-only "
                                         "models and measures)."),
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder (default: "
@@ -271,8 +281,8 @@ def experiment_debias_command(
                          learning_rate=pick(learning_rate, 2e-5, 5e-5),
                          max_length=pick(max_length, 128, 64), eval_fraction=0.0, seed=seed, device="cpu"
                          if smoke else "auto")
-    chosen = tuple(split_list(methods)) if methods else METHODS
-    settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
+    chosen = method_names(methods) if methods else METHODS
+    settings = DebiasSettings(train=config, runs=pick(runs, 3, 1), methods=chosen, fraction=fraction,
                               aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder,
                               lexicon=str(lexicon) if lexicon else None, keep_models=keep_models)
     model, source = find_dialect_model(dialect_model)

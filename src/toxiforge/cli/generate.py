@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, load_lm, split_list
+from toxiforge.cli._app import check_model_options, console, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
@@ -183,6 +183,7 @@ def generate(
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
+    check_model_options(dtype, device)
     # the method's config checks every value (and refuses settings of another method) before a model loads
     decoding = decoder_config(method, {
         "temperature": temperature, "max_new_tokens": max_new_tokens, "top_k": top_k, "num_beams": beams,

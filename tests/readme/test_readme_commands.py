@@ -155,6 +155,7 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
     return args, tags
 
 
+pytestmark = pytest.mark.readme
 COMMANDS = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
 
 

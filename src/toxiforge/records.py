@@ -20,7 +20,8 @@ Files: Parquet (default), JSONL and CSV, chosen by suffix. A directory of shards
 job) reads as one dataset; a run whose manifest is not ``complete`` (interrupted, or still running) is read as it
 is, with a :class:`~toxiforge.errors.ToxiforgeWarning` giving the rows present and planned -- the one rule for
 partial runs in every command. A folder of demonstration files (upstream's ``demonstrations/`` layout, or a
-checkout holding one) reads as rows too (:func:`toxiforge.data.toxigen.demonstration_table`). The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
+checkout holding one) reads as rows too (:func:`toxiforge.data.toxigen.demonstration_table`). The Parquet loads
+with ``datasets.load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations

@@ -119,8 +119,8 @@ def test_a_refused_resume_names_each_option_that_differs_with_both_values(model_
     args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(model_dir),
             "--max-new-tokens", "3", "--no-progress", "--no-summary"]
     assert runner.invoke(app, args).exit_code == 0
-    result = runner.invoke(app, args[:-6] + ["-n", "3", "--seed", "1", "--max-new-tokens", "4", "--groups", "asian,women",
-                                              "--no-progress", "--resume"])
+    result = runner.invoke(app, args[:-6] + ["-n", "3", "--seed", "1", "--max-new-tokens", "4", "--groups",
+                                              "asian,women", "--no-progress", "--resume"])
     message = str(result.exception)
     assert isinstance(result.exception, InputError) and "made with other options" in message
     for part in ("-n 2 (the run) vs 3 (now)", "--seed 0 (the run) vs 1 (now)", "--groups asian (the run) vs "

@@ -172,8 +172,9 @@ def _case(line: int, command: str):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, tiny_tokenizer):
     """One folder for every command, with the tiny models, and the prompt files built from the shared data."""
-    from conftest import build_tiny_llama, build_word_tokenizer, tiny_bert_config
     from transformers import BertModel
+
+    from conftest import build_tiny_llama, build_word_tokenizer, tiny_bert_config
 
     folder = tmp_path_factory.mktemp("readme")
     llama = folder / "_tiny-llama"

@@ -6,8 +6,8 @@ Commands live in one module per stage (generate, classify, analysis, training, a
 ``toxiforge --help``. Heavy modules are imported inside the commands, so ``toxiforge --help`` is fast. A
 :class:`~toxiforge.errors.ToxiforgeError` is printed as one line (no traceback) and exits with status 2, as
 ``Error: ...`` like click's usage errors. Help is click's plain layout (``rich_markup_mode=None``): it wraps
-long option names instead of cutting them at 80 columns. Ctrl-C exits with status 130 after one line saying what was kept
-(:class:`~toxiforge.errors.Interrupted`), and each :class:`~toxiforge.errors.ToxiforgeWarning` prints as one
+long option names instead of cutting them at 80 columns. Ctrl-C exits with status 130 after one line saying what
+was kept (:class:`~toxiforge.errors.Interrupted`), and each :class:`~toxiforge.errors.ToxiforgeWarning` prints as one
 ``warning:`` line.
 """
 

@@ -8,9 +8,9 @@ Layout of an output directory::
 The plan's work items are cut into fixed shards of ``shard_size`` items; a shard file appears (atomic rename)
 only when all its rows are written, so after a crash every shard on disk is whole. ``resume=True`` checks that
 the manifest's fingerprint (plan, decoding, model, outputs per prompt, shard size, format) matches and generates
-only the missing shards. Ctrl-C (KeyboardInterrupt) marks the manifest ``interrupted`` with the rows kept and raises
-:class:`RunInterrupted`, whose :meth:`~RunInterrupted.line` the command prints. Every row samples with its own seed (beam search is deterministic), so a resumed run
-writes the same rows as an uninterrupted one.
+only the missing shards. Ctrl-C (KeyboardInterrupt) marks the manifest ``interrupted`` with the rows kept and
+raises :class:`RunInterrupted`, whose :meth:`~RunInterrupted.line` the command prints. Every row samples with its
+own seed (beam search is deterministic), so a resumed run writes the same rows as an uninterrupted one.
 
 A decoder that returns several outputs per prompt (ALICE with ``num_return`` > 1) gets one row per output, in
 rank order after its work item: ``hypothesis_rank`` 0 is the best and keeps the item's ``row_id``, rank ``r``
@@ -25,8 +25,7 @@ import math
 import platform
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone

@@ -51,3 +51,16 @@ def check_choice(value: str, choices: Sequence[S], *, what: str, hint: str | Non
         if value == choice:
             return choice
     raise InputError(f"unknown {what} {value!r}", hint=hint or f"use one of {', '.join(choices)}")
+
+
+class ToxiforgeWarning(UserWarning):
+    """Something the user should know that does not stop the command (a partial run read, a near-constant bias
+    feature). The CLI prints each as one ``warning:`` line; Python users get a standard warning."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, after the work done so far was put in a safe state; :meth:`line` says what was kept and how to
+    go on. The CLI prints that line and exits with status 130."""
+
+    def line(self) -> str:
+        return "interrupted"

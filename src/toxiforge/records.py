@@ -17,21 +17,29 @@ null for top-k). The best output keeps the work item's ``row_id``; rank ``r`` > 
 (``asian/toxic/000003/2``). Files written before these columns existed read as rank 0 with no score.
 
 Files: Parquet (default), JSONL and CSV, chosen by suffix. A directory of shards (as written by a generation
-job) reads as one dataset. The Parquet loads with ``datasets.load_dataset("parquet", data_files=...)``.
+job) reads as one dataset; a run whose manifest is not ``complete`` (interrupted, or still running) is read as it
+is, with a :class:`~toxiforge.errors.ToxiforgeWarning` giving the rows present and planned -- the one rule for
+partial runs in every command. A folder of demonstration files (upstream's ``demonstrations/`` layout, or a
+checkout holding one) reads as rows too (:func:`toxiforge.data.toxigen.demonstration_table`). The Parquet loads
+with ``datasets.load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, ToxiforgeWarning
 
 TOXIC, BENIGN = 1, 0
+# The decision rule that turns P(toxic) into a label in classify, summary, generate's `fooled` and bench: toxic
+# when P(toxic) >= TOXIC_THRESHOLD. `bias measure` keeps Zhou et al.'s `> 0.5` (only a score of exactly 0.5 differs).
+TOXIC_THRESHOLD = 0.5
 METHOD_TOPK, METHOD_ALICE = "top-k", "ALICE"
 GENERATION_METHODS = (METHOD_TOPK, METHOD_ALICE)
 
@@ -176,6 +184,32 @@ def _conform(table):
     return table
 
 
+def run_status(directory: str | Path) -> dict | None:
+    """The manifest of a generation run folder (``status``, ``total_rows``, ...), or None when it has none."""
+    manifest = Path(directory) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def warn_if_partial(directory: str | Path, rows_present: int) -> None:
+    """Warn (:class:`~toxiforge.errors.ToxiforgeWarning`) when ``directory`` is a run whose manifest is not
+    ``complete``: the rows present and planned, and how to finish it. Reading goes on."""
+    manifest = run_status(directory)
+    if manifest is None or manifest.get("status", "complete") == "complete":
+        return
+    status = manifest["status"]
+    why = "still running, or killed" if status == "running" else status
+    warnings.warn(ToxiforgeWarning(
+        f"{directory}: the run is {why}: {rows_present} of {manifest.get('total_rows', '?')} planned rows are "
+        f"present, and the results cover only those. Fix: finish it by rerunning the `toxiforge generate -o "
+        f"{directory} ...` command that made it with --resume"), stacklevel=3)
+
+
 def read_table(path: str | Path):
     """Read a dataset file or a job directory into a pyarrow Table (no schema coercion)."""
     import pyarrow as pa
@@ -186,9 +220,16 @@ def read_table(path: str | Path):
     if path.is_dir():
         files = shard_files(path)
         if not files:
+            from toxiforge.data.toxigen import demonstration_table, is_demonstration_folder
+
+            if is_demonstration_folder(path):
+                return demonstration_table(path)
             raise InputError("directory holds no .parquet/.jsonl/.csv files", path=path,
-                             hint="point at a generation output directory or a dataset file")
-        return pa.concat_tables([read_table(f) for f in files], promote_options="default")
+                             hint="point at a generation output directory, a demonstrations folder or a dataset "
+                                  "file")
+        table = pa.concat_tables([read_table(f) for f in files], promote_options="default")
+        warn_if_partial(path, table.num_rows)
+        return table
     fmt = format_of(path)
     try:
         if fmt == "parquet":
@@ -209,7 +250,11 @@ def read_table(path: str | Path):
 
 def read_rows(path: str | Path) -> list[Row]:
     """Read rows written by :func:`write_rows` (or a ToxiGen ``train`` file: missing provenance stays empty)."""
-    table = read_table(path)
+    return rows_from_table(read_table(path), path)
+
+
+def rows_from_table(table, path: str | Path | None = None) -> list[Row]:
+    """:class:`Row` objects from a pyarrow table in the row schema (columns :class:`Row` lacks are dropped)."""
     missing = [c for c in ("prompt", "generation", "group", "prompt_label") if c not in table.column_names]
     if missing:
         raise InputError(f"missing columns {missing}; found {table.column_names}", path=path,

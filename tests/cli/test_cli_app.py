@@ -6,8 +6,8 @@ import typer
 from typer.testing import CliRunner
 
 HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions",
-              "report", "train", "evaluate", "harden", "demonstrations", "prompts", "experiment", "annotate", "bias",
-              "bench"]
+              "report", "export", "train", "evaluate", "harden", "demonstrations", "prompts", "experiment", "annotate",
+              "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():
@@ -15,7 +15,7 @@ def test_help_lists_every_command_in_registration_order():
 
     assert [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups] == HELP_ORDER
     out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
-    positions = [out.index(f"│ {name} ") for name in HELP_ORDER]
+    positions = [out.index(f"\n  {name} ") for name in HELP_ORDER]
     assert positions == sorted(positions)
 
 
@@ -23,9 +23,31 @@ def test_each_module_registers_its_own_commands_on_any_app():
     from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, harden, training
 
     for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]),
-                             (classify, ["classify", "classifiers"]), (analysis, HELP_ORDER[5:10]),
+                             (classify, ["classify", "classifiers"]), (analysis, HELP_ORDER[5:11]),
                              (training, ["train", "evaluate", "experiment"]), (harden, ["harden"]),
                              (annotate, ["annotate"]), (bias, ["bias"]), (bench, ["bench"])):
         fresh = typer.Typer()
         module.register(fresh)
         assert [c.name for c in fresh.registered_commands] + [g.name for g in fresh.registered_groups] == expected
+
+
+def test_help_keeps_long_option_names_whole_at_80_columns():
+    """Issue 27 #18: rich's help tables cut `--classifier-top-extensions` to `--classifier-top-ex…`."""
+    from toxiforge.cli import app
+
+    out = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "80"}).output
+    assert "--classifier-top-extensions" in out and "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_errors_have_one_form(tmp_path):
+    """Issue 27 #18: click's usage errors say 'Error:', toxiforge's said 'error:'."""
+    import subprocess
+    import sys
+
+    usage = subprocess.run([sys.executable, "-m", "toxiforge", "generate", "--bogus"], capture_output=True, text=True,
+                           timeout=120)
+    ours = subprocess.run([sys.executable, "-m", "toxiforge", "generate", "-o", str(tmp_path / "o"), "--groups",
+                           "martians"], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == ours.returncode == 2
+    assert "Error: No such option: --bogus" in usage.stderr and "Error: unknown group 'martians'" in ours.stderr

@@ -111,3 +111,24 @@ def test_generate_alice_bad_input(tmp_path, extra, message):
     assert isinstance(result.exception, InputError), result.output
     assert message in str(result.exception)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_refused_resume_names_each_option_that_differs_with_both_values(model_dir, tmp_path):
+    """Issue 27 #17."""
+    out = tmp_path / "run"
+    args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(model_dir),
+            "--max-new-tokens", "3", "--no-progress", "--no-summary"]
+    assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, args[:-6] + ["-n", "3", "--seed", "1", "--max-new-tokens", "4", "--groups",
+                                              "asian,women", "--no-progress", "--resume"])
+    message = str(result.exception)
+    assert isinstance(result.exception, InputError) and "made with other options" in message
+    for part in ("-n 2 (the run) vs 3 (now)", "--seed 0 (the run) vs 1 (now)", "--groups asian (the run) vs "
+                 "asian,women (now)", "--max-new-tokens 3 (the run) vs 4 (now)"):
+        assert part in message
+    assert "Fix: resume with the run's values (" in message and "-n 2" in message.split("Fix:")[1]
+    result = runner.invoke(app, args + ["--method", "alice", "-c", "profanity-check", "--resume"])
+    assert "--method top-k (the run) vs ALICE (now)" in str(result.exception)
+    assert "--classifier (none) (the run) vs profanity-check (now)" in str(result.exception)
+    assert "no --classifier" in str(result.exception)
+    assert "--temperature" not in str(result.exception)

@@ -391,7 +391,7 @@ def test_persistent_errors_give_up_with_a_clear_error(server):
     with Proxy(server.url, errors=[(503, {})] * 10) as proxy:
         model = OpenAILM.open(f"openai:{proxy.url}#{ALIAS}", retry=RetryPolicy(max_attempts=3, base_delay=0.01))
         try:
-            with pytest.raises(ServerError, match=r"failed after 3 attempts.*HTTP 503.*--resume"):
+            with pytest.raises(ServerError, match=r"failed after 3 attempts.*HTTP 503.*curl http"):
                 model.sample_top_k(["- a\n-"], [0], TopKConfig(max_new_tokens=2))
         finally:
             model.close()

@@ -118,7 +118,7 @@ def test_existing_output_needs_resume(tiny_lm, demos, tmp_path):
 def test_resume_with_other_options_is_refused(tiny_lm, demos, tmp_path):
     out = tmp_path / "run"
     run_generation(plan_for(demos, n=1), tiny_lm, out, decoder=FAST, progress=False)
-    with pytest.raises(InputError, match="plan"):
+    with pytest.raises(InputError, match=r"--seed 7 \(the run\) vs 8 \(now\)"):
         run_generation(plan_for(demos, n=1, seed=8), tiny_lm, out, decoder=FAST, resume=True, progress=False)
 
 

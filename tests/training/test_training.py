@@ -247,6 +247,9 @@ def test_cli_train_and_evaluate(base_dir, tmp_path):
                                  "--subset", "both"] + TINY)
     assert result.exit_code == 0, result.output
     assert "training" in result.output and "(16 toxic, 16 benign; subset both)" in result.output
+    # issue 27 #18: say what is held out, and the option that sets it
+    assert "of which 4 (10% of each label, --eval-fraction) are held out for validation" in result.output
+    assert "trains on 28" in result.output
     assert (out / "config.json").is_file() and (out / LOG_FILE).is_file()
     report = tmp_path / "report"
     result = runner.invoke(app, ["evaluate", "-c", str(out), "--on",
@@ -256,6 +259,7 @@ def test_cli_train_and_evaluate(base_dir, tmp_path):
     assert {p.name for p in report.iterdir()} == {"evaluation.json", "evaluation.md", "roc.png"}
     names = [d["name"] for d in json.loads((report / "evaluation.json").read_text())["datasets"]]
     assert names == ["eval", "ToxiGen-HumanVal"] and "method: ALICE" in result.output
+    assert "* fewer than 30 examples" in result.output  # the small per-group slices are marked
 
 
 def test_cli_errors(base_dir, tmp_path):
@@ -298,3 +302,26 @@ def test_embedded_minilm_fine_tunes_offline(tmp_path):
     assert type(clf.model).__name__ == "BertForSequenceClassification" and clf.toxic_index == 1
     p = clf.predict_proba(["placeholder sentence alpha 1", "placeholder sentence beta 1"])
     assert p.shape == (2,) and np.all((p > 0) & (p < 1))
+
+
+def test_an_interrupted_training_leaves_nothing_and_can_be_rerun(base_dir, tmp_path):
+    """Issue 27 #7: Ctrl-C used to leave a non-empty -o that the rerun refused."""
+    from transformers import TrainerCallback
+
+    from toxiforge.training.trainer import TrainingInterrupted, staging_dir
+
+    class CtrlC(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            assert staging_dir(out).is_dir() and not out.exists()  # training writes beside -o, not into it
+            raise KeyboardInterrupt
+
+    out = tmp_path / "model"
+    with pytest.raises(TrainingInterrupted) as info:
+        train_classifier(synthetic(8), out, tiny_config(base_dir, epochs=1), progress=False, callbacks=[CtrlC()])
+    assert f"nothing was written to {out}" in info.value.line() and "run the same command again" in info.value.line()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    result = train_classifier(synthetic(8), out, tiny_config(base_dir, epochs=1), progress=False)
+    assert result.output_dir == out and (out / "config.json").is_file() and (out / LOG_FILE).is_file()
+    assert not staging_dir(out).exists() and not (out / "checkpoints").exists()
+    again = train_classifier(synthetic(8), out, tiny_config(base_dir, epochs=1), progress=False, overwrite=True)
+    assert (again.output_dir / "config.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["model"]

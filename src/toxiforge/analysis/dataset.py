@@ -126,6 +126,8 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
         labels = _parse_labels(table.column(label_col).to_pylist(), source)
     if METHOD_COLUMN in names:
         methods = [m if isinstance(m, str) and m else NO_METHOD for m in table.column(METHOD_COLUMN).to_pylist()]
+        if all(m == NO_METHOD for m in methods):
+            methods = None  # e.g. human-written rows: no method to split by
     result = AnalysisData(table=table, texts=texts, groups=groups, labels=labels, methods=methods,
                           text_column=text_col, source=source, skipped=len(errors) - len(keep))
     result.require(*need)

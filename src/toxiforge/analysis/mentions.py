@@ -87,13 +87,17 @@ class MentionStats:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
 
-def mention_stats(data: Any, *, on_progress: Callable[[int], None] | None = None) -> MentionStats:
+ALL_STATEMENTS = "all statements"
+
+
+def mention_stats(data: Any, *, on_progress: Callable[[int], None] | None = None,
+                  text_column: str | None = None) -> MentionStats:
     """Mention shares per group × method and other groups named, for ``data`` (path, table, rows, ...)."""
     from toxiforge.groups import groups_mentioned, resolve_group
 
-    d: AnalysisData = load_data(data, need=("groups",))
+    d: AnalysisData = load_data(data, need=("groups",), text_column=text_column)
     assert d.groups is not None, "load_data(need=('groups',)) raises when there is no group column"
-    methods = d.methods or ["(none)"] * len(d)
+    methods = d.methods or [ALL_STATEMENTS] * len(d)  # no generation method: one column for every statement
     resolved: dict[str, Any] = {}
     cells: dict[tuple[str, str], list[int]] = {}
     others: dict[str, Counter] = {}

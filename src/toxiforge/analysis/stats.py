@@ -153,9 +153,10 @@ class DatasetStats:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 
 
-def compute_stats(data: Any, *, lexicon: Lexicon | None = None) -> DatasetStats:
-    """Table 1/2 statistics and duplicate counts of ``data`` (path, table, rows or :class:`AnalysisData`)."""
-    d: AnalysisData = load_data(data, need=("groups", "labels"))
+def compute_stats(data: Any, *, lexicon: Lexicon | None = None, text_column: str | None = None) -> DatasetStats:
+    """Table 1/2 statistics and duplicate counts of ``data`` (path, table, rows or :class:`AnalysisData`);
+    ``text_column`` names the statements' column when it is not ``generation`` or ``text``."""
+    d: AnalysisData = load_data(data, need=("groups", "labels"), text_column=text_column)
     lex = lexicon or default_lexicon()
     lengths = np.fromiter((len(t) for t in d.texts), dtype=np.float64, count=len(d))
     implicit = np.fromiter((lex.is_implicit(t) for t in d.texts), dtype=np.float64, count=len(d))

@@ -4,18 +4,29 @@ The ``fooled`` column of a row (kept under that name for compatibility) compares
 label; the table calls its rate "label flip" so it is not read as the paper's fool rate, which compares the
 classifier with *human* labels (``toxiforge summary RUN --human FILE``, :mod:`.human_validation`).
 
+Which scores the label flips come from: ``--score-column NAME`` when given; else the ``fooled`` column filled during
+generation (``generate -c``); else a score column added later by ``toxiforge classify`` (``roberta_prediction`` or
+``<classifier>_score``). A generation folder that ``classify`` scored (``DIR/scored.parquet``, its default output)
+is read from that file. :func:`load_summary_rows` returns the rows and a line naming the scorer; a statement counts
+as toxic at P(toxic) >= :data:`~toxiforge.records.TOXIC_THRESHOLD` (0.5), the rule of every stage.
+
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING
 
-from toxiforge.records import Row, label_word
+from toxiforge.errors import InputError
+from toxiforge.records import TOXIC_THRESHOLD, Row, label_word
+
+SCORED_FILE = "scored.parquet"  # where `toxiforge classify RUN_DIR` writes by default
+NOT_SCORES = ("classifier_score", "hypothesis_score")  # *_score columns that are not a later classifier's P(toxic)
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -36,6 +47,70 @@ class GroupSummary:
     @property
     def fool_rate(self) -> float | None:
         return self.fooled / self.scored if self.scored else None
+
+
+def score_columns(columns: Sequence[str]) -> list[str]:
+    """Columns holding a classifier's P(toxic) added after generation (``roberta_prediction``, ``*_score``)."""
+    return [c for c in columns if c == "roberta_prediction" or (c.endswith("_score") and c not in NOT_SCORES)]
+
+
+def summary_source(path: str | Path) -> tuple[Path, str | None]:
+    """The file to summarize for ``path``: a generation folder's ``scored.parquet`` when ``classify`` wrote one
+    after the last shard (with a note saying so), else ``path`` itself."""
+    from toxiforge.records import shard_files
+
+    path = Path(path)
+    scored = path / SCORED_FILE
+    if path.is_dir() and (path / "data").is_dir() and scored.is_file():
+        shards = shard_files(path)
+        if all(scored.stat().st_mtime >= f.stat().st_mtime for f in shards):
+            return scored, f"reading {scored} (the run with the scores `toxiforge classify` added)"
+        return path, (f"{scored} is older than the run's shards, so it is not used; score the run again with "
+                      f"`toxiforge classify {path} -c CLASSIFIER --overwrite`")
+    return path, None
+
+
+def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = None
+                      ) -> tuple[list[Row], list[str]]:
+    """The rows of ``paths`` (read as one), with ``fooled`` set from the chosen scores (module docstring), and
+    notes for the terminal, the last of which names the scorer."""
+    import pyarrow as pa
+
+    from toxiforge.records import read_table, rows_from_table
+
+    notes: list[str] = []
+    tables = []
+    for p in paths:
+        source, note = summary_source(p)
+        if note:
+            notes.append(note)
+        tables.append(read_table(source))
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+    rows = rows_from_table(table, " + ".join(map(str, paths)))
+    later = [c for c in score_columns(table.column_names) if table.column(c).null_count < table.num_rows]
+    if score_column is not None:
+        if score_column not in table.column_names:
+            raise InputError(f"no column {score_column!r}; the score columns are {later or 'none'}",
+                             hint=f"pass --score-column with one of {later}" if later else
+                             f"add one with `toxiforge classify {paths[0]} -c CLASSIFIER`")
+    elif any(r.fooled is not None for r in rows):
+        names = sorted({r.classifier for r in rows if r.fooled is not None and r.classifier})
+        notes.append(f"label flips from {', '.join(names) or 'the classifier'} (scored during generation)"
+                     + (f"; other scores: {', '.join(later)} (show them with --score-column NAME)" if later else ""))
+        return rows, notes
+    elif later:
+        score_column = later[0]
+    else:
+        notes.append(f"no classifier scores: add some with `toxiforge classify {paths[0]} -c profanity-check`, or "
+                     "generate with -c CLASSIFIER")
+        return rows, notes
+    for r, score in zip(rows, table.column(score_column).to_pylist()):
+        has_text = r.parse_error is None and bool(r.generation)
+        r.fooled = None if score is None or not has_text else (score >= TOXIC_THRESHOLD) != (r.prompt_label == 1)
+    others = [c for c in later if c != score_column]
+    notes.append(f"label flips from column {score_column} (P(toxic) >= {TOXIC_THRESHOLD} is toxic)"
+                 + (f"; other scores: {', '.join(others)} (--score-column NAME)" if others else ""))
+    return rows, notes
 
 
 def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:

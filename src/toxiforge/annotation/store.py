@@ -131,6 +131,17 @@ class Store:
                 s.add(row)
         return bytes.fromhex(row.value)
 
+    def get_meta(self, key: str) -> str | None:
+        """A value of the database's ``meta`` table (e.g. ``serve_url``, written by ``annotate serve``), or None."""
+        with self.ReadSession() as s:
+            row = s.get(Meta, key)
+            return None if row is None else row.value
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Insert or replace a value of the ``meta`` table."""
+        with self.Session.begin() as s:
+            s.merge(Meta(key=key, value=value))
+
     def keyed_hash(self, purpose: str, value: str | int) -> str:
         """A stable keyed hash (HMAC-SHA256 with this database's secret), e.g. public annotator ids."""
         return hmac.new(self.secret, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()

@@ -52,7 +52,8 @@ class Resource:
         commit = commit or self.commit
         files = " and ".join(self.files)
         return (f"on a machine with internet, download {files} of https://github.com/{self.repo} at commit "
-                f"{commit}, copy them here and pass their folder with {self.option}")
+                f"{commit}, then copy them into {self.default_dir()} (where toxiforge looks by default) or pass "
+                f"their folder with {self.option} DIR")
 
 
 TOXTRIG = Resource("toxtrig", "XuhuiZhou/Toxic_Debias", "bb511db7766fade0866d2254f79b90340e61a456",

@@ -6,7 +6,9 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+# Plain click help and errors: rich's help tables cut long option names at 80 columns ("--classifier-top-ex…").
 app = typer.Typer(help="Build and use ToxiGen-style machine-generated datasets.", no_args_is_help=True,
+                  rich_markup_mode=None,
                   pretty_exceptions_enable=False)
 console = Console()
 err_console = Console(stderr=True)
@@ -15,6 +17,22 @@ err_console = Console(stderr=True)
 def split_list(value: str) -> list[str]:
     """'a, b,,c' -> ['a', 'b', 'c'] (comma-separated option values)."""
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+DTYPE_NAMES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # toxiforge._hf.DTYPES, + auto
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?|mps"
+
+
+def check_model_options(dtype: str | None = None, device: str | None = None) -> None:
+    """Refuse a bad --dtype or --device before anything slow runs (imports, model loads)."""
+    import re
+
+    from toxiforge.errors import InputError
+
+    if dtype is not None and dtype.lower() not in DTYPE_NAMES:
+        raise InputError(f"unknown --dtype {dtype!r}", hint="use auto, float32, bfloat16 or float16")
+    if device is not None and not re.fullmatch(DEVICE_PATTERN, device.lower()):
+        raise InputError(f"unknown --device {device!r}", hint="use auto, cpu or cuda (cuda:N for GPU N)")
 
 
 def load_lm(model: str, dtype: str, device: str, **api_options):

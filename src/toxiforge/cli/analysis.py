@@ -1,4 +1,5 @@
-"""Commands: stats, split, perplexity, mentions, report (paper §3.4, §4.2, Appendices C–D)."""
+"""Commands: stats, split, perplexity, mentions, report (paper §3.4, §4.2, Appendices C–D), and export (any
+dataset toxiforge reads, as one file in the shared row schema)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, load_lm
+from toxiforge.cli._app import check_model_options, console, load_lm
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -24,6 +25,7 @@ def _lexicon_options(profanity_list: Path | None, exclude_list: Path | None, kee
     return load_lexicon(profanity_list, ambiguous=not keep_ambiguous, exclude=exclude_list or ())
 
 
+_TEXT_HELP = "Column holding the statements (default: generation, else text)."
 _PROFANITY_HELP = "Profanity list file, one entry per line (default: better-profanity's word list)."
 _EXCLUDE_HELP = "File of lexicon entries to ignore (one per line), on top of the ambiguous terms."
 _AMBIGUOUS_HELP = "Keep the ambiguous entries (e.g. 'bloody') that are dropped by default, as the paper did."
@@ -37,11 +39,13 @@ def stats_command(
     profanity_list: Path | None = typer.Option(None, "--profanity-list", help=_PROFANITY_HELP),
     exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
+    text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
 ) -> None:
     """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
     from toxiforge.analysis.stats import compute_stats, write_stats
 
-    stats = compute_stats(data, lexicon=_lexicon_options(profanity_list, exclude_list, keep_ambiguous))
+    stats = compute_stats(data, lexicon=_lexicon_options(profanity_list, exclude_list, keep_ambiguous),
+                          text_column=text_column)
     console.print(stats.to_markdown(), markup=False, highlight=False, soft_wrap=True)
     for path in write_stats(stats, markdown=markdown_out, json_path=json_out):
         console.print(f"wrote {path}", highlight=False)
@@ -64,19 +68,23 @@ def split_command(
     device: str = typer.Option("cpu", "--device", help="Encoder device: cpu, cuda or auto."),
     batch_size: int = typer.Option(128, "--batch-size", help="Encoder batch size."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
 ) -> None:
     """Stratified test set; no training statement with cosine > --threshold to a test statement (§4.2)."""
     from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.split import ALLOCATIONS, ON_CONFLICTS, check_threshold, similarity_split, write_split
-    from toxiforge.errors import check_choice
+    from toxiforge.errors import InputError, check_choice
 
     check_threshold(threshold)
+    check_model_options(device=device)
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 128")
     require_empty_dir(out, overwrite)
     check_choice(fmt, ("parquet", "jsonl", "csv"), what="--format", hint="use parquet, jsonl or csv")
     allocation_checked = check_choice(allocation, ALLOCATIONS, what="allocation", hint="use proportional or equal")
     on_conflict_checked = check_choice(on_conflict, ON_CONFLICTS, what="on_conflict", hint="use drop or move")
-    d = load_data(data, need=())
+    d = load_data(data, need=(), text_column=text_column)
     with _analysis_progress(progress) as bar:
         embed_task = bar.add_task(f"embedding with {model}", total=len(d))
         split_task = bar.add_task("comparing with the test set", total=None)
@@ -113,6 +121,9 @@ def perplexity_command(
 
     if not max_ppl > 0:
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    if batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
+    check_model_options(dtype, device)
     d = load_data(data, need=())
     model = load_lm(lm, dtype, device)
     with _analysis_progress(progress) as bar:
@@ -130,12 +141,13 @@ def perplexity_command(
 def mentions_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
+    text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
 ) -> None:
     """Share of statements naming their target group per group × method (Table 6), and other groups named."""
     from toxiforge._io import atomic_write_text
     from toxiforge.analysis.mentions import mention_stats
 
-    result = mention_stats(data)
+    result = mention_stats(data, text_column=text_column)
     console.print(result.to_markdown(), markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
         console.print(f"wrote {atomic_write_text(json_out, result.to_json() + chr(10))}", highlight=False)
@@ -154,6 +166,7 @@ def report_command(
     exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
+    text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
 ) -> None:
     """One offline HTML page: statistics, mentions and perplexity tables with plots."""
     from toxiforge.analysis.dataset import load_data
@@ -162,8 +175,11 @@ def report_command(
 
     if perplexity and not max_ppl > 0:
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
+    if perplexity and batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
+    check_model_options(dtype, device)
     lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
-    d = load_data(data)  # bad input fails before the LM loads
+    d = load_data(data, text_column=text_column)  # bad input fails before the LM loads
     model = load_lm(lm, dtype, device) if perplexity else None
     report = build_report(d, out, lm=model, max_ppl=max_ppl, batch_size=batch_size, lexicon=lexicon,
                           progress=progress and console.is_terminal, console=console)
@@ -173,10 +189,39 @@ def report_command(
     console.print(f"wrote {report.html_path} and {report.json_path}", highlight=False)
 
 
+def export_command(
+    data: str = typer.Argument(..., help="Any dataset toxiforge reads, as a spec [NAME=][KIND:]PATH: a run, ToxiGen "
+                                         "annotated/train, SBF, IHC, DynaHate, a demonstrations folder or a table "
+                                         "(docs/training.md)."),
+    output: Path = typer.Option(..., "-o", "--output", help="File to write: .parquet, .csv or .jsonl."),
+    text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
+                                                                         "ToxiGen train default to prompt_label)."),
+    label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated: sum (upstream) or max."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
+) -> None:
+    """Write a dataset as one file in toxiforge's row schema (text in generation, label in prompt_label, group,
+    generation_method), which every command reads. A toxiforge run keeps all its columns."""
+    from toxiforge.data import load_spec
+    from toxiforge.data.examples import labeled_table
+    from toxiforge.errors import InputError
+    from toxiforge.records import format_of, read_table, write_table
+
+    format_of(output)
+    if output.exists() and not overwrite:
+        raise InputError("output file exists", path=output, hint="pass --overwrite, or choose another -o")
+    labelled = load_spec(data, label_rule=label_rule, text_column=text_column, label_column=label_column)
+    table = read_table(labelled.source) if labelled.layout == "toxiforge" else labeled_table(labelled)
+    write_table(table, output)
+    console.print(f"wrote {table.num_rows} rows of {labelled.name} ({labelled.layout}) to {output}",
+                  highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add stats, split, perplexity, mentions and report to ``app``."""
+    """Add stats, split, perplexity, mentions, report and export to ``app``."""
     app.command("stats")(stats_command)
     app.command("split")(split_command)
     app.command("perplexity")(perplexity_command)
     app.command("mentions")(mentions_command)
     app.command("report")(report_command)
+    app.command("export")(export_command)

@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console
+from toxiforge.cli._app import console, err_console
 
 annotate_app = typer.Typer(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
 annotate_study_app = typer.Typer(help="Create annotation studies.", no_args_is_help=True)
 annotate_app.add_typer(annotate_study_app, name="study")
 DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or database URL (postgresql://...)")
+DEFAULT_SERVE_URL = "http://127.0.0.1:8000"  # annotate serve's default --host and --port
+SERVE_URL_KEY = "serve_url"  # the meta key where annotate serve records the address annotators use
+
+
+def open_store(db: str, *, create: bool = False):
+    """The study database ``db``. Only ``annotate study create`` (``create=True``) may make a new SQLite file:
+    every other command refuses a path that does not exist, so a mistyped --db never starts an empty database."""
+    from toxiforge.annotation.store import Store
+    from toxiforge.errors import InputError
+
+    if not create and "://" not in db and not Path(db).exists():
+        raise InputError("no such study database", path=db,
+                         hint=f"check --db, or create one with `toxiforge annotate study create DATA --db {db}`")
+    return Store(db)
 
 
 @annotate_app.command("serve")
@@ -32,6 +47,8 @@ def annotate_serve(db: str = DB_OPTION, host: str = typer.Option("127.0.0.1", "-
     from toxiforge.annotation.app import serve
 
     secure = secure_cookies or base_url.lower().startswith("https://")
+    # record where annotators reach this server, so `annotate invite` prints links that work
+    open_store(db).set_meta(SERVE_URL_KEY, base_url.rstrip("/") or f"http://{host}:{port}")
     serve(db, host=host, port=port, workers=workers, secure_cookies=secure)
 
 
@@ -50,28 +67,38 @@ def annotate_study_create(
 ) -> None:
     """Create a study from a dataset; prints the study id and its admin token (shown once)."""
     from toxiforge.annotation.sampling import items_from_table, stratified_sample
-    from toxiforge.annotation.store import Store
 
     strata = tuple(s.strip() for s in stratify.split(",") if s.strip())
     items = stratified_sample(items_from_table(data), sample, stratify=strata, seed=seed)
-    store = Store(db)
+    store = open_store(db, create=True)
     study, admin_token = store.create_study(name or data.stem, items, per_item=per_item, source=str(data),
                                             lease_minutes=lease_minutes)
     console.print(f"study {study.id} ({study.name}): {len(items)} statements x {per_item} annotators", highlight=False)
     console.print(f"admin link (keep it private, shown once): /admin/login/{admin_token}", highlight=False,
                   soft_wrap=True)
+    console.print(f"next: toxiforge annotate invite --study {shlex.quote(study.name)} -n 5 --db {shlex.quote(db)}",
+                  highlight=False, soft_wrap=True)
 
 
 @annotate_app.command("invite")
 def annotate_invite(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
                     n: int = typer.Option(1, "-n", help="number of annotators"),
-                    base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url")) -> None:
+                    base_url: str | None = typer.Option(
+                        None, "--base-url", help="address annotators open (default: the one `annotate serve` "
+                                                 f"recorded in --db, else {DEFAULT_SERVE_URL})")) -> None:
     """Create annotators and print one private link per annotator."""
-    from toxiforge.annotation.store import Store
-
-    store = Store(db)
-    for token in store.invite(store.study(study).id, n):
-        console.print(f"{base_url.rstrip('/')}/a/{token}", highlight=False, soft_wrap=True)
+    store = open_store(db)
+    found = store.study(study)
+    recorded = store.get_meta(SERVE_URL_KEY)
+    url = (base_url or recorded or DEFAULT_SERVE_URL).rstrip("/")
+    for token in store.invite(found.id, n):
+        console.print(f"{url}/a/{token}", highlight=False, soft_wrap=True)
+    if base_url is None:
+        where = (f"the address `annotate serve` last recorded in {db}" if recorded else
+                 f"`annotate serve`'s default host and port (no serve has run on {db} yet)")
+        err_console.print(f"note: the links use {url}, {where}; if annotators reach the server elsewhere, rerun "
+                          f"with --base-url URL (e.g. --base-url http://HOST:PORT)", highlight=False,
+                          soft_wrap=True)
 
 
 @annotate_app.command("release")
@@ -84,9 +111,7 @@ def annotate_release(study: str = typer.Option(..., "--study", help="study id or
     from datetime import timedelta
 
     from toxiforge.annotation.leases import release_stale
-    from toxiforge.annotation.store import Store
-
-    store = Store(db)
+    store = open_store(db)
     found = store.study(study)
     n = release_stale(store, found.id, older_than=None if older_than is None else timedelta(minutes=older_than))
     console.print(f"released {n} open assignment(s) of study {found.id} ({found.name})", highlight=False)
@@ -99,9 +124,7 @@ def annotate_agreement(study: str = typer.Option(..., "--study", help="study id 
     import json
 
     from toxiforge.annotation.agreement import study_agreement
-    from toxiforge.annotation.store import Store
-
-    store = Store(db)
+    store = open_store(db)
     stats = study_agreement(store, store.study(study).id)
     text = json.dumps(stats.to_dict(), indent=2) if as_json else "\n".join(stats.lines())
     console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -118,9 +141,7 @@ def annotate_export(study: str = typer.Option(..., "--study", help="study id or 
     annotations layout (per response, Input.* / Answer.* / HashedWorkerId). CSV cells that would run as spreadsheet
     formulas get a leading ' (Parquet and JSONL keep the exact text)."""
     from toxiforge.annotation.export import export_study
-    from toxiforge.annotation.store import Store
-
-    store = Store(db)
+    store = open_store(db)
     path, n = export_study(store, store.study(study).id, out, fmt)
     console.print(f"wrote {n} rows to {path}", highlight=False, soft_wrap=True)
 

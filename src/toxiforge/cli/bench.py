@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, load_lm, split_list
+from toxiforge.cli._app import check_model_options, console, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 bench_app = typer.Typer(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
@@ -70,6 +70,7 @@ def bench_classify(
         raise InputError("give exactly one of --on and --demonstrations", hint="e.g. --on humanval:hub")
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit} scores nothing", hint="use --limit 1 or more")
+    check_model_options(dtype, device)
     require_empty_dir(out, overwrite)
     if on is not None:
         data = load_spec(on, text_column=text_column, label_column=label_column)
@@ -138,6 +139,7 @@ def bench_generate(
                             demonstrations=str(demonstrations) if demonstrations else None, k=k, select=select,
                             sample=sample, top_k=top_k, temperature=temperature, seed=seed, classifier=classifier,
                             chat=chat, **defaults)
+    check_model_options(dtype, device)
     config.plan()  # bad groups or sources fail before anything loads
     check_output_dir(out, resume)
     remote = model.startswith(API_PREFIX)

@@ -54,7 +54,9 @@ def measure(
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
                                                "ToxiGen train default to prompt_label)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated: sum (upstream) or max."),
-    threshold: float = typer.Option(0.5, "--threshold", help="A prediction is toxic when its score is above this."),
+    threshold: float = typer.Option(0.5, "--threshold", help="A prediction is toxic when its score is above this "
+                                   "(Zhou et al.'s > 0.5; classify and summary count >= 0.5: only a score of exactly "
+                                   "0.5 differs)."),
     aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE texts: p(AAE) above this "
                                                   "(default: AAE is the most probable dialect, as upstream)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Classifier batch size."),

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
+from toxiforge.cli._app import (
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    check_model_options,
+    classifier_options,
+    console,
+)
 
 
 def classify(
@@ -47,6 +54,9 @@ def classify(
     from toxiforge.errors import InputError
     from toxiforge.records import read_table, write_table
 
+    check_model_options(dtype, device)
+    if batch_size is not None and batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the backend's default")
     out = output if output is not None else default_output_path(data)
     if out.exists() and not overwrite:
         raise InputError("output file exists", path=out, hint="pass --overwrite, or choose another -o")

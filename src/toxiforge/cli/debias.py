@@ -271,7 +271,8 @@ def experiment_debias_command(
                                         + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: debias.md, debias.json (and models/ with "
                                                      "--keep-models)."),
-    runs: int = typer.Option(3, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give mean ± s.d."),
+    runs: int | None = typer.Option(None, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give "
+                                                         "mean ± s.d. (default 3; 1 with --smoke)."),
     methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset of: Vanilla, LMIXIN-ONI, "
                                        "LMIXIN-TOXTRIG, LMIXIN-Dialect, Random, AFLite, DataMaps-Easy, "
                                        "DataMaps-Ambiguous, DataMaps-Hard, AAE-relabeled (default: all; any case)."),
@@ -294,8 +295,8 @@ def experiment_debias_command(
                                         "upstream; runs vary the training seed)."),
     aflite_ensemble: int | None = typer.Option(None, "--aflite-ensemble", help="AFLite's m (default 64)."),
     encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="AFLite's frozen sentence encoder."),
-    smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 2 epochs, max length 64, batch 16, "
-                               "lr 5e-5, AFLite m 16 (override any with its option)."),
+    smoke: bool = typer.Option(False, "--smoke", help="Small CPU settings: 1 run per method, 2 epochs, max length "
+                               "64, batch 16, lr 5e-5, AFLite m 16 (override any with its option)."),
     lexicon: str | None = typer.Option(None, "--lexicon", help="upstream (Zhou et al.'s own word list for all three "
                                        "categories: paper mode) or a CSV term,category replacing TOXTRIG lists "
                                        "(bias-only models and measures)."),
@@ -331,7 +332,7 @@ def experiment_debias_command(
                             "max_length": pick(None, 128, 64), **given})
     chosen = tuple(split_list(methods)) if methods else METHODS
     # checked before any data is read or model trained (methods, epochs)
-    settings = DebiasSettings(train=config, runs=runs, methods=chosen, fraction=fraction,
+    settings = DebiasSettings(train=config, runs=pick(runs, 3, 1), methods=chosen, fraction=fraction,
                               aflite_ensemble=pick(aflite_ensemble, 64, 16), encoder=encoder, lexicon=lexicon,
                               keep_models=keep_models, redraw_subsets=redraw_subsets, aae_threshold=aae_threshold)
     lex = load_bias_lexicon(lexicon, oi_list=oi_list)  # a bad list fails here, and a given --oi-list is cached

@@ -10,6 +10,7 @@ from toxiforge.cli._app import (
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
+    check_model_options,
     classifier_options,
     console,
     load_lm,
@@ -75,7 +76,9 @@ def prompts_build(
     n: int = typer.Option(1000, "-n", "--num", help="Number of prompts."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (distinct within a prompt)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same prompts."),
-    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format), or an "
+                                                            "existing folder: writes FOLDER/{hate,neutral}_GROUP_1k.txt"
+                                                            ", the name generate --prompts FOLDER reads."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
     """Build N prompts of K demonstrations for one group and label, written one per line like upstream's."""
@@ -88,9 +91,14 @@ def prompts_build(
     sets = load_shipped_benign() if demonstrations is None else load_demonstrations(demonstrations)
     demo_set = get_set(sets, group, label)
     prompts = build_prompts(demo_set, n, k=k, seed=seed)
+    if output.is_dir():  # a folder: the name `generate --prompts FOLDER` looks for
+        output = output / f"{'hate' if demo_set.label else 'neutral'}_{demo_set.group}_1k.txt"
     write_prompt_file(prompts, output, overwrite=overwrite)
     console.print(f"[green]Wrote[/] {len(prompts)} {label_name(demo_set.label)} prompts for {demo_set.group} "
                   f"(k={k}, seed={seed}, from {len(demo_set)} demonstrations) to {output}", highlight=False)
+    console.print(f"generate from them: toxiforge generate -o runs/{output.stem} --prompts {output} --groups "
+                  f"{demo_set.group} --labels {label_name(demo_set.label)} -n {len(prompts)}", highlight=False,
+                  soft_wrap=True)
 
 
 # --- generation ------------------------------------------------------------------------------------------------
@@ -193,6 +201,7 @@ def generate(
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
+    check_model_options(dtype, device)
     # the method's config checks every value (and refuses settings of another method) before a model loads
     decoding = decoder_config(method, {
         "temperature": temperature, "max_new_tokens": max_new_tokens, "top_k": top_k, "num_beams": beams,
@@ -261,12 +270,13 @@ def generate(
         _print_summary([out])
 
 
-def _print_summary(data: list[Path], examples: int = 2) -> None:
-    from toxiforge.analysis.summary import render_summary, summarize
-    from toxiforge.records import read_rows
+def _print_summary(data: list[Path], examples: int = 2, score_column: str | None = None) -> None:
+    from toxiforge.analysis.summary import load_summary_rows, render_summary, summarize
 
-    rows = [row for path in data for row in read_rows(path)]
+    rows, notes = load_summary_rows(data, score_column)
     render_summary(summarize(rows, examples=examples), console=console)
+    for note in notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 def summary_command(
@@ -274,10 +284,13 @@ def summary_command(
     examples: int = typer.Option(2, "--examples", help="Examples shown per group."),
     human: Path | None = typer.Option(None, "--human", help="An annotated file (toxiforge or ToxiGen annotated / "
                                          "annotations): fool rates against its human labels, joined by text."),
+    score_column: str | None = typer.Option(
+        None, "--score-column", help="Classifier scores for the label flips (default: those made during generation, "
+                                     "else a column added by `toxiforge classify`, e.g. roberta_prediction)."),
 ) -> None:
     """Per group × label × method: count, mean length, flagged rows, label flips (classifier vs prompt label),
     examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt label."""
-    _print_summary(data, examples)
+    _print_summary(data, examples, score_column)
     if human is not None:
         from toxiforge.analysis.human_validation import human_labels, human_validation, render_human_validation
         from toxiforge.records import read_rows

@@ -115,6 +115,13 @@ def train_command(
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)
+    if held is None and eval_fraction > 0:
+        from toxiforge.training.trainer import split_heldout_indices
+
+        kept, validation = split_heldout_indices([e.label for e in rows], eval_fraction, seed)
+        console.print(f"of which {len(validation)} ({eval_fraction:.0%} of each label, --eval-fraction) are held out "
+                      f"for validation after each epoch, so the model trains on {len(kept)}; --eval-fraction 0 "
+                      "trains on all of them", highlight=False, soft_wrap=True)
     common: dict[str, Any] = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
                   data_sources=[d.source for d in datasets])
     if debias is not None and bias_only is not None:
@@ -123,6 +130,7 @@ def train_command(
 
         method = normalize_method(debias)
         probs = bias_only_probabilities(bias_only, rows, sources=[d.source for d in datasets])
+        warn_if_constant(probs, bias_only)
         console.print(f"{method} against bias-only model {bias_only} (mean p(toxic) {probs.mean():.3f})",
                       highlight=False, soft_wrap=True)
         result = train_debiased(rows, out, config, bias_probs=probs, method=method, entropy_weight=entropy_weight,
@@ -148,6 +156,28 @@ def train_command(
                   f"({result.log['train_examples_per_second']:.1f} examples/s)", highlight=False, soft_wrap=True)
 
 
+def warn_if_constant(probs, bias_only: str) -> None:
+    """Warn when the bias-only model gives (nearly) every row the same p(toxic): its words match almost no
+    training row, so LEARNED-MIXIN has (almost) nothing to take out and trains like a plain classifier."""
+    import warnings
+
+    import numpy as np
+
+    from toxiforge.errors import ToxiforgeWarning
+
+    _, counts = np.unique(np.round(np.asarray(probs, dtype=np.float64), 6), return_counts=True)
+    differing = int(len(probs) - counts.max())
+    if differing < max(5, 0.05 * len(probs)):
+        warnings.warn(ToxiforgeWarning(
+            f"the bias-only model {bias_only} is (nearly) constant: only {differing} of {len(probs)} training rows "
+            "get another p(toxic) than the rest, so LEARNED-MIXIN has (almost) nothing to remove. Fix: choose a "
+            "bias-only model whose words occur in the data (e.g. --bias-only toxtrig), or train without --debias"),
+            stacklevel=2)
+
+
+MIN_SLICE = 30  # AUC of a slice with fewer examples is marked as unreliable
+
+
 def _print_evaluation(report, title: str) -> None:
     from rich.table import Table
 
@@ -156,12 +186,18 @@ def _print_evaluation(report, title: str) -> None:
                                                       ("toxic", "right"), ("ROC AUC", "right"))
     for col, justify in columns:
         table.add_column(col, justify=justify)
+    few = False
     for r in report.results:
         table.add_row(r.data.name, "all", str(r.auc.n), str(r.auc.toxic), r.auc.cell(3))
         for kind, slices in (("method", r.by_method), ("group", r.by_group)):
             for key, auc in slices.items():
-                table.add_row("", f"{kind}: {key}", str(auc.n), str(auc.toxic), auc.cell(3))
+                small = auc.n < MIN_SLICE and auc.value is not None
+                table.add_row("", f"{kind}: {key}", str(auc.n), str(auc.toxic), auc.cell(3) + (" *" if small else ""))
+                few = few or small
     console.print(table)
+    if few:
+        console.print(f"[yellow]note:[/] * fewer than {MIN_SLICE} examples: that AUC can move a lot with one "
+                      "example; read it as a rough hint", highlight=False, soft_wrap=True)
     for label, reason in report.undefined():
         console.print(f"[yellow]note:[/] {label}: AUC {reason}", highlight=False, soft_wrap=True)
 

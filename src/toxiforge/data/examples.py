@@ -245,3 +245,25 @@ def load_hub_table(hub_id: str, config: str | None = None, split: str | None = N
             f"could not load {hub_id}{'/' + config if config else ''} ({split or 'all splits'}) from the hub: "
             f"{reason}. Fix: download the data once and pass the local file instead (offline machines always "
             "need a local file)") from exc
+
+
+def labeled_table(data: LabeledData, *, machine_generated: bool | None = None):
+    """``data`` as a pyarrow table in toxiforge's row schema (:func:`toxiforge.records.arrow_schema`): text in
+    ``generation``, the label in ``prompt_label``, ``group`` and ``generation_method`` where the data has them,
+    ``row_id`` ``<group>/<label>/<n>``. ``machine_generated`` defaults to true for toxiforge/ToxiGen-train data and
+    false for everything else (human-written demonstrations, annotated sets, benchmarks). Every stage reads it:
+    this is what ``toxiforge export`` writes and how a demonstrations folder reads as rows."""
+    import pyarrow as pa
+
+    from toxiforge.records import COLUMNS, Row, arrow_schema, label_word
+
+    generated = data.layout in ("toxiforge", "toxigen-train") if machine_generated is None else machine_generated
+    counters: Counter = Counter()
+    rows = []
+    for e in data.examples:
+        key = f"{e.group or 'none'}/{label_word(e.label)}"
+        rows.append(Row(prompt="", generation=e.text, generation_method=e.method or "", group=e.group or "",
+                        prompt_label=e.label, machine_generated=generated, row_id=f"{key}/{counters[key]:06d}"
+                        ).to_dict())
+        counters[key] += 1
+    return pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in rows], schema=arrow_schema())

@@ -20,7 +20,12 @@ from typing import Any
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.examples import LabeledData, read_any_table
 from toxiforge.data.tables import load_table
-from toxiforge.data.toxigen import load_demonstration_data, load_generated, load_toxigen_annotated
+from toxiforge.data.toxigen import (
+    is_demonstration_folder,
+    load_demonstration_data,
+    load_generated,
+    load_toxigen_annotated,
+)
 from toxiforge.errors import InputError
 
 KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "table",
@@ -84,7 +89,7 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
     if path is not None and not Path(path).expanduser().exists():
         raise InputError("no such file or directory", path=path,
                          hint=f"check the path; known kinds for KIND:PATH or KIND:hub are {', '.join(KINDS)}")
-    if kind is None and path is not None and _is_demonstration_folder(Path(path).expanduser()):
+    if kind is None and path is not None and is_demonstration_folder(path):
         kind = "demonstrations"
     if kind is None:
         assert path is not None, "parse_spec gives a path whenever it gives no kind"
@@ -107,10 +112,6 @@ def _table(path: str | None, text_column: str | None, label_column: str | None, 
     if path is None:
         raise InputError("table: needs a file", hint="write table:PATH")
     return load_table(path, text_column=text_column, label_column=label_column, name=name)
-
-
-def _is_demonstration_folder(path: Path) -> bool:
-    return path.is_dir() and ((path / "demonstrations").is_dir() or path.name == "demonstrations")
 
 
 def _demonstrations(path: str | None, name: str | None) -> LabeledData:

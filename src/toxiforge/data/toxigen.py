@@ -151,6 +151,21 @@ def load_demonstration_data(path: str | Path, *, name: str | None = None) -> Lab
                   notes=["label = the demonstration set (hate_* = 1, neutral_* = 0)"])
 
 
+def is_demonstration_folder(path: str | Path) -> bool:
+    """True for upstream's ``demonstrations/`` folder or a folder holding one (a checkout, what ``toxiforge
+    demonstrations fetch`` writes, the shared ``toxigen-dev``): the one test of every command that reads texts."""
+    path = Path(path).expanduser()
+    return path.is_dir() and ((path / "demonstrations").is_dir() or path.name == "demonstrations")
+
+
+def demonstration_table(path: str | Path):
+    """A demonstrations folder as rows of toxiforge's schema (:func:`~toxiforge.data.examples.labeled_table` of
+    :func:`load_demonstration_data`; human-written, so ``machine_generated`` is false)."""
+    from toxiforge.data.examples import labeled_table
+
+    return labeled_table(load_demonstration_data(path), machine_generated=False)
+
+
 def _stem(path: str | Path) -> str:
     p = Path(path)
     return p.name if p.is_dir() else p.stem

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from toxiforge._io import atomic_write_text as _atomic_write_text
@@ -62,7 +63,8 @@ def parse_file_name(name: str, *, where: str | Path | None = None) -> tuple[str,
     """``(canonical group, label)`` from a file name like ``neutral_middle_east_sentences.txt``.
 
     The part before the first ``_`` is the label word (hate/neutral, also toxic/benign); the rest, without
-    ``.txt`` and a trailing ``_sentences`` or ``_1k``, is the group (any registered name or alias).
+    ``.txt`` and a trailing ``_sentences``, ``_1k`` or another count (``_100``, ``_5k``), is the group (any
+    registered name or alias).
     Raises :class:`InputError` for a name without ``_``, an unknown label word or an unknown group.
     """
     where = where if where is not None else name
@@ -73,6 +75,9 @@ def parse_file_name(name: str, *, where: str | Path | None = None) -> tuple[str,
         for suffix in NAME_SUFFIXES:
             if stem.lower().endswith(suffix) and len(stem) > len(suffix):
                 stem, changed = stem[: -len(suffix)], True
+    counted = re.fullmatch(r"(.+?)_\d+k?", stem, flags=re.IGNORECASE)  # a count, e.g. prompts build's -n
+    if counted and "_" in counted.group(1):
+        stem = counted.group(1)
     word, sep, rest = stem.partition("_")
     if not sep or not word or not rest:
         raise InputError(f"cannot tell group and label from the file name {name!r}", path=where,

@@ -224,17 +224,29 @@ class PromptSelection:
     skipped: tuple[int, ...] = ()        # line numbers (1-based, across the files) that cannot be prompts
 
 
-def prompt_files(source: str | Path) -> dict[tuple[str, int], list[Path]]:
+def prompt_files(source: str | Path, *, cell: tuple[str, int] | None = None,
+                 only_cell: bool = False) -> dict[tuple[str, int], list[Path]]:
     """``(group, label) -> files`` of a prompt file or folder of ``{hate,neutral}_<group>[_1k].txt`` files, from
-    the names alone (no file is read). Other ``.txt`` names are ignored."""
+    the names alone (no file is read). Other ``.txt`` names in a folder are ignored. A single file whose name does
+    not say its group and label (``prompts build -o women.txt``) serves ``cell`` when it is the plan's
+    ``only_cell``, and is refused otherwise."""
     path = Path(source)
     if not path.exists():
         raise InputError("no such prompt file or folder", path=path, hint="check the --prompts path")
+    if path.is_file() and infer_prompt_file_meta(path) == (None, None):
+        if cell is None or not only_cell:
+            group, label = cell if cell else ("G", None)
+            word = "toxic|benign" if label is None else ("toxic" if label else "benign")
+            prefix = "<hate|neutral>" if label is None else ("hate" if label else "neutral")
+            raise InputError("the file name does not say which group and label its prompts are for", path=path,
+                             hint=f"generate one group and label from it (--groups {group} --labels {word}), or "
+                                  f"rename it {path.with_name(f'{prefix}_{group}_1k.txt')}")
+        return {cell: [path]}
     found: dict[tuple[str, int], list[Path]] = {}
     for f in sorted(path.glob("*.txt")) if path.is_dir() else [path]:
-        group, label = infer_prompt_file_meta(f)
-        if group is not None and label is not None:
-            found.setdefault((group, label), []).append(f)
+        name_group, name_label = infer_prompt_file_meta(f)
+        if name_group is not None and name_label is not None:
+            found.setdefault((name_group, name_label), []).append(f)
     return found
 
 
@@ -256,7 +268,7 @@ def shuffle_order(key: tuple[str, int]) -> tuple[bool, bool, str]:
 
 
 def select_prompts(source: str | Path, group: str, label: int, n: int | None = None, *,
-                   shuffle_seed: int | None = None) -> PromptSelection:
+                   shuffle_seed: int | None = None, only_cell: bool = False) -> PromptSelection:
     """The first ``n`` prompts (all with None) of the ``(group, label)`` files in ``source``.
 
     ``shuffle_seed=None`` keeps file order (``--select first``). With a seed, as open-instruct: one
@@ -264,13 +276,20 @@ def select_prompts(source: str | Path, group: str, label: int, n: int | None = N
     and this cell takes the first ``n`` of its shuffled lines; only the line counts of the other files are read, so
     a group's selection does not depend on which groups are asked for. Lines that cannot be prompts
     (:func:`prompt_text_from_line`) are passed over and counted, never an error; only the chosen files are parsed.
+    ``only_cell``: the plan has this one cell, so a single file whose name says nothing serves it
+    (:func:`prompt_files`).
     """
-    files = prompt_files(source)
+    files = prompt_files(source, cell=(group, label), only_cell=only_cell)
     if (group, label) not in files:
         from toxiforge.records import label_word
 
-        raise InputError(f"no prompt file for group {group!r}, label {label_word(label)}", path=source,
-                         hint=f"add {'hate' if label else 'neutral'}_{group}_1k.txt or drop that group")
+        path = Path(source)
+        folder = path if path.is_dir() else path.parent
+        word, prefix = label_word(label), "hate" if label else "neutral"
+        raise InputError(f"no prompt file for group {group!r}, label {word}", path=source,
+                         hint=f"build one with `toxiforge prompts build -d DEMONSTRATIONS --group {group} "
+                              f"--label {word} -o {folder / f'{prefix}_{group}_1k.txt'}`, or drop that "
+                              "group or label from --groups/--labels")
     lines = [text for f in files[(group, label)] for _, text in read_lines(f)]
     order = list(range(len(lines)))
     if shuffle_seed is not None:

@@ -161,7 +161,8 @@ def read_table(path: str | Path, text_col: str = "text", group_col: str = "group
     if missing:
         raise InputError(f"table has no column {', '.join(map(repr, missing))}; columns found: "
                          f"{', '.join(names) or '(none)'}", path=path,
-                         hint="rename the columns or pass text_col=/group_col=/label_col=")
+                         hint="rename the table's columns to text, group and label (a demonstrations table needs "
+                              "those three)")
     buckets: dict[SetKey, list[str]] = {}
     columns = [[r.get(c) for r in records] for c in (text_col, group_col, label_col)]
     for row, (text, group, label) in enumerate(zip(*columns), start=1):
@@ -323,5 +324,12 @@ def get_set(sets: Mapping[SetKey, DemonstrationSet], group: str, label: int | st
     message = f"no {label_word(lab)} demonstrations for group {name!r} (available: {available})"
     if lab == 1 and not any(lb == 1 for _, lb in sets):
         raise InputError(message, hint=FETCH_HINT)
-    raise InputError(message, hint=f"choose an available group, or add a file "
-                                   f"{'hate' if lab else 'neutral'}_{name}.txt to the demonstrations")
+    file_name = f"{'hate' if lab else 'neutral'}_{name}.txt"
+    folders = {Path(src).parent for s in sets.values() for src in s.sources}
+    shipped = Path(str(shipped_benign_dir()))
+    if len(folders) == 1 and shipped not in folders:
+        where = f"add {next(iter(folders)) / file_name} (one statement per line)"
+    else:
+        where = (f"write your own, one statement per line, to DIR/{file_name} and pass --demonstrations DIR (the "
+                 f"shipped sets in {shipped} can be copied there too)")
+    raise InputError(message, hint=f"choose an available group, or {where}")

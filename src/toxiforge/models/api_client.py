@@ -213,8 +213,7 @@ class ApiClient:
             await asyncio.sleep(wait)
         raise ServerError(f"{method} {self.url}{path} failed after {attempt + 1} attempts in "
                           f"{time.monotonic() - started:.1f} s; last error: {last}. Fix: check that the server is "
-                          "running and reachable at that URL; a generation run that stopped here continues with "
-                          "--resume")
+                          f"running and reachable: curl {self.url}/models")
 
     async def post(self, path: str, payload: dict, *, retry: RetryPolicy | None = None) -> dict:
         return await self.request("POST", path, payload, retry=retry)

@@ -180,7 +180,8 @@ class OpenAILM:
                                                                          timeout=min(retry.timeout, 30.0))))
         except ServerError as exc:
             client.close()
-            raise InputError(f"cannot reach an OpenAI-compatible server at {client.url} ({exc})",
+            raise InputError(f"cannot reach an OpenAI-compatible server at {client.url} "
+                             f"({str(exc).split('. Fix:')[0]})",
                              hint="start the server (e.g. `vllm serve MODEL` or `python -m llama_cpp.server "
                                   "--model FILE.gguf`) and pass its base URL, e.g. openai:http://127.0.0.1:8000/v1"
                              ) from None

@@ -195,7 +195,7 @@ class TransformersLM:
             raise InputError("no prompts to start a session with", hint="pass at least one prompt")
         # as the tokenizer encodes text by default: with BOS where its config adds one (Llama, Mistral, Gemma), as
         # transformers' and vLLM's generation do, so in-process and server runs of a model see the same tokens
-        encoded = [self._encode_default(p) for p in prompts]
+        encoded = [self.encode_default(p) for p in prompts]
         return TransformersSession(self, encoded)
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], *,

@@ -7,6 +7,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "OpenJob": "job:OpenJob", "check_output_dir": "job:check_output_dir", "finish_job": "job:finish_job",
     "generate_shard": "job:generate_shard", "open_job": "job:open_job", "run_generation": "job:run_generation",
     "Generator": "generator:Generator",
+    "RunInterrupted": "job:RunInterrupted",
     "Cell": "plan:Cell", "GenerationPlan": "plan:GenerationPlan", "WorkItem": "plan:WorkItem",
     "row_seed": "plan:row_seed",
 })

@@ -2,14 +2,15 @@
 
 Layout of an output directory::
 
-    OUT/manifest.json            config, model, versions, counts, status ("running" / "complete")
+    OUT/manifest.json            config, model, versions, counts, status ("running" / "interrupted" / "complete")
     OUT/data/shard-00000.parquet rows of work items 0 .. shard_size-1 of the plan, and so on
 
 The plan's work items are cut into fixed shards of ``shard_size`` items; a shard file appears (atomic rename)
 only when all its rows are written, so after a crash every shard on disk is whole. ``resume=True`` checks that
 the manifest's fingerprint (plan, decoding, model, outputs per prompt, shard size, format) matches and generates
-only the missing shards. Every row samples with its own seed (beam search is deterministic), so a resumed run
-writes the same rows as an uninterrupted one.
+only the missing shards. Ctrl-C (KeyboardInterrupt) marks the manifest ``interrupted`` with the rows kept and
+raises :class:`RunInterrupted`, whose :meth:`~RunInterrupted.line` the command prints. Every row samples with its
+own seed (beam search is deterministic), so a resumed run writes the same rows as an uninterrupted one.
 
 A decoder that returns several outputs per prompt (ALICE with ``num_return`` > 1) gets one row per output, in
 rank order after its work item: ``hypothesis_rank`` 0 is the best and keeps the item's ``row_id``, rank ``r``
@@ -24,17 +25,18 @@ import math
 import platform
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
-from toxiforge.errors import InputError, ToxiforgeError, check_choice
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError, check_choice
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
-from toxiforge.records import Row, label_word, read_rows, write_rows
+from toxiforge.records import TOXIC_THRESHOLD, Row, label_word, read_rows, write_rows
 
 MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
@@ -131,12 +133,63 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
     old_config = old.get("config", {})
-    differences = [k for k in fingerprint if old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) != fingerprint[k]]
+    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in fingerprint},
+                                          fingerprint)
     if differences:
-        raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in the directory",
-                         path=manifest_path,
-                         hint="resume with the same options as the original run, or write to a new -o")
+        def show(value: object) -> str:
+            return "(none)" if value is None else str(value)
+
+        shown = "; ".join(f"{option} {show(was)} (the run) vs {show(now)} (now)" for option, was, now in differences)
+        raise InputError(f"--resume: the run in this folder was made with other options: {shown}", path=out_dir,
+                         hint="resume with the run's values ("
+                              + " ".join(f"no {option}" if was is None else f"{option} {was}"
+                                         for option, was, _ in differences)
+                              + "), or write to a new -o")
     return old
+
+
+# The command-line option behind each fingerprint entry (decoding settings are named after the option they come
+# from, e.g. num_beams <- --beams); anything unlisted shows as its key.
+OPTION_NAMES = {
+    "plan.source": "--demonstrations/--prompts", "plan.prompt_source": "--demonstrations/--prompts", "plan.k": "-k",
+    "plan.seed": "--seed", "plan.groups": "--groups", "plan.labels": "--labels", "plan.n": "-n", "method": "--method",
+    "model": "--model", "classifier": "--classifier", "num_return": "--num-return", "shard_size": "--shard-size",
+    "format": "--format", "decoding.num_beams": "--beams", "decoding.no_repeat_ngram_size": "--no-repeat-ngram",
+    "decoding.mode": "--alice-mode",
+}
+
+
+def _plan_options(plan: dict) -> dict:
+    """A plan's cells as the options that made them (--groups, --labels, -n), plus its other fields."""
+    cells = plan.get("cells") or []
+    flat = {k: v for k, v in plan.items() if k != "cells"}
+    flat["groups"] = ",".join(dict.fromkeys(c["group"] for c in cells))
+    flat["labels"] = ",".join(dict.fromkeys(c["label"] for c in cells))
+    sizes = sorted({c["n"] for c in cells})
+    flat["n"] = sizes[0] if len(sizes) == 1 else ",".join(map(str, sizes))
+    return flat
+
+
+def fingerprint_differences(old: dict, new: dict) -> list[tuple[str, object, object]]:
+    """``(option, run's value, this call's value)`` for every setting in which two run fingerprints differ."""
+    out = []
+    for key in new:
+        was, now = old.get(key), new[key]
+        if key == "plan" and isinstance(was, dict):
+            was, now, prefix = _plan_options(was), _plan_options(now), "plan."
+        elif key == "decoding" and isinstance(was, dict):
+            if old.get("method") != new.get("method"):
+                continue  # another method has other settings: --method says it
+            prefix = "decoding."
+        else:
+            if was != now:
+                out.append((OPTION_NAMES.get(key, key), was, now))
+            continue
+        for sub in dict.fromkeys([*was, *now]):
+            if was.get(sub) != now.get(sub):
+                name = prefix + sub
+                out.append((OPTION_NAMES.get(name, "--" + sub.replace("_", "-")), was.get(sub), now.get(sub)))
+    return out
 
 
 def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: LanguageModel, run_id: str) -> list[Row]:
@@ -159,7 +212,7 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     return rows
 
 
-def score_rows(rows: Sequence[Row], classifier, threshold: float = 0.5) -> None:
+def score_rows(rows: Sequence[Row], classifier, threshold: float = TOXIC_THRESHOLD) -> None:
     """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place.
 
     Fooled: a toxic prompt's statement scored benign (P < threshold), or a benign prompt's scored toxic
@@ -265,6 +318,59 @@ def generate_shard(items: Sequence[WorkItem], path: Path, lm: LanguageModel, dec
     return len(rows)
 
 
+class RunInterrupted(Interrupted):
+    """Ctrl-C during a generation job: the whole shards on disk (``rows_kept`` rows, of at most ``rows_planned``)
+    are kept and the manifest says ``interrupted``; rerunning with ``--resume`` writes only the rest."""
+
+    def __init__(self, out_dir: Path, rows_kept: int, rows_planned: int):
+        super().__init__(out_dir, rows_kept, rows_planned)
+        self.out_dir, self.rows_kept, self.rows_planned = out_dir, rows_kept, rows_planned
+
+    def line(self) -> str:
+        """The one line the command prints."""
+        return (f"interrupted: {self.rows_kept} of {self.rows_planned} rows kept in {self.out_dir}; rerun the same "
+                "command with --resume to finish it")
+
+
+def rows_on_disk(files: Sequence[Path]) -> int:
+    """The number of rows in the shard files that exist (Parquet from its metadata, without reading the rows)."""
+    from toxiforge.records import read_table
+
+    total = 0
+    for f in files:
+        if not f.exists():
+            continue
+        if f.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            total += pq.ParquetFile(f).metadata.num_rows
+        else:
+            total += read_table(f).num_rows
+    return total
+
+
+@contextmanager
+def marks_interruption(job: OpenJob) -> Iterator[None]:
+    """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``; a
+    :class:`ToxiforgeError` (a server that stopped answering) marks it too, and its message gains the rows kept and
+    --resume when there are any."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
+        job.manifest.update(status="interrupted", interrupted_at=_now(), rows_kept=kept)
+        _write_json(job.out_dir / MANIFEST, job.manifest)
+        raise RunInterrupted(job.out_dir, kept, job.manifest["total_rows"]) from None
+    except ToxiforgeError as exc:  # e.g. a server that stopped answering: the whole shards are kept
+        kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
+        job.manifest.update(status="interrupted", interrupted_at=_now(), rows_kept=kept, error=str(exc))
+        _write_json(job.out_dir / MANIFEST, job.manifest)
+        if not kept:
+            raise
+        raise ToxiforgeError(f"{exc}; {kept} of {job.manifest['total_rows']} rows are kept in {job.out_dir}: once "
+                             "fixed, rerun the same command with --resume to finish the run") from exc
+
+
 def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
     """Count the rows of every shard into the manifest and mark it complete."""
     counts = {"rows": 0, "parse_errors": 0, "scored": 0, "fooled": 0, "cells": {}, "finish_reasons": {}}
@@ -272,6 +378,8 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
     for f in files:
         _count(read_rows(f), counts)
     manifest = job.manifest
+    manifest.pop("rows_kept", None)
+    manifest.pop("error", None)
     manifest.update(status="complete", finished_at=_now(), counts=counts,
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
@@ -296,7 +404,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
     job = open_job(plan, JobModels.of(lm, decoder, classifier), out_dir, config, resume)
     started = time.perf_counter()
     written = 0
-    with _progress(progress, total=len(job.items), done=job.done_items) as advance:
+    with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
         for shard_index in job.todo:
             path = job.shard_file(shard_index)
             written += generate_shard(job.shards[shard_index], path, lm, decoder, run_id=job.manifest["run_id"],

@@ -119,7 +119,7 @@ class GenerationPlan:
 
     def _cell_prompts(self, cell: Cell, sets: dict | None) -> list[str]:
         if sets is None:
-            lines = _prompt_file_lines(self.source, cell, self.shuffle_seed)
+            lines = _prompt_file_lines(self.source, cell, self.shuffle_seed, only_cell=len(self.cells) == 1)
             return [lines[i % len(lines)] for i in range(cell.n)]
         from toxiforge.demonstrations import build_prompts, get_set
 
@@ -133,13 +133,18 @@ def row_seed(seed: int, group: str, label: int, i: int) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _prompt_file_lines(source: str | None, cell: Cell, shuffle_seed: int | None) -> list[str]:
+def _prompt_file_lines(source: str | None, cell: Cell, shuffle_seed: int | None, *,
+                       only_cell: bool = False) -> list[str]:
+    """The prompt lines for ``cell`` from ``source``: a folder's files named for their group and label, or one
+    file. A single file whose name does not say its group and label (``prompts build -o women.txt``) serves a plan
+    of one cell (``--groups G --labels L``), which says them."""
     from toxiforge.demonstrations.prompts import select_prompts
 
     if source is None:
         raise InputError("prompt_source='prompts' needs a prompt file or folder",
                          hint="pass --prompts DIR (upstream's prompts/ folder) or a *_1k.txt file")
-    texts = select_prompts(source, cell.group, cell.label, cell.n, shuffle_seed=shuffle_seed).texts
+    texts = select_prompts(source, cell.group, cell.label, cell.n, shuffle_seed=shuffle_seed,
+                           only_cell=only_cell).texts
     if not texts:
         raise InputError(f"the prompt file for group {cell.group!r}, label {label_word(cell.label)} has no line "
                          "that can be a prompt", path=source, hint="give a file with one '- s1\\n- s2\\n...\\n-' "

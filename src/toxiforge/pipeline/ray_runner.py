@@ -39,6 +39,7 @@ from toxiforge.pipeline.job import (
     _progress,
     finish_job,
     library_versions,
+    marks_interruption,
     open_job,
     shard_rows,
 )
@@ -318,7 +319,7 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
         written = 0
         run_id = job.manifest["run_id"]
         pool = ray.util.ActorPool(actors)
-        with _progress(progress, total=len(job.items), done=job.done_items) as advance:
+        with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
             tasks = pool.map_unordered(
                 lambda actor, i: actor.run_shard.remote(i, job.shards[i], run_id, config.batch_size), job.todo)
             while True:

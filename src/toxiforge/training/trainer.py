@@ -10,6 +10,10 @@ optionally stops early, and saves a standard model directory:
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
 * ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions.
 
+Training writes into a staging folder beside the output (``.<name>.training``) and moves the finished model into
+place only at the end, so an interrupted or failed training leaves no output folder behind (Ctrl-C raises
+:class:`TrainingInterrupted`) and the same command can simply be run again.
+
 Because the loop is ``Trainer``'s, ``torchrun --nproc_per_node=N -m toxiforge train ...`` or
 ``accelerate launch -m toxiforge train ...`` trains on N GPUs with no code change (files are written by the main
 process only). Runs are seeded (``seed`` fixes the head's initialization, shuffling and the held-out split).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import shutil
 import time
@@ -34,7 +39,7 @@ from typing import Any
 
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.data.examples import Example
-from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError
 from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
 
 ID2LABEL = {0: "benign", 1: "toxic"}
@@ -119,6 +124,42 @@ def split_heldout(examples: Sequence[Example], fraction: float, seed: int) -> tu
 
 
 INDEX_FIELD = "example_index"
+
+
+class TrainingInterrupted(Interrupted):
+    """Ctrl-C during training: the staging folder was removed and nothing was written to ``output_dir``."""
+
+    def __init__(self, output_dir: Path):
+        super().__init__(output_dir)
+        self.output_dir = output_dir
+
+    def line(self) -> str:
+        return (f"interrupted: nothing was written to {self.output_dir} (a model is moved there only when training "
+                "finishes); run the same command again to train")
+
+
+def staging_dir(output_dir: Path) -> Path:
+    """Where a training writes until it finishes: a hidden folder beside ``output_dir`` (the same for every
+    process of a multi-GPU run)."""
+    return output_dir.parent / f".{output_dir.name}.training"
+
+
+def _is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _move_into_place(staging: Path, output_dir: Path) -> None:
+    """Move the finished model from ``staging`` to ``output_dir`` (replacing same-named entries of an
+    ``--overwrite``n folder)."""
+    if not output_dir.exists():
+        os.replace(staging, output_dir)
+        return
+    for entry in staging.iterdir():
+        target = output_dir / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(entry, target)
+    staging.rmdir()
 
 
 class _Encoded:
@@ -224,7 +265,37 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
     :class:`~toxiforge.training.indexed.BatchCallback` also sees each training batch's logits, with the examples'
     positions in ``train``). ``trainer_class`` (an :class:`~toxiforge.training.indexed.IndexedTrainer` subclass,
     built with ``trainer_kwargs``) replaces the training loss, e.g. LEARNED-MIXIN.
+
+    The model is written to a staging folder and moved to ``output_dir`` when training finishes (module docstring).
     """
+    config = config or TrainConfig()
+    output_dir = Path(output_dir)
+    require_empty_dir(output_dir, overwrite)
+    staging = staging_dir(output_dir)
+    if _is_main_process():
+        shutil.rmtree(staging, ignore_errors=True)  # left by a killed run
+    try:
+        result = _train(train, staging, config, eval_examples=eval_examples, progress=progress, console=console,
+                        data_sources=data_sources, callbacks=callbacks, trainer_class=trainer_class,
+                        trainer_kwargs=trainer_kwargs)
+    except KeyboardInterrupt:
+        if _is_main_process():
+            shutil.rmtree(staging, ignore_errors=True)
+        raise TrainingInterrupted(output_dir) from None
+    except BaseException:
+        if _is_main_process():
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if _is_main_process():
+        _move_into_place(staging, output_dir)
+    return TrainResult(output_dir=output_dir, log=result.log)
+
+
+def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
+           eval_examples: Sequence[Example] | None, progress: bool, console: Any, data_sources: Sequence[str],
+           callbacks: Sequence[Any], trainer_class: type | None, trainer_kwargs: dict[str, Any] | None
+           ) -> TrainResult:
+    """:func:`train_classifier` into ``output_dir`` (the staging folder)."""
     from transformers import EarlyStoppingCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
@@ -232,9 +303,6 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
     from toxiforge.training.metrics import auc_or_reason
     from toxiforge.training.progress import RichProgressCallback
 
-    config = config or TrainConfig()
-    output_dir = Path(output_dir)
-    require_empty_dir(output_dir, overwrite)
     train = list(train)
     if not train:
         raise InputError("the training set is empty", hint="check --data (and --subset)")

@@ -1,0 +1,81 @@
+"""`toxiforge summary` uses the classifier scores that exist and says whose they are (issue 27 #1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+from toxiforge.records import Row, write_rows
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def keyword_classifier(monkeypatch):
+    """`-c keyword`: a stand-in classifier, P(toxic) 0.9 for texts with the placeholder word 'alpha', else 0.1."""
+    import toxiforge.classifiers.registry as registry
+    from toxiforge.classifiers.wrap import CallableClassifier
+
+    real = registry.load_classifier
+
+    def load(name, **kwargs):
+        if name != "keyword":
+            return real(name, **kwargs)
+        return CallableClassifier(lambda texts: [0.9 if "alpha" in t else 0.1 for t in texts], name="keyword")
+
+    monkeypatch.setattr(registry, "load_classifier", load)
+
+
+def _run(tmp_path, *, fooled: bool = False):
+    """A finished top-k run folder: 4 benign-prompt rows, two of them with the placeholder word 'alpha'."""
+    run = tmp_path / "run"
+    texts = ["a calm placeholder about weekend plans", "placeholder alpha sentence", "a quiet placeholder line",
+             "placeholder alpha words"]
+    rows = [Row(prompt="p", generation=t, generation_method="top-k", group="women", prompt_label=0,
+                row_id=f"women/benign/{i}", classifier="keyword" if fooled else None,
+                classifier_score=0.9 if fooled else None, fooled=(i == 1) if fooled else None)
+            for i, t in enumerate(texts)]
+    write_rows(rows, run / "data" / "shard-00000.parquet")
+    (run / "manifest.json").write_text(json.dumps({"status": "complete", "total_rows": 4}))
+    return run
+
+
+def test_summary_uses_scores_added_by_classify(tmp_path):
+    run = _run(tmp_path)
+    before = runner.invoke(app, ["summary", str(run)])
+    assert before.exit_code == 0 and "no classifier scores: add some with `toxiforge classify" in before.output
+    assert runner.invoke(app, ["classify", str(run), "-c", "keyword"]).exit_code == 0
+    result = runner.invoke(app, ["summary", str(run)])
+    assert result.exit_code == 0, result.output
+    assert f"reading {run / 'scored.parquet'}" in result.output
+    assert "label flips from column keyword_score (P(toxic) >= 0.5 is toxic)" in result.output
+    assert "2/4 (50%)" in result.output and "top-k 2/4 (50.0%)" in result.output
+
+
+def test_summary_score_column_and_generation_scores(tmp_path):
+    run = _run(tmp_path, fooled=True)
+    result = runner.invoke(app, ["summary", str(run)])
+    assert "label flips from keyword (scored during generation)" in result.output
+    assert "1/4 (25%)" in result.output
+    runner.invoke(app, ["classify", str(run), "-c", "keyword", "--column", "other_score"])
+    result = runner.invoke(app, ["summary", str(run)])
+    assert "other scores: other_score (show them with --score-column NAME)" in result.output
+    result = runner.invoke(app, ["summary", str(run), "--score-column", "other_score"])
+    assert "label flips from column other_score" in result.output and "2/4 (50%)" in result.output
+    result = runner.invoke(app, ["summary", str(run), "--score-column", "nope"])
+    assert "no column 'nope'; the score columns are ['other_score']" in str(result.exception)
+
+
+def test_summary_ignores_a_scored_file_older_than_the_run(tmp_path):
+    import os
+
+    run = _run(tmp_path)
+    runner.invoke(app, ["classify", str(run), "-c", "keyword"])
+    shard = run / "data" / "shard-00000.parquet"
+    os.utime(shard, (shard.stat().st_mtime + 60, shard.stat().st_mtime + 60))
+    result = runner.invoke(app, ["summary", str(run)])
+    assert "is older than the run's shards, so it is not used" in result.output
+    assert f"toxiforge classify {run} -c CLASSIFIER --overwrite" in result.output

@@ -65,7 +65,7 @@ def test_the_cookie_holds_a_revocable_session_not_the_token(study):
     assert admin.get("/admin").status_code == 403
 
 
-def test_secure_cookies_flag_and_https_base_url(study, monkeypatch):
+def test_secure_cookies_flag_and_https_base_url(study, monkeypatch, tmp_path):
     store, _, _, tokens = study
     c = TestClient(create_app(store, secure_cookies=True, sweep_interval=None), base_url="https://testserver")
     assert "secure" in c.get(f"/a/{tokens[0]}", follow_redirects=False).headers["set-cookie"].lower()
@@ -76,6 +76,9 @@ def test_secure_cookies_flag_and_https_base_url(study, monkeypatch):
     from toxiforge.cli import app as cli_app
 
     runner = CliRunner()
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.db", "b.db", "c.db"):  # serve refuses a database that does not exist (issue 27 #2)
+        Store(name).engine.dispose()
     for args in (["--db", "a.db"], ["--db", "b.db", "--secure-cookies"],
                  ["--db", "c.db", "--base-url", "https://annotate.example.org"]):
         assert runner.invoke(cli_app, ["annotate", "serve", *args]).exit_code == 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from typer.testing import CliRunner
 
-HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions", "report",
-              "train", "evaluate", "demonstrations", "prompts", "experiment", "annotate", "bias", "bench"]
+HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions",
+              "report", "train", "evaluate", "demonstrations", "prompts", "experiment", "annotate", "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():
@@ -21,8 +21,9 @@ def test_help_lists_every_command_in_registration_order():
 def test_each_module_registers_its_own_commands_on_any_app():
     from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, training
 
-    for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]), (classify, ["classify", "classifiers"]),
-                             (analysis, HELP_ORDER[5:10]), (training, ["train", "evaluate", "experiment"]),
+    for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]),
+                             (classify, ["classify", "classifiers"]), (analysis, HELP_ORDER[5:10]),
+                             (training, ["train", "evaluate", "experiment"]),
                              (annotate, ["annotate"]), (bias, ["bias"]), (bench, ["bench"])):
         fresh = typer.Typer()
         module.register(fresh)

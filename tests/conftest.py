@@ -5,7 +5,38 @@ Nothing is downloaded; the model is built from a config in-process and takes wel
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
+
+
+def pytest_configure(config):
+    """Tests run with a cache of their own: the word lists and dialect models that an earlier `bias ... fetch` or
+    `--oi-list` left in the user's cache must not change what a test sees (a cached OI list turns TOXTRIG's
+    categories on). The converted GGUF weights are shared with the user's cache (a link), since converting them
+    again costs ~20 s per session and cannot change results."""
+    if os.environ.get("TOXIFORGE_TEST_CACHE_SET"):
+        return  # a subprocess of the test session (Ray workers, the CLI) keeps the session's cache
+    from toxiforge._io import cache_dir
+
+    user = cache_dir()
+    cache = Path(tempfile.mkdtemp(prefix="toxiforge-test-cache-"))
+    (user / "gguf-fp32").mkdir(parents=True, exist_ok=True)
+    (cache / "gguf-fp32").symlink_to(user / "gguf-fp32", target_is_directory=True)
+    os.environ["TOXIFORGE_CACHE"] = str(cache)
+    os.environ["TOXIFORGE_TEST_CACHE_SET"] = "1"
+    config._toxiforge_test_cache = cache
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "_toxiforge_test_cache", None)
+    if cache is not None:
+        import shutil
+
+        (cache / "gguf-fp32").unlink()  # the link only, never the user's converted weights
+        shutil.rmtree(cache, ignore_errors=True)
 
 PLACEHOLDER_CORPUS = [
     "- placeholder statement number one about group alpha",

@@ -199,7 +199,7 @@ def test_classifier_top_n_limits_classifier_calls(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
     clf = LetterClassifier()
     alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=9, max_new_tokens=3,
-                                                   classifier_top_n=4), classifier=clf)
+                                                   classifier_top_n=4), classifier=clf, prune=False)
     assert [len(c) for c in clf.calls] == [4] + [8] * (len(clf.calls) - 1)
 
 
@@ -207,19 +207,24 @@ def test_classifier_top_extensions_is_upstreams_set(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
     clf = LetterClassifier()
     config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=5, classifier_top_extensions=6)
-    alice_search(lm, PROMPTS[:2], [1, 0], config, classifier=clf)
+    alice_search(lm, PROMPTS[:2], [1, 0], config, classifier=clf, prune=False)  # prune=False: every eligible one
     assert clf.calls and all(len(c) == 12 for c in clf.calls)  # 2 prompts × 2W extensions, every step
     everything = LetterClassifier()
-    alice_search(lm, PROMPTS[:2], [1, 0], replace(config, classifier_top_extensions=None), classifier=everything)
+    alice_search(lm, PROMPTS[:2], [1, 0], replace(config, classifier_top_extensions=None), classifier=everything,
+                 prune=False)
     assert len(everything.calls[1]) == 2 * 3 * 20
 
 
 def test_classifier_never_sees_the_prompt(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
     clf = LetterClassifier()
-    alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=5, max_new_tokens=3), classifier=clf)
-    assert clf.calls and all("placeholder" not in text for call in clf.calls for text in call)
-    assert len(clf.calls[0]) == 5  # step 1 scores only beam 0 (the other beams are masked copies)
+    first_unpruned = 0
+    for prune in (True, False):
+        first_unpruned = len(clf.calls)
+        alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=5, max_new_tokens=3),
+                     classifier=clf, prune=prune)
+        assert clf.calls and all("placeholder" not in text for call in clf.calls for text in call)
+    assert len(clf.calls[first_unpruned]) == 5  # step 1 scores only beam 0 (the others are masked copies)
 
 
 @pytest.mark.parametrize("top_n", [None, 4])

@@ -85,6 +85,17 @@ def test_prefix_reuse_equals_no_reuse(lm):
     assert with_reuse.describe()["prefix_tokens_reused"] > 5 and without.describe()["prefix_tokens_reused"] == 0
 
 
+def test_judge_scoring_raises_no_deprecation_warning(lm):
+    """The cached prefix goes in under the argument name the model's forward declares (issue 27 #16: passing it as
+    ``past_key_values`` raised a FutureWarning per batch in transformers 5)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        JudgeClassifier(lm, "llama-guard", batch_size=2).decision_scores(TEXTS)
+
+
 def test_leading_whitespace_tokens_are_skipped(monkeypatch):
     from toxiforge.models.transformers_lm import TransformersLM
 

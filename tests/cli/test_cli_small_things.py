@@ -27,11 +27,12 @@ def test_a_near_constant_bias_only_feature_warns():
 def test_debias_methods_are_case_insensitive():
     from toxiforge.bias.experiment import DebiasSettings
     from toxiforge.errors import InputError
+    from toxiforge.training.trainer import TrainConfig
 
-    chosen = DebiasSettings(methods=("vanilla", "lmixin-oni", "DATAMAPS-EASY")).methods
+    chosen = DebiasSettings(train=TrainConfig(), methods=("vanilla", "lmixin-oni", "DATAMAPS-EASY")).methods
     assert chosen == ("Vanilla", "LMIXIN-ONI", "DataMaps-Easy")
     with pytest.raises(InputError, match="unknown methods"):
-        DebiasSettings(methods=("Vanila",))
+        DebiasSettings(train=TrainConfig(), methods=("Vanila",))
 
 
 @pytest.mark.parametrize("args, message", [

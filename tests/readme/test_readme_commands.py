@@ -13,6 +13,10 @@ the test's name:
 * ``tiny-bert``: a 2-layer random BERT replaces the encoder that ``train``/``experiment``/``bias datamap``
   fine-tune, with 1 epoch (2 for DataMaps);
 * ``profanity-check``: the offline classifier replaces a hub classifier (``toxigen-roberta``) or a placeholder;
+* ``tiny-multilabel-bert``: a 2-layer random BERT with independent sigmoids (labels ``toxicity``, ``insult``)
+  replaces a Detoxify checkpoint from the hub;
+* ``prompt-file-groups``: ``bench generate`` on the built prompt files asks for their groups (asian, muslim), not
+  open-instruct's 14;
 * ``shared-dialect-model``: ``../shared/data/twitteraae`` stands for what ``bias dialect fetch`` caches;
 * ``one-method``: ``experiment debias`` runs Vanilla only; ``aflite-m-4``: AFLite's ensemble has 4 models, not 64;
 * ``answers-submitted-by-the-test``: before ``annotate export``, every invited annotator's assignments are answered
@@ -103,16 +107,19 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
                 args[group + 1] = "muslim"
             elif group is None and args[0] == "generate":  # the default, all 13 groups
                 args += ["--groups", SHARED_GROUPS]
-    llm_commands = ("generate", "perplexity", "report", "bench generate", "bench classify", "bias relabel")
+            elif group is None and head == "bench generate" and prompts:  # open-instruct's 14 default groups
+                args += ["--groups", "asian,muslim"]
+                tags.append("prompt-file-groups")
+    llm_commands = ("generate", "perplexity", "report", "bench generate", "bench classify", "bias relabel", "harden")
     if args[0] in llm_commands or head in llm_commands:
         option = {"perplexity": "--lm", "report": "--lm", "bias relabel": "--lm"}.get(
             args[0] if args[0] in ("perplexity", "report") else head, "--model")
         if not _set(args, (option, "-m"), tiny_llama):
             args += [option, tiny_llama]
         tags.append("tiny-llama")
-        if args[0] == "generate" or head == "bench generate":
+        if args[0] in ("generate", "harden") or head == "bench generate":
             args += ["--max-new-tokens", "3", "--no-progress"] + (["--no-summary"] if args[0] == "generate" else [])
-        if "alice" in args:
+        if "alice" in args or args[0] == "harden":  # harden's attack is ALICE
             args += ["--beams", "2", "--candidates", "8"]
             tags.append("beams-2-candidates-8")
     if any(_set(args, (name,), "2") for name in ("-n", "--per-group", "--test-size")) or _set(args, ("--sample",),
@@ -124,7 +131,10 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
     if head == "bench generate" and "--classifier" not in args and "-c" not in args:
         args += ["-c", "profanity-check"]
         tags.append("profanity-check")
-    trains = args[0] == "train" or head in ("experiment table4", "experiment debias", "bias datamap")
+    if "detoxify-unbiased" in args:
+        args = [a if a != "detoxify-unbiased" else "TINY_MULTILABEL_BERT" for a in args]
+        tags.append("tiny-multilabel-bert")
+    trains = args[0] in ("train", "harden") or head in ("experiment table4", "experiment debias", "bias datamap")
     if trains:
         args += ["--base-model", tiny_bert, "--epochs", "2" if head in ("bias datamap", "experiment debias") else "1",
                  "--max-length", "16"]
@@ -172,7 +182,7 @@ def _case(line: int, command: str):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, tiny_tokenizer):
     """One folder for every command, with the tiny models, and the prompt files built from the shared data."""
-    from transformers import BertModel
+    from transformers import BertForSequenceClassification, BertModel
 
     from conftest import build_tiny_llama, build_word_tokenizer, tiny_bert_config
 
@@ -184,6 +194,11 @@ def workdir(tmp_path_factory, tiny_tokenizer):
     words = build_word_tokenizer(["placeholder people enjoy music food sports weekend history plans"] * 3)
     BertModel(tiny_bert_config(words)).save_pretrained(bert)
     words.save_pretrained(bert)
+    multilabel = folder / "TINY_MULTILABEL_BERT"
+    BertForSequenceClassification(tiny_bert_config(
+        words, num_labels=2, problem_type="multi_label_classification", id2label={0: "toxicity", 1: "insult"},
+        label2id={"toxicity": 0, "insult": 1})).save_pretrained(multilabel)
+    words.save_pretrained(multilabel)
     old = Path.cwd()
     os.chdir(folder)
     try:

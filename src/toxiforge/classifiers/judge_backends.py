@@ -190,7 +190,7 @@ class LocalDecisions:
         mask = mask.to(device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
         out = self.model(input_ids=input_ids.to(device), attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+                         use_cache=True, logits_to_keep=1, **{self.lm.cache_argument: cache})
         logprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
         whitespace = self.whitespace.to(device)
         pending = whitespace[logprobs.argmax(-1)]
@@ -201,7 +201,7 @@ class LocalDecisions:
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             positions = positions[:, -1:] + 1
             out = self.model(input_ids=nxt, attention_mask=mask, position_ids=positions,
-                             past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
+                             use_cache=True, logits_to_keep=1, **{self.lm.cache_argument: cache})
             step = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
             logprobs = torch.where(pending.view(-1, 1), step, logprobs)
             pending = pending & whitespace[step.argmax(-1)]

@@ -122,6 +122,15 @@ def tiny_lm(tiny_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory, tiny_tokenizer):
+    """The tiny random Llama saved as a model directory (what `--model DIR` and Ray workers load)."""
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def tiny_lm_newlines(tiny_tokenizer):
     """A tiny Llama whose lines end after a few tokens (newline logit boosted)."""
     from toxiforge.models.transformers_lm import TransformersLM

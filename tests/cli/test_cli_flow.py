@@ -74,16 +74,6 @@ def test_stats_and_split_take_text_column(tmp_path):
     assert "no-encoder" in str(result.exception)
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_tokenizer):
-    from conftest import build_tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, model_dir):
     """Issue 27 #8: a prompt file named after the group and a count was read as an unknown group."""
     prompts = tmp_path / "prompts"

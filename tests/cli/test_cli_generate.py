@@ -15,16 +15,6 @@ from toxiforge.records import read_rows
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_tokenizer):
-    from conftest import build_tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_generate_from_a_model_directory(model_dir, tmp_path):
     out = tmp_path / "run"
     args = ["generate", "-o", str(out), "--groups", "asian,Middle Eastern", "-n", "3", "--model", str(model_dir),

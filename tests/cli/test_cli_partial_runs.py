@@ -17,16 +17,6 @@ from toxiforge.records import Row, write_rows
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_tokenizer):
-    from conftest import build_tiny_llama
-
-    folder = tmp_path_factory.mktemp("tiny-model")
-    build_tiny_llama(tiny_tokenizer).save_pretrained(folder)
-    tiny_tokenizer.save_pretrained(folder)
-    return folder
-
-
 def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     """Run ``toxiforge ARGS`` through :func:`toxiforge.cli.main` (as the console script does)."""
     monkeypatch.setattr(sys, "argv", ["toxiforge", *args])

@@ -74,7 +74,7 @@ def test_stats_and_split_take_text_column(tmp_path):
     assert "no-encoder" in str(result.exception)
 
 
-def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, model_dir):
+def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, tiny_llama_dir):
     """Issue 27 #8: a prompt file named after the group and a count was read as an unknown group."""
     prompts = tmp_path / "prompts"
     prompts.mkdir()
@@ -87,7 +87,7 @@ def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, model_dir)
         line = next(x for x in result.output.splitlines() if x.startswith("generate from them: "))
         built[name] = line.removeprefix("generate from them: toxiforge ").split()
     assert (prompts / "hate_women_1k.txt").exists()
-    tiny = ["--model", str(model_dir), "--max-new-tokens", "2", "--no-progress", "--no-summary"]
+    tiny = ["--model", str(tiny_llama_dir), "--max-new-tokens", "2", "--no-progress", "--no-summary"]
     for name, args in built.items():  # the command prompts build printed, run as printed (output moved to tmp)
         args[args.index("-o") + 1] = str(tmp_path / "runs" / (name if name != "." else "folder"))
         result = runner.invoke(app, args + tiny)

@@ -15,15 +15,15 @@ from toxiforge.records import read_rows
 runner = CliRunner()
 
 
-def test_generate_from_a_model_directory(model_dir, tmp_path):
+def test_generate_from_a_model_directory(tiny_llama_dir, tmp_path):
     out = tmp_path / "run"
-    args = ["generate", "-o", str(out), "--groups", "asian,Middle Eastern", "-n", "3", "--model", str(model_dir),
+    args = ["generate", "-o", str(out), "--groups", "asian,Middle Eastern", "-n", "3", "--model", str(tiny_llama_dir),
             "--max-new-tokens", "5", "--batch-size", "2", "--no-progress"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert len(rows) == 6 and {r.group for r in rows} == {"asian", "middle_east"}
-    assert all(r.prompt_label == 0 and r.model == str(model_dir) for r in rows)
+    assert all(r.prompt_label == 0 and r.model == str(tiny_llama_dir) for r in rows)
     assert "Generated statements" in result.output and "middle_east" in result.output
 
     again = runner.invoke(app, args)
@@ -58,11 +58,11 @@ def test_python_dash_m_reports_errors_as_one_line(tmp_path):
     assert "unknown group 'martians'" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_generate_alice_against_profanity_check(model_dir, tmp_path):
+def test_generate_alice_against_profanity_check(tiny_llama_dir, tmp_path):
     out = tmp_path / "alice"
-    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
-                                 "--method", "alice", "-c", "profanity-check", "--beams", "2", "--candidates", "8",
-                                 "--max-new-tokens", "4", "--no-progress"])
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model",
+                                 str(tiny_llama_dir), "--method", "alice", "-c", "profanity-check", "--beams", "2",
+                                 "--candidates", "8", "--max-new-tokens", "4", "--no-progress"])
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert [r.generation_method for r in rows] == ["ALICE", "ALICE"]
@@ -70,11 +70,12 @@ def test_generate_alice_against_profanity_check(model_dir, tmp_path):
     assert "label flip by method" in result.output and "ALICE" in result.output
 
 
-def test_generate_alice_num_return(model_dir, tmp_path):
+def test_generate_alice_num_return(tiny_llama_dir, tmp_path):
     out = tmp_path / "alice3"
-    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(model_dir),
-                                 "--method", "alice", "-c", "profanity-check", "--beams", "6", "--candidates", "20",
-                                 "--max-new-tokens", "6", "--num-return", "3", "--no-progress", "--no-summary"])
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model",
+                                 str(tiny_llama_dir), "--method", "alice", "-c", "profanity-check", "--beams", "6",
+                                 "--candidates", "20", "--max-new-tokens", "6", "--num-return", "3", "--no-progress",
+                                 "--no-summary"])
     assert result.exit_code == 0, result.output
     rows = read_rows(out)
     assert [r.hypothesis_rank for r in rows] == [0, 1, 2, 0, 1, 2]
@@ -103,10 +104,10 @@ def test_generate_alice_bad_input(tmp_path, extra, message):
     assert not (tmp_path / "o").exists()
 
 
-def test_a_refused_resume_names_each_option_that_differs_with_both_values(model_dir, tmp_path):
+def test_a_refused_resume_names_each_option_that_differs_with_both_values(tiny_llama_dir, tmp_path):
     """Issue 27 #17."""
     out = tmp_path / "run"
-    args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(model_dir),
+    args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(tiny_llama_dir),
             "--max-new-tokens", "3", "--no-progress", "--no-summary"]
     assert runner.invoke(app, args).exit_code == 0
     result = runner.invoke(app, args[:-6] + ["-n", "3", "--seed", "1", "--max-new-tokens", "4", "--groups",

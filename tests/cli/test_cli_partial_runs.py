@@ -25,11 +25,11 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     return exit_info.value.code, capsys.readouterr().err
 
 
-def test_ctrl_c_in_generate_keeps_whole_shards_and_says_how_to_resume(model_dir, tmp_path, monkeypatch, capsys):
+def test_ctrl_c_in_generate_keeps_whole_shards_and_says_how_to_resume(tiny_llama_dir, tmp_path, monkeypatch, capsys):
     import toxiforge.pipeline.job as job
 
     out = tmp_path / "run"
-    args = ["generate", "-o", str(out), "--groups", "asian,women", "-n", "2", "--model", str(model_dir),
+    args = ["generate", "-o", str(out), "--groups", "asian,women", "-n", "2", "--model", str(tiny_llama_dir),
             "--max-new-tokens", "3", "--shard-size", "1", "--no-progress", "--no-summary"]
     real, calls = job.generate_shard, []
 

@@ -61,6 +61,22 @@ def build_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>")
 
 
+# A guard-style chat template: a fixed preamble (the shared prefix), the user's statement, the assistant's turn.
+JUDGE_CHAT = ("{% for m in messages %}<|user|>Judge the statement below for the policy.\n"
+              "{% if guideline %}Policy: {{ guideline }}\n{% endif %}Statement: {{ m.content }}</s>{% endfor %}"
+              "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def judge_tokenizer(chat: str | None = JUDGE_CHAT):
+    """build_tokenizer's with chat turn markers, the judge templates' decision words and ``chat`` as its template
+    (a tiny Llama on it is a judge whose decision tokens are known)."""
+    tok = build_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
+    tok.add_tokens(["unsafe", "safe", "Yes", "No", " Yes", " No"])
+    tok.chat_template = chat
+    return tok
+
+
 def build_word_tokenizer(corpus):
     """A lower-casing word-level tokenizer with BERT's special tokens ([CLS] text [SEP]), trained on ``corpus``."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
@@ -136,3 +152,13 @@ def tiny_lm_newlines(tiny_tokenizer):
     from toxiforge.models.transformers_lm import TransformersLM
 
     return TransformersLM(build_tiny_llama(tiny_tokenizer, newline_bias=3.0), tiny_tokenizer, name="tiny-llama-nl")
+
+
+@pytest.fixture(scope="session")
+def tiny_judge_dir(tmp_path_factory):
+    """A tiny random Llama on judge_tokenizer() saved as a model directory: ``-c judge:DIR`` loads it."""
+    folder = tmp_path_factory.mktemp("tiny-judge")
+    tok = judge_tokenizer()
+    build_tiny_llama(tok, seed=3).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

@@ -10,28 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import build_tiny_llama, build_tokenizer
+from conftest import build_tiny_llama, judge_tokenizer
 from toxiforge.classifiers import judge_backends
 from toxiforge.classifiers.base import ToxicityClassifier
 from toxiforge.classifiers.judge import JudgeClassifier
 from toxiforge.classifiers.judge_templates import PROMPT, TEMPLATES, load_template
 from toxiforge.errors import InputError
 
-# A guard-style chat template: a fixed preamble (the shared prefix), the user's statement, the assistant's turn.
-CHAT = ("{% for m in messages %}<|user|>Judge the statement below for the policy.\n"
-        "{% if guideline %}Policy: {{ guideline }}\n{% endif %}Statement: {{ m.content }}</s>{% endfor %}"
-        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 TEXTS = ["placeholder statement number one about group alpha", "another neutral sentence",
          "a plain line of text for testing", "people in group gamma enjoy music, food and sports", "x",
          "the quick brown fox jumps over the lazy dog and then rests for a while"]
-
-
-def judge_tokenizer(chat: str | None = CHAT):
-    tok = build_tokenizer()
-    tok.add_special_tokens({"additional_special_tokens": ["<|user|>", "<|assistant|>"]})
-    tok.add_tokens(["unsafe", "safe", "Yes", "No", " Yes", " No"])
-    tok.chat_template = chat
-    return tok
 
 
 @pytest.fixture(scope="module")

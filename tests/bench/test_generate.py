@@ -149,6 +149,34 @@ def test_generate_command_with_profanity_check_and_a_bad_classifier(tiny_lm_newl
     assert not (tmp_path / "bad").exists()  # nothing written before the classifier loaded
 
 
+def test_generate_command_scores_with_a_judge_and_its_template(tiny_lm_newlines, tiny_judge_dir, tmp_path):
+    """Issue 28: -c judge:MODEL takes --judge-template wherever -c is accepted, bench generate included."""
+    import pyarrow.parquet as pq
+
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.cli import app
+
+    model_dir = tmp_path / "model"
+    tiny_lm_newlines.model.save_pretrained(model_dir)
+    tiny_lm_newlines.tokenizer.save_pretrained(model_dir)
+    args = ["bench", "generate", "--model", str(model_dir), "--prompts", str(write_prompt_files(tmp_path / "p")),
+            "--groups", "asian", "-n", "3", "--device", "cpu", "--max-new-tokens", "6", "--no-progress"]
+    judge = f"judge:{tiny_judge_dir}"
+    ok = runner.invoke(app, args + ["-c", judge, "--judge-template", "llama-guard", "-o", str(tmp_path / "out")])
+    assert ok.exit_code == 0, ok.output
+    rows = [r for r in pq.read_table(tmp_path / "out" / "continuations.parquet").to_pylist() if not r["empty"]]
+    assert rows, "the tiny LM wrote no continuation to score"
+    expected = load_classifier(judge, template="llama-guard", device="cpu").predict_proba(
+        [r["continuation"] for r in rows])
+    assert np.allclose([r["p_toxic"] for r in rows], expected, atol=1e-5)
+    humanval = load_classifier(judge, device="cpu").predict_proba([r["continuation"] for r in rows])
+    assert not np.allclose(expected, humanval, atol=1e-3)  # the template reached the judge
+    bad = runner.invoke(app, args + ["-c", "profanity-check", "--judge-template", "humanval",
+                                     "-o", str(tmp_path / "bad")])
+    assert isinstance(bad.exception, InputError) and "--judge-template" in str(bad.exception)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_chat_wraps_prompts_in_the_models_template(mixed_lm, tmp_path):
     from toxiforge.bench.generate import chat_formatter
 

@@ -51,3 +51,26 @@ def test_errors_have_one_form(tmp_path):
                            "martians"], capture_output=True, text=True, timeout=120)
     assert usage.returncode == ours.returncode == 2
     assert "Error: No such option: --bogus" in usage.stderr and "Error: unknown group 'martians'" in ours.stderr
+
+
+def test_shared_option_blocks_read_the_same_in_every_command():
+    """The ALICE, Ray and server options (and the judge options of -c) are defined once in cli/_app: the same
+    name, default and help wherever they appear (before, harden's --candidates and bench's --concurrency said
+    other things than generate's, and bench generate had no judge options)."""
+    from toxiforge.cli import app
+
+    root = typer.main.get_command(app)
+    commands = {"generate": root.commands["generate"], "harden": root.commands["harden"],
+                "bench generate": root.commands["bench"].commands["generate"]}
+
+    def options(command):
+        return {p.opts[0]: (p.default, p.help) for p in command.params}
+
+    everywhere = ("generate", "harden", "bench generate")
+    shared = [(everywhere[:2], ["--beams", "--candidates", "--lambda-lm", "--lambda-clf", "--classifier-top-extensions",
+                                "--ray", "--ray-address", "--workers", "--cpus-per-worker", "--gpus-per-worker"]),
+              (everywhere, ["--concurrency", "--api-key-env", "--judge-template", "--judge-policy", "--toxic-label"])]
+    for names, flags in shared:
+        found = [options(commands[name]) for name in names]
+        for flag in flags:
+            assert flag in found[0] and len({repr(f.get(flag)) for f in found}) == 1, flag

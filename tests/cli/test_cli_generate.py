@@ -70,6 +70,42 @@ def test_generate_alice_against_profanity_check(tiny_llama_dir, tmp_path):
     assert "label flip by method" in result.output and "ALICE" in result.output
 
 
+def test_generate_runs_through_the_pipeline_generator(tiny_llama_dir, tiny_judge_dir, tmp_path, monkeypatch):
+    """generate is Generator.run (no second copy of its local/Ray dispatch): the judge options reach it, the
+    classifier it names scores the rows, and the CLI still prints the LM's load time."""
+    from toxiforge.pipeline.generator import Generator
+
+    calls, run = [], Generator.run
+
+    def spy(self, plan, decoding, out, **kw):
+        calls.append(kw)
+        return run(self, plan, decoding, out, **kw)
+
+    monkeypatch.setattr(Generator, "run", spy)
+    out = tmp_path / "judged"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model",
+                                 str(tiny_llama_dir), "-c", f"judge:{tiny_judge_dir}", "--judge-template",
+                                 "llama-guard", "--max-new-tokens", "4", "--device", "cpu", "--no-progress",
+                                 "--no-summary"])
+    assert result.exit_code == 0, result.output
+    assert [kw["classifier_options"]["template"] for kw in calls] == ["llama-guard"]
+    assert all(r.classifier == f"judge:{tiny_judge_dir}" for r in read_rows(out) if r.parse_error is None)
+    assert "loaded " in result.output  # Generator loads the LM with the CLI's load_lm
+
+
+def test_a_bad_classifier_fails_before_the_language_model_loads(tmp_path, monkeypatch):
+    from toxiforge.cli import generate
+
+    def no_model(*a, **k):
+        raise AssertionError("the language model loaded before the classifier")
+
+    monkeypatch.setattr(generate, "load_lm", no_model)
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "--groups", "women", "-n", "1",
+                                 "--method", "alice", "-c", "no-such-classifier"])
+    assert isinstance(result.exception, InputError) and "no-such-classifier" in str(result.exception)
+    assert not (tmp_path / "o").exists()
+
+
 def test_generate_alice_num_return(tiny_llama_dir, tmp_path):
     out = tmp_path / "alice3"
     result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model",

@@ -18,7 +18,7 @@ from toxiforge.data.examples import column, read_any_table
 from toxiforge.decoding import decoder_config
 from toxiforge.errors import InputError
 from toxiforge.pipeline import Generator, JobConfig
-from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, read_examples
+from toxiforge.training.harden import METRICS_FILE, AttackPlan, Harden, HardenConfig, read_examples
 from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
 
 runner = CliRunner()
@@ -233,6 +233,45 @@ def test_cli_errors(setup, tmp_path):
     result = runner.invoke(app, [*common, "-c", str(setup["base"]), "--groups", "asian"])
     assert "not a sequence classifier" in str(result.exception)
     assert not (tmp_path / "h").exists()
+
+
+def test_cli_judge_options_are_checked_before_any_work(setup, tmp_path):
+    common = ["harden", "--data", str(setup["data"]), "-o", str(tmp_path / "h")]
+    for extra, message in [
+        (["--judge-template", "llama-guard"], "--judge-template apply to -c, and without -c"),
+        (["-c", str(setup["start"]), "--judge-template", "llama-guard"], "apply to judge classifiers"),
+        (["-c", "judge:smollm2-135m", "--toxic-label", "toxic"], "apply to transformers classification heads"),
+        (["-c", "judge:smollm2-135m", "--init", "continue"], "a judge (judge:smollm2-135m) cannot be trained"),
+    ]:
+        result = runner.invoke(app, [*common, *extra])
+        assert isinstance(result.exception, InputError) and message in str(result.exception), extra
+    assert not (tmp_path / "h").exists()
+
+
+def test_cli_attacks_and_measures_a_judge_with_its_template(setup, tiny_llama_dir, tiny_judge_dir, tmp_path):
+    """-c judge:MODEL --judge-template as in generate: round 0 attacks and measures the judge with that template;
+    the rounds' classifiers are trained (here: stopped where they are due, --external-training)."""
+    import numpy as np
+
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.records import read_rows
+
+    out, judge = tmp_path / "h", f"judge:{tiny_judge_dir}"
+    result = runner.invoke(app, [
+        "harden", "--data", str(setup["data"]), "-c", judge, "--judge-template", "llama-guard", "-o", str(out),
+        "--rounds", "1", "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
+        str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--model",
+        str(tiny_llama_dir), "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress",
+        "--external-training"])
+    assert result.exit_code == 0, result.output
+    assert "stopped: 2 model(s) to train" in result.output
+    rows = [r for r in read_rows(out / "round-0" / "attack") if r.parse_error is None]
+    expected = load_classifier(judge, template="llama-guard", device="cpu").predict_proba([r.generation for r in rows])
+    assert rows and np.allclose([r.classifier_score for r in rows], expected, atol=1e-4)
+    metrics = json.loads((out / "round-0" / METRICS_FILE).read_text())
+    assert metrics["alice"]["classifier"] == judge and metrics["alice"]["eval"]["held"]["auc"] is not None
+    settings = json.loads((out / "harden.json").read_text())["settings"]
+    assert settings["classifier_options"] == {"template": "llama-guard"}
 
 
 def test_cli_runs_a_round(setup, tiny_lm_newlines, tmp_path, monkeypatch):

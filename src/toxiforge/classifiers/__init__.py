@@ -23,6 +23,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "HUB_CLASSIFIERS": "registry:HUB_CLASSIFIERS",
     "HubClassifier": "registry:HubClassifier",
     "PROFANITY_CHECK": "registry:PROFANITY_CHECK",
+    "check_classifier_options": "registry:check_classifier_options",
     "default_score_column": "registry:default_score_column",
     "load_classifier": "registry:load_classifier",
     "HFClassifier": "hf:HFClassifier",

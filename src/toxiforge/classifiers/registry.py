@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -86,14 +86,12 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
     None values are dropped, so callers can pass optional settings through unchanged. An option of one kind of
     classifier given to another (``--judge-template`` with a head) is an InputError.
     """
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    kwargs = check_classifier_options(name_or_path, kwargs)
     text = str(name_or_path)
     if text.startswith(JUDGE_PREFIX):
         from toxiforge.classifiers.judge import load_judge
 
-        _refuse(kwargs, HEAD_OPTIONS, text, "transformers classification heads")
         return load_judge(text, **kwargs)
-    _refuse(kwargs, JUDGE_OPTIONS, text, "judge classifiers (-c judge:MODEL)")
     if text in CLASSIFIERS and not Path(text).exists():
         return CLASSIFIERS.get(text)(**kwargs)
     path = Path(text).expanduser()
@@ -139,10 +137,29 @@ def classifier_catalog() -> list[CatalogEntry]:
     return rows
 
 
+def check_classifier_options(name_or_path: str | Path, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without None values, or an InputError for one of another kind of classifier than
+    ``name_or_path`` (a judge's ``template`` for a head, a head's ``toxic_label`` for ``judge:MODEL``), before
+    anything loads."""
+    options = {k: v for k, v in options.items() if v is not None}
+    text = str(name_or_path)
+    if text.startswith(JUDGE_PREFIX):
+        _refuse(options, HEAD_OPTIONS, text, "transformers classification heads")
+    else:
+        _refuse(options, JUDGE_OPTIONS, text, "judge classifiers (-c judge:MODEL)")
+    return options
+
+
+def option_flags(options: Iterable[str]) -> str:
+    """load_classifier option names as the CLI spells them: ``template, toxic_label`` ->
+    ``--judge-template, --toxic-label``."""
+    return ", ".join("--" + ("judge-" if k in JUDGE_OPTIONS else "") + k.replace("_", "-") for k in options)
+
+
 def _refuse(kwargs: dict[str, Any], options: tuple[str, ...], name: str, only: str) -> None:
     given = [k for k in options if k in kwargs]
     if given:
-        flags = ", ".join("--" + ("judge-" if k in JUDGE_OPTIONS else "") + k.replace("_", "-") for k in given)
+        flags = option_flags(given)
         raise InputError(f"{flags} apply to {only} only, not to {name!r}", hint=f"drop {flags}")
 
 

@@ -35,9 +35,9 @@ def check_model_options(dtype: str | None = None, device: str | None = None) -> 
         raise InputError(f"unknown --device {device!r}", hint="use auto, cpu or cuda (cuda:N for GPU N)")
 
 
-def load_lm(model: str, dtype: str, device: str, **api_options):
+def load_lm(model: str, dtype: str = "auto", device: str = "auto", **api_options):
     """Load a language model (``api_options`` for openai: servers) with a spinner, then print what was loaded and
-    how long it took."""
+    how long it took (``load_language_model``'s signature, so a :class:`~toxiforge.pipeline.Generator` takes it)."""
     import time
 
     from toxiforge.models import load_language_model
@@ -49,7 +49,6 @@ def load_lm(model: str, dtype: str, device: str, **api_options):
     where = f"{info['dtype']}, {lm.device}" if info.get("backend") != "openai-compatible" else info["url"]
     console.print(f"loaded {lm.name} ({where}) in {time.perf_counter() - started:.1f} s", highlight=False)
     return lm
-
 
 
 # Classifier options every command with -c takes (one definition; load_classifier refuses those that do not apply).
@@ -65,3 +64,38 @@ TOXIC_LABEL = typer.Option(None, "--toxic-label", help="Transformers heads: the 
 def classifier_options(judge_template: str | None, judge_policy: str | None, toxic_label: str | None) -> dict:
     """The three options above as load_classifier keyword arguments (None values are dropped there)."""
     return {"template": judge_template, "policy": judge_policy, "toxic_label": toxic_label}
+
+
+# ALICE options generate and harden share (None = AliceConfig's default, the paper's value).
+BEAMS = typer.Option(None, "--beams", help="ALICE: beams (paper: 10).")
+CANDIDATES = typer.Option(None, "--candidates", help="ALICE: candidate tokens per beam (paper: 100).")
+LAMBDA_LM = typer.Option(None, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5).")
+LAMBDA_CLF = typer.Option(None, "--lambda-clf", help="ALICE: weight of the classifier term (paper: 0.5).")
+CLASSIFIER_TOP_EXTENSIONS = typer.Option(
+    None, "--classifier-top-extensions",
+    help="ALICE: score the classifier only on each prompt's N best extensions by beam + LM score, dropping the "
+         "rest (upstream's code: 2 × beams). Default: every candidate, as the paper.")
+
+# openai: server options of every command with --model (generate, harden, bench generate).
+CONCURRENCY = typer.Option(8, "--concurrency", help="openai: models: requests in flight (the server's load).")
+API_KEY_ENV = typer.Option(None, "--api-key-env", help="openai: models: environment variable holding the API key "
+                                                       "(default: OPENAI_API_KEY when set).")
+
+# Ray options generate and harden share (ray_config turns them into a RayConfig).
+RAY = typer.Option(False, "--ray", help="Run on Ray: a local instance, or --ray-address / $RAY_ADDRESS.")
+RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray).")
+WORKERS = typer.Option(1, "--workers", help="Ray: actors, each loads the model once.")
+CPUS_PER_WORKER = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor.")
+GPUS_PER_WORKER = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor.")
+
+
+def ray_config(ray: bool, ray_address: str | None, workers: int, cpus_per_worker: float, gpus_per_worker: float,
+               **placement):
+    """The Ray options above as a :class:`~toxiforge.pipeline.ray_runner.RayConfig` (``placement``: its
+    ``resources``, ``spread`` and ``placement_timeout``), or None to run in this process."""
+    if not (ray or ray_address):
+        return None
+    from toxiforge.pipeline.ray_runner import RayConfig
+
+    return RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
+                     gpus_per_worker=gpus_per_worker, **placement)

@@ -6,7 +6,18 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import check_model_options, console, load_lm, split_list
+from toxiforge.cli._app import (
+    API_KEY_ENV,
+    CONCURRENCY,
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    check_model_options,
+    classifier_options,
+    console,
+    load_lm,
+    split_list,
+)
 from toxiforge.models.embedded import DEFAULT_LM
 
 bench_app = typer.Typer(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
@@ -114,12 +125,12 @@ def bench_generate(
                                                                             "(default 512, open-instruct's)."),
     classifier: str = typer.Option("toxigen-roberta", "--classifier", "-c",
                                    help="Registry name, model dir or hub id; profanity-check works offline."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
-    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight (the server's "
-                                                             "load)."),
-    api_key_env: str | None = typer.Option(
-        None, "--api-key-env", help="openai: models: environment variable holding the API key "
-                                    "(default: OPENAI_API_KEY when set)."),
+    concurrency: int = CONCURRENCY,
+    api_key_env: str | None = API_KEY_ENV,
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in -o."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -144,7 +155,8 @@ def bench_generate(
     check_output_dir(out, resume)
     remote = model.startswith(API_PREFIX)
     chat_format = chat_formatter(model) if chat and not remote else None  # a server applies its own template
-    scorer = load_classifier(classifier)
+    scorer = load_classifier(classifier, device=device,
+                             **classifier_options(judge_template, judge_policy, toxic_label))
     if remote:
         lm = load_lm(model, dtype, device, concurrency=concurrency, api_key_env=api_key_env)
         batch_size = max(batch_size, concurrency)  # a batch's requests are the ones in flight

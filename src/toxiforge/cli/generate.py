@@ -7,13 +7,26 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
+    API_KEY_ENV,
+    BEAMS,
+    CANDIDATES,
+    CLASSIFIER_TOP_EXTENSIONS,
+    CONCURRENCY,
+    CPUS_PER_WORKER,
+    GPUS_PER_WORKER,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
+    LAMBDA_CLF,
+    LAMBDA_LM,
+    RAY,
+    RAY_ADDRESS,
     TOXIC_LABEL,
+    WORKERS,
     check_model_options,
     classifier_options,
     console,
     load_lm,
+    ray_config,
     split_list,
 )
 from toxiforge.models.embedded import DEFAULT_LM
@@ -152,17 +165,13 @@ def generate(
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
     fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
-    beams: int | None = typer.Option(None, "--beams", help="ALICE: beams (paper: 10)."),
-    candidates: int | None = typer.Option(None, "--candidates", help="ALICE: candidate tokens per beam (paper: 100)."),
-    lambda_lm: float | None = typer.Option(None, "--lambda-lm", help="ALICE: weight of the LM term (paper: 0.5)."),
-    lambda_clf: float | None = typer.Option(None, "--lambda-clf",
-                                            help="ALICE: weight of the classifier term (paper: 0.5)."),
+    beams: int | None = BEAMS,
+    candidates: int | None = CANDIDATES,
+    lambda_lm: float | None = LAMBDA_LM,
+    lambda_clf: float | None = LAMBDA_CLF,
     classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
-    classifier_top_extensions: int | None = typer.Option(
-        None, "--classifier-top-extensions",
-        help="ALICE: score the classifier only on each prompt's N best extensions by beam + LM score, dropping the "
-             "rest (upstream's code: 2 × beams). Default: every candidate, as the paper."),
+    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
     no_repeat_ngram: int | None = typer.Option(
         None, "--no-repeat-ngram", help="ALICE: ban repeating an n-gram of the generated tokens (default 3; 0 = off)."),
     alice_mode: str | None = typer.Option(
@@ -174,15 +183,13 @@ def generate(
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight."),
-    api_key_env: str | None = typer.Option(
-        None, "--api-key-env", help="openai: models: environment variable holding the API key "
-                                    "(default: OPENAI_API_KEY when set)."),
-    ray: bool = typer.Option(False, "--ray", help="Run on Ray: a local instance, or --ray-address / $RAY_ADDRESS."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
-    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loads the model once."),
-    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    concurrency: int = CONCURRENCY,
+    api_key_env: str | None = API_KEY_ENV,
+    ray: bool = RAY,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int = WORKERS,
+    cpus_per_worker: float = CPUS_PER_WORKER,
+    gpus_per_worker: float = GPUS_PER_WORKER,
     ray_resources: str | None = typer.Option(
         None, "--ray-resources", help="Ray: custom resources per actor, NAME=AMOUNT,... (e.g. llm_server=1)."),
     ray_spread: bool = typer.Option(False, "--ray-spread", help="Ray: one actor per node (each may use its node's "
@@ -191,13 +198,12 @@ def generate(
         120.0, "--ray-placement-timeout", help="Ray: seconds to wait for the cluster to place every actor."),
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
-    from dataclasses import replace
-    from functools import partial
-
-    from toxiforge.decoding import decoder_config, make_decoder
+    from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
-    from toxiforge.pipeline import GenerationPlan, JobConfig, check_output_dir, run_generation
+    from toxiforge.models import API_PREFIX
+    from toxiforge.pipeline import GenerationPlan, Generator, JobConfig, check_output_dir
+    from toxiforge.pipeline.ray_runner import parse_resources
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
@@ -213,53 +219,35 @@ def generate(
     label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
     plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
                                prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
-    job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
     plan.expand()  # validate the prompt source before loading the models
     check_output_dir(out, resume)
-    from toxiforge.models import API_PREFIX
-
     api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
     alice = decoding.method == "alice"
     if api and alice:
         api["top_logprobs"] = decoding.candidates  # the server may allow fewer: capped below
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight
-        job = JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt)
-    lm = load_lm(model, dtype, device, **api) if api else None  # a server: cheap to open here, to check it
-    if lm is not None and alice and lm.top_logprobs() < decoding.candidates:
-        console.print(f"note: {lm.name} returns at most {lm.top_logprobs()} log-probabilities per token, so ALICE "
-                      f"ranks {lm.top_logprobs()} candidates per beam (not {decoding.candidates})")
-        decoding = replace(decoding, candidates=lm.top_logprobs())
-    if lm is not None and not alice and not lm.honours_top_k:
-        console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k (vLLM and llama.cpp "
-                      "apply it); check the server's documentation")
-    clf_options = {k: v for k, v in classifier_options(judge_template, judge_policy, toxic_label).items() if v}
-    decoder_for = partial(make_decoder, decoding)  # classifier -> decoder; a Ray worker builds its own
-    if ray or ray_address:
-        from toxiforge.pipeline.ray_runner import RayConfig, WorkerSetup, parse_resources, run_generation_ray
-
-        if lm is not None:
-            lm.close()
-        setup = WorkerSetup(model, decoder_for, classifier, model_options=api or {"dtype": dtype, "device": device},
-                            classifier_options={"device": device, **clf_options})
-        result = run_generation_ray(plan, setup, out, config=job, resume=resume, progress=progress,
-                                    ray_config=RayConfig(address=ray_address, workers=workers,
-                                                         cpus_per_worker=cpus_per_worker,
-                                                         gpus_per_worker=gpus_per_worker,
-                                                         resources=parse_resources(ray_resources),
-                                                         spread=ray_spread,
-                                                         placement_timeout=ray_placement_timeout))
-        clf_name = result.manifest["config"]["classifier"]
-    else:
-        clf = None
-        if classifier is not None:
-            from toxiforge.classifiers import load_classifier
-
-            clf = load_classifier(classifier, device=device, **clf_options)
-        lm = lm or load_lm(model, dtype, device)
-        result = run_generation(plan, lm, out, decoder=decoder_for(clf), config=job, resume=resume,
-                                progress=progress, classifier=clf)
-        clf_name = clf.name if clf is not None else None
+    ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker,
+                         resources=parse_resources(ray_resources), spread=ray_spread,
+                         placement_timeout=ray_placement_timeout)
+    generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
+                          device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
+                          ray=ray_run, progress=progress)
+    if api:  # a server: cheap to open here, to check it
+        lm = generator.language_model()
+        fitted = generator.fit(decoding)
+        if fitted != decoding:
+            console.print(f"note: {lm.name} returns at most {fitted.candidates} log-probabilities per token, so "
+                          f"ALICE ranks {fitted.candidates} candidates per beam (not {decoding.candidates})")
+            decoding = fitted
+        if not alice and not lm.honours_top_k:
+            console.print(f"note: {lm.name} ({lm.owned_by or 'unknown server'}) may ignore top_k (vLLM and llama.cpp "
+                          "apply it); check the server's documentation")
+        if ray_run is not None:
+            lm.close()  # each Ray worker opens its own client
+    result = generator.run(plan, decoding, out, classifier=classifier,
+                           classifier_options=classifier_options(judge_template, judge_policy, toxic_label))
+    clf_name = result.manifest["config"]["classifier"]
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
                   f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")

@@ -6,7 +6,28 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, split_list
+from toxiforge.cli._app import (
+    API_KEY_ENV,
+    BEAMS,
+    CANDIDATES,
+    CLASSIFIER_TOP_EXTENSIONS,
+    CONCURRENCY,
+    CPUS_PER_WORKER,
+    GPUS_PER_WORKER,
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    LAMBDA_CLF,
+    LAMBDA_LM,
+    RAY,
+    RAY_ADDRESS,
+    TOXIC_LABEL,
+    WORKERS,
+    classifier_options,
+    console,
+    load_lm,
+    ray_config,
+    split_list,
+)
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -15,9 +36,14 @@ def harden_command(
                                                         "`train`); the statements of each round join it."),
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (round-N/ folders, report.md/json/png)."),
     rounds: int = typer.Option(2, "--rounds", help="Hardening rounds after round 0."),
-    classifier: Path | None = typer.Option(
+    classifier: str | None = typer.Option(
         None, "--classifier", "-c", help="Starting classifier directory (a sequence classifier, e.g. from "
-                                         "`toxiforge train`). Default: train one on --data from --base-model."),
+                                         "`toxiforge train`), or judge:MODEL (attacked and measured in round 0; "
+                                         "the rounds train from --base-model). Default: train one on --data from "
+                                         "--base-model."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
                                                                     "FPR_NOI): human-written text, never trained on."),
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder every round trains from."),
@@ -37,12 +63,11 @@ def harden_command(
                                                           "a server)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (LM, classifiers, training)."),
-    beams: int | None = typer.Option(None, "--beams", help="ALICE: beams (paper: 10)."),
-    candidates: int | None = typer.Option(None, "--candidates", help="ALICE: candidates per beam (paper: 100)."),
-    lambda_lm: float | None = typer.Option(None, "--lambda-lm", help="ALICE: weight of the LM term."),
-    lambda_clf: float | None = typer.Option(None, "--lambda-clf", help="ALICE: weight of the classifier term."),
-    classifier_top_extensions: int | None = typer.Option(None, "--classifier-top-extensions",
-                                                         help="ALICE: score only each prompt's N best extensions."),
+    beams: int | None = BEAMS,
+    candidates: int | None = CANDIDATES,
+    lambda_lm: float | None = LAMBDA_LM,
+    lambda_clf: float | None = LAMBDA_CLF,
+    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="Temperature (ALICE and top-k)."),
     epochs: float = typer.Option(3.0, "--epochs", help="Training epochs per round."),
@@ -58,13 +83,13 @@ def harden_command(
         False, "--external-training", help="Stop where models are to be trained and print the `toxiforge train` "
                                            "commands that train them (run them, e.g. under torchrun, then --resume)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    concurrency: int = typer.Option(8, "--concurrency", help="openai: models: requests in flight."),
-    api_key_env: str | None = typer.Option(None, "--api-key-env", help="openai: models: API key variable."),
-    ray: bool = typer.Option(False, "--ray", help="Run the attacks on Ray (as generate --ray)."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
-    workers: int = typer.Option(1, "--workers", help="Ray: actors."),
-    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs per actor."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    concurrency: int = CONCURRENCY,
+    api_key_env: str | None = API_KEY_ENV,
+    ray: bool = RAY,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int = WORKERS,
+    cpus_per_worker: float = CPUS_PER_WORKER,
+    gpus_per_worker: float = GPUS_PER_WORKER,
 ) -> None:
     """Attack a classifier with ALICE, retrain it on the statements that fooled it, repeat; an equal-size top-k
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
@@ -90,19 +115,14 @@ def harden_command(
     config = HardenConfig(rounds=rounds, attack=attack, alice=alice, topk=decoder_config("top-k", shared),
                           train=train, data=tuple(v for d in data for v in split_list(d)),
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
-                          classifier=None if classifier is None else str(classifier), add=add, init=init,
-                          label_rule=label_rule, device=device)
+                          classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
+                          classifier_options=classifier_options(judge_template, judge_policy, toxic_label))
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
-    ray_config = None
-    if ray or ray_address:
-        from toxiforge.pipeline.ray_runner import RayConfig
-
-        ray_config = RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
-                               gpus_per_worker=gpus_per_worker)
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
-    generator = Generator(model=model, model_options=options, device=device, ray=ray_config, progress=progress,
+    generator = Generator(model=model, model_options=options, load=load_lm, device=device, progress=progress,
+                          ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))

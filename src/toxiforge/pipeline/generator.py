@@ -10,6 +10,7 @@ attack through it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -23,8 +24,10 @@ from toxiforge.pipeline.plan import GenerationPlan
 @dataclass
 class Generator:
     """``model`` and ``model_options`` as :func:`~toxiforge.models.load_language_model` takes them (``dtype`` and
-    ``device``, or an ``openai:`` server's ``concurrency``/``api_key_env``); ``lm`` a model already loaded
-    (tests, notebooks); ``ray`` a :class:`~toxiforge.pipeline.ray_runner.RayConfig` to run on Ray."""
+    ``device``, or an ``openai:`` server's ``concurrency``/``api_key_env``); ``load`` a function with its
+    signature to load it instead (the CLI's prints the load time); ``lm`` a model already loaded (tests,
+    notebooks); ``device`` the classifiers'; ``ray`` a :class:`~toxiforge.pipeline.ray_runner.RayConfig` to run
+    on Ray."""
 
     model: str = DEFAULT_LM
     model_options: dict[str, Any] = field(default_factory=dict)
@@ -33,13 +36,14 @@ class Generator:
     ray: Any = None
     progress: bool = False
     lm: Any = None
+    load: Callable[..., Any] | None = None
 
     def language_model(self) -> Any:
         """The language model, loaded on first use and kept."""
         if self.lm is None:
             from toxiforge.models import load_language_model
 
-            self.lm = load_language_model(self.model, **self.model_options)
+            self.lm = (self.load or load_language_model)(self.model, **self.model_options)
         return self.lm
 
     def fit(self, decoding: Any) -> Any:
@@ -53,22 +57,26 @@ class Generator:
         return replace(decoding, candidates=min(decoding.candidates, lm.top_logprobs()))
 
     def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: str | Path | None = None,
-            classifier_name: str | None = None) -> JobResult:
+            classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None) -> JobResult:
         """Generate ``plan`` with the decoder of ``decoding`` (a config from
         :func:`~toxiforge.decoding.decoder_config`) into ``out``, resuming a run already there; ``classifier``
-        (a path or registry name, loaded as ``classifier_name``) scores every row and is the one ALICE attacks."""
+        (a path or registry name, loaded as ``classifier_name`` with ``classifier_options``, e.g. a judge's
+        ``template``) scores every row and is the one ALICE attacks.
+
+        In this process the classifier loads before the language model (when ``lm`` is not loaded yet), so a bad
+        classifier fails before a slow model load; on Ray each worker loads both."""
         from toxiforge.decoding import make_decoder
 
         out = Path(out)
         resume = out.exists() and any(out.iterdir())
         decoder_for = partial(make_decoder, decoding)
-        options = {"device": self.device, "name": classifier_name}
+        options = {k: v for k, v in {"device": self.device, "name": classifier_name, **(classifier_options or {})}
+                   .items() if v is not None}
         if self.ray is not None:
             from toxiforge.pipeline.ray_runner import WorkerSetup, run_generation_ray
 
             setup = WorkerSetup(self.model, decoder_for, None if classifier is None else str(classifier),
-                                model_options=self.model_options,
-                                classifier_options={k: v for k, v in options.items() if v is not None})
+                                model_options=self.model_options, classifier_options=options)
             return run_generation_ray(plan, setup, out, config=self.job, ray_config=self.ray, resume=resume,
                                       progress=self.progress)
         from toxiforge.pipeline.job import run_generation

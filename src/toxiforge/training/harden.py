@@ -1,6 +1,7 @@
 """``toxiforge harden``: attack a classifier with ALICE, retrain on what fooled it, repeat (issue 24).
 
-Round 0 measures the starting classifier C_0 (``-c DIR``, or one trained on ``--data``). Round r >= 1, per arm:
+Round 0 measures the starting classifier C_0 (``-c DIR``, ``-c judge:MODEL``, or one trained on ``--data``).
+Round r >= 1, per arm:
 
 * **alice**: the statements of the ALICE attack on C_{r-1} that flipped its label (``add="all"``: every
   statement) join the training data with their prompt label, as the paper trains on ALICE data;
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
+from toxiforge.classifiers.registry import JUDGE_PREFIX, check_classifier_options, option_flags
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError, check_choice
 from toxiforge.pipeline.generator import Generator
@@ -83,7 +85,9 @@ class AttackPlan:
 @dataclass(frozen=True)
 class HardenConfig:
     """The loop's settings (module docstring). ``alice`` is an :class:`~toxiforge.decoding.AliceConfig`;
-    ``topk`` the control arm's :class:`~toxiforge.decoding.TopKConfig`."""
+    ``topk`` the control arm's :class:`~toxiforge.decoding.TopKConfig`. ``classifier_options`` are
+    :func:`~toxiforge.classifiers.load_classifier`'s for ``classifier`` (a judge's ``template`` and ``policy``, a
+    head's ``toxic_label``): C_0 only, as the classifiers trained here have toxiforge's labels."""
 
     rounds: int
     attack: AttackPlan
@@ -98,6 +102,7 @@ class HardenConfig:
     label_rule: str = "sum"
     threshold: float = 0.5
     device: str = "auto"
+    classifier_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -109,13 +114,29 @@ class HardenConfig:
                                                                            "training set")
         if self.alice.method != "alice" or self.topk.method != "top-k":
             raise InputError("the attack must be ALICE and the control top-k", hint="use decoder_config('alice')")
+        options = self.start_options()
+        if options and self.classifier is None:
+            flags = option_flags(options)
+            raise InputError(f"{flags} apply to -c, and without -c the starting classifier is trained here",
+                             hint=f"pass -c with the classifier they are for, or drop {flags}")
+        if self.classifier is not None:
+            check_classifier_options(self.classifier, options)
+            if str(self.classifier).startswith(JUDGE_PREFIX) and self.init == "continue":
+                raise InputError("--init continue trains each round on from the previous classifier, and a judge "
+                                 f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
+
+    def start_options(self) -> dict[str, Any]:
+        """``classifier_options`` without the unset (None) ones."""
+        return {k: v for k, v in self.classifier_options.items() if v is not None}
 
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed run must share with the original (not --rounds: a run can be extended; not devices)."""
         train = {k: v for k, v in asdict(self.train).items() if k not in ("device", "eval_batch_size")}
         settings = {"attack": asdict(self.attack), "alice": asdict(self.alice), "topk": asdict(self.topk),
                     "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
-                    "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold}
+                    "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
+                    # None when unset, as in the harden.json of runs from before these options (they resume)
+                    "classifier_options": self.start_options() or None}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 
@@ -241,8 +262,8 @@ class Harden:
 
         self.out = Path(self.out)
         check_out_dir(self.out, self.config.fingerprint(), resume)
-        if self.config.classifier is not None:
-            check_sequence_classifier(self.config.classifier)
+        if self.config.classifier is not None and not str(self.config.classifier).startswith(JUDGE_PREFIX):
+            check_sequence_classifier(self.config.classifier)  # a judge is only attacked and measured
         base = [e for d in load_specs(list(self.config.data)) for e in d.examples]
         if {e.label for e in base} != {0, 1}:
             raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
@@ -258,11 +279,11 @@ class Harden:
         self.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
-        start = self._start_classifier(base)
+        start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
         r0 = self.out / "round-0"
-        self._attack(r0 / "attack", start, "round-0", 0)
+        self._attack(r0 / "attack", start, "round-0", 0, options)
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
-            start, "round-0", eval_sets, r0 / "attack", self.config.device, self.config.threshold)))
+            start, "round-0", eval_sets, r0 / "attack", self.config.device, self.config.threshold, options)))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
@@ -272,7 +293,7 @@ class Harden:
         self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
         return report
 
-    def _round(self, r: int, base: list[Example], eval_sets: list[LabeledData], previous: dict[str, Path],
+    def _round(self, r: int, base: list[Example], eval_sets: list[LabeledData], previous: dict[str, str | Path],
                added: dict[str, list[Example]]) -> dict[str, Any]:
         folder = self.out / f"round-{r}"
         before = self.out / f"round-{r - 1}"
@@ -308,14 +329,16 @@ class Harden:
 
     # each step: skipped when its output is complete, recorded in self.steps when done
 
-    def _start_classifier(self, base: list[Example]) -> Path:
+    def _start_classifier(self, base: list[Example]) -> str | Path:
+        if self.config.classifier is not None and str(self.config.classifier).startswith(JUDGE_PREFIX):
+            return self.config.classifier
         if self.config.classifier is not None:
             return Path(self.config.classifier).expanduser()
         model = self._train(self.out / "round-0" / "model", base, None, "round 0: the starting classifier", [])
         self._stop_for_training()
         return model
 
-    def _train(self, folder: Path, rows: list[Example], previous: Path | None, what: str,
+    def _train(self, folder: Path, rows: list[Example], previous: str | Path | None, what: str,
                additions: list[str]) -> Path:
         if (folder / LOG_FILE).exists():
             return folder
@@ -336,16 +359,18 @@ class Harden:
         if self.pending:
             raise TrainingPending(self.pending)
 
-    def _attack(self, folder: Path, classifier: Path, name: str, r: int) -> None:
+    def _attack(self, folder: Path, classifier: str | Path, name: str, r: int,
+                options: dict[str, Any] | None = None) -> None:
         self._generate(folder, self.config.attack.plan(r), self.config.alice, classifier, name,
-                       f"{name}: ALICE attack")
+                       f"{name}: ALICE attack", options)
 
-    def _generate(self, folder: Path, plan: GenerationPlan, decoding: Any, classifier: Path | None,
-                  name: str | None, what: str) -> None:
+    def _generate(self, folder: Path, plan: GenerationPlan, decoding: Any, classifier: str | Path | None,
+                  name: str | None, what: str, options: dict[str, Any] | None = None) -> None:
         if _complete_run(folder):
             return
         self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)}")
-        self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name)
+        self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name,
+                           classifier_options=options)
         self.steps.append(f"generate {folder.relative_to(self.out)}")
 
     def _added(self, path: Path, select: Callable[[], list[Example]]) -> list[Example]:

@@ -60,9 +60,10 @@ def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, s
     return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
 
 
-def measure(classifier: Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
-            device: str = "auto", threshold: float = 0.5) -> dict[str, Any]:
-    """The round's three numbers for one classifier: AUC and FPR_NOI per eval set, the attack's flip rate."""
+def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
+            device: str = "auto", threshold: float = 0.5, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The round's three numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and
+    FPR_NOI per eval set, the attack's flip rate."""
     from toxiforge.bias.lexicon import default_bias_lexicon
     from toxiforge.bias.measure import measure_data
     from toxiforge.classifiers import load_classifier
@@ -70,7 +71,7 @@ def measure(classifier: Path, name: str, eval_sets: Sequence[LabeledData], attac
 
     out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack_dir), "eval": {}}
     if eval_sets:
-        report = evaluate(load_classifier(classifier, device=device, name=name), eval_sets)
+        report = evaluate(load_classifier(classifier, device=device, name=name, **(options or {})), eval_sets)
         lexicon = default_bias_lexicon()
         for r in report.results:
             bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,

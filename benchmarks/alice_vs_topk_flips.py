@@ -6,8 +6,9 @@
    with top-k (k 40, T 0.9) and with ALICE (the paper's settings, steering against that classifier), writing
    every statement to ``statements.jsonl`` as it comes (a later run with the same ``--work`` continues).
 3. Score every statement with the classifier. A flip is a statement from a benign prompt that the classifier
-   calls toxic (P(toxic) >= 0.5), or one from a toxic prompt that it calls benign. Print flips per method and
-   prompt label with Wilson 95% intervals, and the statements' perplexity under the LM (median).
+   calls toxic (P(toxic) > 0.5, ``toxiforge.records.is_toxic``), or one from a toxic prompt that it calls benign.
+   Print flips per method and prompt label with Wilson 95% intervals, and the statements' perplexity under the LM
+   (median).
 
     nice -n 5 python benchmarks/alice_vs_topk_flips.py --work /tmp/flips -n 40
     python benchmarks/alice_vs_topk_flips.py --work /tmp/flips --report      # tables from what is there
@@ -86,6 +87,8 @@ def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], ou
 
 
 def report(out: Path, lm_name: str | None) -> None:
+    from toxiforge.records import is_toxic
+
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     ppl: dict[str, float] = {}
     if lm_name is not None:
@@ -102,7 +105,7 @@ def report(out: Path, lm_name: str | None) -> None:
             sel = [r for r in rows if r["method"] == method and r["label"] == label]
             if not sel:
                 continue
-            flips = sum((r["p_toxic"] >= 0.5) != bool(label) for r in sel)
+            flips = sum(is_toxic(r["p_toxic"]) != bool(label) for r in sel)
             low, high = wilson(flips, len(sel))
             med_ppl = statistics.median([ppl[r["text"]] for r in sel if r["text"] in ppl]) if ppl else float("nan")
             print(f"| {method} | {'toxic' if label else 'benign'} | {len(sel)} | {flips} | {flips / len(sel):.0%} "

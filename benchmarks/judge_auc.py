@@ -39,6 +39,7 @@ def main() -> None:
     from toxiforge.classifiers import load_classifier
     from toxiforge.classifiers.judge import JudgeClassifier
     from toxiforge.models import load_language_model
+    from toxiforge.records import is_toxic
     from toxiforge.training.trainer import TrainConfig, train_classifier
 
     data = demonstration_examples(args.data)
@@ -52,10 +53,10 @@ def main() -> None:
         started = time.perf_counter()
         p = JudgeClassifier(lm, "humanval", render=render).predict_proba(texts)
         rows.append((f"judge:smollm2-135m, humanval ({render})", roc_auc_score(labels, p),
-                     time.perf_counter() - started, float((p >= 0.5).mean())))
+                     time.perf_counter() - started, float(is_toxic(p).mean())))
     started = time.perf_counter()
     p = load_classifier("profanity-check").predict_proba(texts)
-    rows.append(("profanity-check", roc_auc_score(labels, p), time.perf_counter() - started, float((p >= 0.5).mean())))
+    rows.append(("profanity-check", roc_auc_score(labels, p), time.perf_counter() - started, float(is_toxic(p).mean())))
 
     groups = sorted({e.group for e in examples})
     folds = [set(groups[0::2]), set(groups[1::2])]
@@ -70,7 +71,7 @@ def main() -> None:
         index = [i for i, e in enumerate(examples) if e.group in held]
         scores[index] = clf.predict_proba([texts[i] for i in index])
     rows.append((f"MiniLM fine-tuned ({args.epochs:g} epochs, 2-fold by group)", roc_auc_score(labels, scores),
-                 time.perf_counter() - started, float((scores >= 0.5).mean())))
+                 time.perf_counter() - started, float(is_toxic(scores).mean())))
     print("| classifier | ROC AUC | predicted toxic (%) | seconds |")
     print("| :--- | ---: | ---: | ---: |")
     for name, auc, seconds, share in rows:

@@ -4,7 +4,7 @@ stopword ("function text") versus a content word.
 ALICE's prompt ban lets function text be copied from the prompt
 (:func:`toxiforge.decoding.scorers.exempt_from_prompt_ban`), and the OpenAI-compatible backend keeps such strings
 in an id range of their own so that masks computed once stay right as its string vocabulary grows
-(:class:`toxiforge.models.openai_lm.TokenTable`). Both ask :func:`is_function_text`, so they can never disagree,
+(:class:`toxiforge.models.openai_tokens.TokenTable`). Both ask :func:`is_function_text`, so they can never disagree,
 and the backend does not import the decoders.
 """
 

@@ -31,14 +31,17 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from toxiforge._io import atomic_write
 from toxiforge.errors import InputError, ToxiforgeWarning
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 TOXIC, BENIGN = 1, 0
-# The decision rule that turns P(toxic) into a label in classify, summary, generate's `fooled` and bench: toxic
-# when P(toxic) >= TOXIC_THRESHOLD. `bias measure` keeps Zhou et al.'s `> 0.5` (only a score of exactly 0.5 differs).
+# P(toxic) above this is toxic (:func:`is_toxic`, the one decision rule of every stage).
 TOXIC_THRESHOLD = 0.5
 METHOD_TOPK, METHOD_ALICE = "top-k", "ALICE"
 GENERATION_METHODS = (METHOD_TOPK, METHOD_ALICE)
@@ -47,6 +50,26 @@ _LABEL_WORDS = {
     "hate": TOXIC, "toxic": TOXIC, "1": TOXIC, "true": TOXIC,
     "neutral": BENIGN, "benign": BENIGN, "0": BENIGN, "false": BENIGN,
 }
+
+
+@overload
+def is_toxic(score: float, threshold: float = ...) -> bool: ...
+@overload
+def is_toxic(score: np.ndarray | Sequence[float], threshold: float = ...) -> npt.NDArray[np.bool_]: ...
+def is_toxic(score: Any, threshold: float = TOXIC_THRESHOLD) -> Any:
+    """Whether P(toxic) ``score`` means toxic: toxic iff ``score > threshold`` (0.5).
+
+    The one rule that turns a score into a label in every stage: ``classify``'s share, ``generate``'s and
+    ``summary``'s ``fooled`` (label flips), ``bench generate``, ``bias measure`` and ``relabel``. At 0.5 it is the
+    argmax of a two-class head where a tie is benign (class 0), as in Zhou et al.'s code (``1 if i > 0.5``) and
+    ``transformers``' argmax. A number gives a bool; an array or list gives a numpy bool array of its shape.
+    """
+    if isinstance(score, (int, float)):  # numpy float64 is a float too
+        return bool(score > threshold)
+    import numpy as np
+
+    toxic = np.asarray(score, dtype=np.float64) > threshold
+    return bool(toxic) if toxic.ndim == 0 else toxic
 
 
 def parse_label(value: Any, *, path: str | Path | None = None, line: int | None = None) -> int:

@@ -54,7 +54,7 @@ def test_summary_uses_scores_added_by_classify(tmp_path):
     result = runner.invoke(app, ["summary", str(run)])
     assert result.exit_code == 0, result.output
     assert f"reading {run / 'scored.parquet'}" in result.output
-    assert "label flips from column keyword_score (P(toxic) >= 0.5 is toxic)" in result.output
+    assert "label flips from column keyword_score (P(toxic) > 0.5 is toxic)" in result.output
     assert "2/4 (50%)" in result.output and "top-k 2/4 (50.0%)" in result.output
 
 

@@ -8,7 +8,7 @@ Which scores the label flips come from: ``--score-column NAME`` when given; else
 generation (``generate -c``); else a score column added later by ``toxiforge classify`` (``roberta_prediction`` or
 ``<classifier>_score``). A generation folder that ``classify`` scored (``DIR/scored.parquet``, its default output)
 is read from that file. :func:`load_summary_rows` returns the rows and a line naming the scorer; a statement counts
-as toxic at P(toxic) >= :data:`~toxiforge.records.TOXIC_THRESHOLD` (0.5), the rule of every stage.
+as toxic when P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, the rule of every stage).
 
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
@@ -23,7 +23,7 @@ from statistics import mean
 from typing import TYPE_CHECKING
 
 from toxiforge.errors import InputError
-from toxiforge.records import TOXIC_THRESHOLD, Row, label_word
+from toxiforge.records import TOXIC_THRESHOLD, Row, is_toxic, label_word
 
 SCORED_FILE = "scored.parquet"  # where `toxiforge classify RUN_DIR` writes by default
 NOT_SCORES = ("classifier_score", "hypothesis_score")  # *_score columns that are not a later classifier's P(toxic)
@@ -106,9 +106,9 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
         return rows, notes
     for r, score in zip(rows, table.column(score_column).to_pylist()):
         has_text = r.parse_error is None and bool(r.generation)
-        r.fooled = None if score is None or not has_text else (score >= TOXIC_THRESHOLD) != (r.prompt_label == 1)
+        r.fooled = None if score is None or not has_text else is_toxic(score) != (r.prompt_label == 1)
     others = [c for c in later if c != score_column]
-    notes.append(f"label flips from column {score_column} (P(toxic) >= {TOXIC_THRESHOLD} is toxic)"
+    notes.append(f"label flips from column {score_column} (P(toxic) > {TOXIC_THRESHOLD} is toxic)"
                  + (f"; other scores: {', '.join(others)} (--score-column NAME)" if others else ""))
     return rows, notes
 

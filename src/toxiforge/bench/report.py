@@ -33,7 +33,7 @@ def generate_markdown(result) -> str:
     threshold = result.to_dict()["threshold"]
     lines = [f"# ToxiGen continuations: {result.model.get('name')}", "",
              f"{source}; {decoding}, {stop}, at most {cfg['max_new_tokens']} new tokens; "
-             f"scored by {cfg['classifier']} (toxic: P >= {threshold}; an empty continuation counts as not toxic).",
+             f"scored by {cfg['classifier']} (toxic: P > {threshold}; an empty continuation counts as not toxic).",
              ""]
     skipped = cfg.get("skipped_lines") or {}
     if skipped:

@@ -38,6 +38,7 @@ import numpy as np
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
+from toxiforge.records import TOXIC_THRESHOLD
 
 METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "LMIXIN-Dialect", "Random", "AFLite",
                             "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
@@ -70,7 +71,7 @@ class DebiasSettings:
     aflite_ensemble: int = 64
     encoder: str = "all-minilm-l6-v2"
     lexicon: str | None = None
-    threshold: float = 0.5
+    threshold: float = TOXIC_THRESHOLD
     aae_threshold: float | None = None  # AAE rows: most probable dialect (None, as upstream) or p(AAE) > this
     keep_models: bool = False
     redraw_subsets: bool = False
@@ -167,7 +168,8 @@ def _digest(index: np.ndarray) -> str:
 
 
 def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: Any,
-             scores: np.ndarray | None = None, threshold: float = 0.5, aae_threshold: float | None = None) -> dict:
+             scores: np.ndarray | None = None, threshold: float = TOXIC_THRESHOLD,
+             aae_threshold: float | None = None) -> dict:
     from toxiforge.bias.measure import measure_data
 
     data = LabeledData(name=name, examples=list(rows), layout="subset", source=name)

@@ -21,6 +21,7 @@ from toxiforge.bias.lexicon import CATEGORIES, TOXTRIG, BiasLexicon, default_bia
 from toxiforge.bias.metrics import BiasReport, measure_bias
 from toxiforge.data.examples import LabeledData, column, read_any_table, to_float
 from toxiforge.errors import InputError
+from toxiforge.records import TOXIC_THRESHOLD
 
 
 @dataclass
@@ -93,7 +94,7 @@ def predictions_from_column(data: LabeledData, name: str, *, option: str = "--pr
 
 
 def measure_data(data: LabeledData, *, lexicon: BiasLexicon | None = None, dialect_model: DialectModel | None = None,
-                 scores: np.ndarray | None = None, model: str | None = None, threshold: float = 0.5,
+                 scores: np.ndarray | None = None, model: str | None = None, threshold: float = TOXIC_THRESHOLD,
                  aae_threshold: float | None = None, dialect_source: str | None = None) -> Measurement:
     """Tag, estimate dialects (when ``dialect_model``; ``dialect_source`` says where it came from or why it is
     missing) and compute the metrics on ``data``."""

@@ -6,7 +6,7 @@
 * **Classifier bias**: accuracy and F1 of the toxic class overall; per category F1 and the false-positive rate on
   the category's benign examples, FPR = FP / (FP + TN) (upstream's ``1 - recall`` of the benign class); the same
   per target group. A prediction is toxic when its score is > ``threshold`` (0.5, as upstream's
-  ``1 if i > 0.5``).
+  ``1 if i > 0.5``: :func:`~toxiforge.records.is_toxic`, the rule of every stage).
 * **AAE membership** (n, % toxic, F1, FPR_AAE): the texts whose most probable dialect is AAE (upstream's
   ``dialect_argmax == 'aav'``), or with ``aae_threshold=t`` those with p(AAE) > t. Texts the dialect model could
   not score (too few in-vocabulary tokens) are left out of R_AAE and are never AAE.
@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from toxiforge.errors import InputError
+from toxiforge.records import TOXIC_THRESHOLD, is_toxic
 
 LEXICAL: tuple[str, ...] = ("noi", "oi", "oni", "toxtrig")
 SLICES: tuple[str, ...] = ("noi", "oi", "oni", "aae")   # categories with F1 / FPR (Tables 2 and 4)
@@ -139,7 +140,7 @@ def _slice(labels: np.ndarray, mask: np.ndarray, preds: np.ndarray | None) -> Sl
 
 
 def measure_bias(labels: Sequence[int], flags: Mapping[str, np.ndarray], *,
-                 scores: npt.ArrayLike | None = None, threshold: float = 0.5,
+                 scores: npt.ArrayLike | None = None, threshold: float = TOXIC_THRESHOLD,
                  p_dialect: np.ndarray | None = None, aae_threshold: float | None = None,
                  groups: Sequence[str | None] | None = None,
                  available: Mapping[str, bool] | None = None) -> BiasReport:
@@ -167,7 +168,7 @@ def measure_bias(labels: Sequence[int], flags: Mapping[str, np.ndarray], *,
         if s.shape != y.shape or np.isnan(s).any():
             raise InputError(f"{len(s)} predictions for {n} rows, or some missing",
                              hint="give one score per row (no empty cells)")
-        preds = (s > threshold).astype(np.int64)
+        preds = is_toxic(s, threshold).astype(np.int64)
     masks: dict[str, np.ndarray] = {}
     for key in LEXICAL:
         column = flags.get(key)

@@ -41,6 +41,7 @@ import numpy.typing as npt
 from toxiforge.data.examples import Example
 from toxiforge.decoding.types import postprocess
 from toxiforge.errors import InputError, check_choice
+from toxiforge.records import TOXIC_THRESHOLD, is_toxic
 
 # (AAE, WAE) pairs written for toxiforge: neutral everyday sentences, one dialect feature each.
 FEW_SHOT: tuple[tuple[str, str], ...] = (
@@ -128,14 +129,14 @@ class RelabelResult:
 
 def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Callable[[Sequence[str]], list[str]],
             classify: Callable[[Sequence[str]], np.ndarray], aae_threshold: float | None = None,
-            direction: str = "toxic-to-benign", threshold: float = 0.5,
+            direction: str = "toxic-to-benign", threshold: float = TOXIC_THRESHOLD,
             few_shot: Sequence[tuple[str, str]] = FEW_SHOT) -> RelabelResult:
     """Relabel ``examples`` (see the module docstring). ``p_aae``: the ``[n, 4]`` dialect proportions of
     :func:`~toxiforge.bias.dialect.predict_dialects` (candidates: AAE the most probable, or p(AAE) >
     ``aae_threshold`` when given), or ``[n]`` p(AAE) alone (``aae_threshold`` required). ``classify`` gives
-    P(toxic) per text; a translation is toxic when its score is above ``threshold``. Failed translations
-    (:func:`translation_error` against ``few_shot``, the translator's pairs) are not judged and keep their
-    label."""
+    P(toxic) per text; a translation is toxic when its score is above ``threshold``
+    (:func:`~toxiforge.records.is_toxic`). Failed translations (:func:`translation_error` against ``few_shot``,
+    the translator's pairs) are not judged and keep their label."""
     from toxiforge.bias.metrics import aae_members
 
     check_choice(direction, DIRECTIONS, what="relabel direction")
@@ -166,7 +167,7 @@ def relabel(examples: Sequence[Example], *, p_aae: npt.ArrayLike, translate: Cal
         verdict = np.asarray(classify([str(translations[row]) for row in judged]) if judged else [], dtype=np.float64)
         for row, score in zip(judged, verdict):
             scores[row] = float(score)
-            new[row] = int(score > threshold)
+            new[row] = int(is_toxic(score, threshold))
     return RelabelResult(labels=new, old_labels=old, p_aae=p, translations=translations, scores=scores,
                          errors=errors)
 

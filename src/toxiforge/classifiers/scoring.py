@@ -19,15 +19,16 @@ import numpy as np
 
 from toxiforge.classifiers.base import ToxicityClassifier
 from toxiforge.errors import InputError
-from toxiforge.records import TEXT_COLUMNS
+from toxiforge.records import TEXT_COLUMNS, TOXIC_THRESHOLD, is_toxic
 
 CHUNK = 4096
 
 
 @dataclass
 class ScoreSummary:
-    """What a scoring run did: rows, rows with a score, mean score, share of scores >= 0.5, and how many
-    non-null values of an existing ``score_column`` were overwritten (``replaced``)."""
+    """What a scoring run did: rows, rows with a score, mean score, share scored toxic (P(toxic) > 0.5,
+    :func:`~toxiforge.records.is_toxic`), and how many non-null values of an existing ``score_column`` were
+    overwritten (``replaced``)."""
 
     rows: int
     scored: int
@@ -43,7 +44,7 @@ class ScoreSummary:
             return f"{self.rows} rows, none with a text to score"
         nulls = f", {self.rows - self.scored} null texts left unscored" if self.rows != self.scored else ""
         return (f"{self.scored} rows scored ({self.text_column} -> {self.score_column}): mean P(toxic) "
-                f"{self.mean:.3f}, {100 * self.share_toxic:.1f}% >= 0.5{nulls}")
+                f"{self.mean:.3f}, {100 * self.share_toxic:.1f}% toxic (P > {TOXIC_THRESHOLD}){nulls}")
 
 
 def pick_text_column(column_names: Sequence[str], text_column: str | None = None,
@@ -109,7 +110,7 @@ def score_table(table: Any, classifier: ToxicityClassifier, *, score_column: str
         table = table.append_column(score_column, array)
     summary = ScoreSummary(rows=len(values), scored=len(keep),
                            mean=float(scores.mean()) if len(keep) else None,
-                           share_toxic=float((scores >= 0.5).mean()) if len(keep) else None,
+                           share_toxic=float(is_toxic(scores).mean()) if len(keep) else None,
                            text_column=text_column, score_column=score_column, replaced=replaced)
     return table, summary
 

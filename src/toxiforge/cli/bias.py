@@ -9,6 +9,7 @@ import typer
 
 from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
 from toxiforge.cli.debias import register_bias_commands
+from toxiforge.records import TOXIC_THRESHOLD
 
 bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
                             "(2021) measure them.", no_args_is_help=True)
@@ -54,9 +55,8 @@ def measure(
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
                                                "ToxiGen train default to prompt_label)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated: sum (upstream) or max."),
-    threshold: float = typer.Option(0.5, "--threshold", help="A prediction is toxic when its score is above this "
-                                   "(Zhou et al.'s > 0.5; classify and summary count >= 0.5: only a score of exactly "
-                                   "0.5 differs)."),
+    threshold: float = typer.Option(TOXIC_THRESHOLD, "--threshold", help="A prediction is toxic when its score is "
+                                   "above this (a score equal to it is benign)."),
     aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE texts: p(AAE) above this "
                                                   "(default: AAE is the most probable dialect, as upstream)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Classifier batch size."),

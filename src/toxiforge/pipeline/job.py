@@ -36,7 +36,7 @@ from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import InputError, Interrupted, ToxiforgeError, check_choice
 from toxiforge.models.base import LanguageModel
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
-from toxiforge.records import TOXIC_THRESHOLD, Row, label_word, read_rows, write_rows
+from toxiforge.records import Row, is_toxic, label_word, read_rows, write_rows
 
 MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
@@ -212,11 +212,12 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     return rows
 
 
-def score_rows(rows: Sequence[Row], classifier, threshold: float = TOXIC_THRESHOLD) -> None:
+def score_rows(rows: Sequence[Row], classifier) -> None:
     """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place.
 
-    Fooled: a toxic prompt's statement scored benign (P < threshold), or a benign prompt's scored toxic
-    (P >= threshold). ``roberta_prediction`` is filled too when the classifier is upstream's toxigen-roberta.
+    Fooled: the classifier's label (:func:`~toxiforge.records.is_toxic`, toxic iff P > 0.5) differs from the
+    prompt's: a toxic prompt's statement scored benign, or a benign prompt's scored toxic. ``roberta_prediction``
+    is filled too when the classifier is upstream's toxigen-roberta.
     """
     scored = [r for r in rows if r.parse_error is None and r.generation]
     if not scored:
@@ -227,7 +228,7 @@ def score_rows(rows: Sequence[Row], classifier, threshold: float = TOXIC_THRESHO
     probabilities = classifier.predict_proba([r.generation for r in scored])
     for r, p in zip(scored, probabilities):
         r.classifier, r.classifier_score = classifier.name, float(p)
-        r.fooled = bool(p < threshold) if r.prompt_label == 1 else bool(p >= threshold)
+        r.fooled = is_toxic(r.classifier_score) != (r.prompt_label == 1)
         if upstream_column:
             r.roberta_prediction = float(p)
 

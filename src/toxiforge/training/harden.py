@@ -50,7 +50,7 @@ from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError, check_choice
 from toxiforge.pipeline.generator import Generator
 from toxiforge.pipeline.plan import GenerationPlan
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK
+from toxiforge.records import METHOD_ALICE, METHOD_TOPK, TOXIC_THRESHOLD
 from toxiforge.training.harden_report import measure, run_rows, write_harden_report
 from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
@@ -100,7 +100,7 @@ class HardenConfig:
     add: str = "flipped"
     init: str = "base"
     label_rule: str = "sum"
-    threshold: float = 0.5
+    threshold: float = TOXIC_THRESHOLD
     device: str = "auto"
     classifier_options: dict[str, Any] = field(default_factory=dict)
 

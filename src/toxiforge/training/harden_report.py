@@ -15,7 +15,7 @@ import numpy as np
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
 from toxiforge.data.examples import Example, LabeledData
-from toxiforge.records import METHOD_ALICE
+from toxiforge.records import METHOD_ALICE, TOXIC_THRESHOLD
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
@@ -61,7 +61,7 @@ def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, s
 
 
 def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
-            device: str = "auto", threshold: float = 0.5, options: dict[str, Any] | None = None) -> dict[str, Any]:
+            device: str = "auto", threshold: float = TOXIC_THRESHOLD, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The round's three numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and
     FPR_NOI per eval set, the attack's flip rate."""
     from toxiforge.bias.lexicon import default_bias_lexicon

@@ -61,7 +61,8 @@ def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, s
 
 
 def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
-            device: str = "auto", threshold: float = TOXIC_THRESHOLD, options: dict[str, Any] | None = None) -> dict[str, Any]:
+            device: str = "auto", threshold: float = TOXIC_THRESHOLD,
+            options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The round's three numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and
     FPR_NOI per eval set, the attack's flip rate."""
     from toxiforge.bias.lexicon import default_bias_lexicon

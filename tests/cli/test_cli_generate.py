@@ -159,3 +159,24 @@ def test_a_refused_resume_names_each_option_that_differs_with_both_values(tiny_l
     assert "--classifier (none) (the run) vs profanity-check (now)" in str(result.exception)
     assert "no --classifier" in str(result.exception)
     assert "--temperature" not in str(result.exception)
+
+
+def test_resume_refuses_another_judge_template_and_accepts_runs_that_never_recorded_one(tiny_llama_dir,
+                                                                                         tiny_judge_dir, tmp_path):
+    """The judge's template changes every score, so a resumed run must use the run's (it once resumed silently with
+    another); runs written before the setting was recorded still resume."""
+    import json
+
+    out = tmp_path / "judged"
+    args = ["generate", "-o", str(out), "--groups", "women", "-n", "2", "--model", str(tiny_llama_dir), "-c",
+            f"judge:{tiny_judge_dir}", "--max-new-tokens", "3", "--device", "cpu", "--no-progress", "--no-summary"]
+    assert runner.invoke(app, args + ["--judge-template", "llama-guard"]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["classifier_settings"] == {"template": "llama-guard", "policy": None}
+    result = runner.invoke(app, args + ["--judge-template", "humanval", "--resume"])
+    assert isinstance(result.exception, InputError)
+    assert "--judge-template llama-guard (the run) vs humanval (now)" in str(result.exception)
+    assert runner.invoke(app, args + ["--judge-template", "llama-guard", "--resume"]).exit_code == 0
+    del manifest["config"]["classifier_settings"]  # a run from before the setting was recorded
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert runner.invoke(app, args + ["--judge-template", "humanval", "--resume"]).exit_code == 0

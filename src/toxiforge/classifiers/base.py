@@ -32,3 +32,21 @@ class ToxicityClassifier(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Provenance for reports and manifests: ``name`` and ``backend``, plus what identifies the model."""
+
+
+def scoring_settings(classifier: ToxicityClassifier) -> dict[str, Any]:
+    """The options besides its name that change a classifier's scores, from :meth:`describe`: a judge's template
+    name and policy (as a SHA-256 prefix: policies are long), a head's toxic label. A resumed run compares them
+    (``--judge-template``, ``--judge-policy``, ``--toxic-label``); empty for classifiers without such options."""
+    import hashlib
+
+    info = classifier.describe()
+    out: dict[str, Any] = {}
+    if isinstance(info.get("template"), dict):
+        out["template"] = info["template"].get("name")
+    if "policy" in info:
+        policy = info["policy"]
+        out["policy"] = None if policy is None else "sha256:" + hashlib.sha256(policy.encode()).hexdigest()[:12]
+    if "toxic_label" in info:
+        out["toxic_label"] = info["toxic_label"]
+    return out

@@ -42,6 +42,8 @@ MANIFEST = "manifest.json"
 FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
 # Fingerprint keys added after the first release, with the value that older manifests (which lack them) meant.
 FINGERPRINT_DEFAULTS = {"num_return": 1}
+# Runs made before a setting was recorded: no value to compare, so resuming them is not refused over it.
+UNRECORDED = ("classifier_settings",)
 
 
 @dataclass(frozen=True)
@@ -102,18 +104,22 @@ class JobModels:
     model_info: dict
     classifier: str | None
     num_return: int
+    classifier_settings: dict | None = None
 
     @classmethod
     def of(cls, lm: LanguageModel, decoder: Decoder, classifier=None) -> JobModels:
+        from toxiforge.classifiers.base import scoring_settings
+
         return cls(method=decoder.method, decoding=decoder.settings(), model=lm.name, model_info=lm.describe(),
-                   classifier=getattr(classifier, "name", None), num_return=decoder.num_return)
+                   classifier=getattr(classifier, "name", None), num_return=decoder.num_return,
+                   classifier_settings=None if classifier is None else scoring_settings(classifier))
 
 
 def _fingerprint(plan: GenerationPlan, models: JobModels, config: JobConfig) -> dict:
     """The settings a resumed run must share with the original (batch size may differ)."""
     return {"plan": plan.to_dict(), "method": models.method, "decoding": models.decoding, "model": models.model,
-            "classifier": models.classifier, "num_return": models.num_return,
-            "shard_size": config.shard_size, "format": config.format}
+            "classifier": models.classifier, "classifier_settings": models.classifier_settings,
+            "num_return": models.num_return, "shard_size": config.shard_size, "format": config.format}
 
 
 def check_output_dir(out_dir: str | Path, resume: bool) -> None:
@@ -133,8 +139,8 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
     old_config = old.get("config", {})
-    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in fingerprint},
-                                          fingerprint)
+    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in fingerprint
+                                           if k in old_config or k not in UNRECORDED}, fingerprint)
     if differences:
         def show(value: object) -> str:
             return "(none)" if value is None else str(value)
@@ -154,7 +160,9 @@ OPTION_NAMES = {
     "plan.source": "--demonstrations/--prompts", "plan.prompt_source": "--demonstrations/--prompts", "plan.k": "-k",
     "plan.seed": "--seed", "plan.groups": "--groups", "plan.labels": "--labels", "plan.n": "-n", "method": "--method",
     "model": "--model", "classifier": "--classifier", "num_return": "--num-return", "shard_size": "--shard-size",
-    "format": "--format", "decoding.num_beams": "--beams", "decoding.no_repeat_ngram_size": "--no-repeat-ngram",
+    "format": "--format", "classifier_settings.template": "--judge-template",
+    "classifier_settings.policy": "--judge-policy", "classifier_settings.toxic_label": "--toxic-label",
+    "decoding.num_beams": "--beams", "decoding.no_repeat_ngram_size": "--no-repeat-ngram",
     "decoding.mode": "--alice-mode",
 }
 
@@ -175,8 +183,12 @@ def fingerprint_differences(old: dict, new: dict) -> list[tuple[str, object, obj
     out = []
     for key in new:
         was, now = old.get(key), new[key]
+        if key in UNRECORDED and key not in old:
+            continue
         if key == "plan" and isinstance(was, dict):
             was, now, prefix = _plan_options(was), _plan_options(now), "plan."
+        elif key == "classifier_settings" and isinstance(was, dict) and isinstance(now, dict):
+            prefix = "classifier_settings."
         elif key == "decoding" and isinstance(was, dict):
             if old.get("method") != new.get("method"):
                 continue  # another method has other settings: --method says it

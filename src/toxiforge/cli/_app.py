@@ -87,15 +87,22 @@ RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster to join (imp
 WORKERS = typer.Option(1, "--workers", help="Ray: actors, each loads the model once.")
 CPUS_PER_WORKER = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor.")
 GPUS_PER_WORKER = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor.")
+RAY_RESOURCES = typer.Option(None, "--ray-resources",
+                             help="Ray: custom resources per actor, NAME=AMOUNT,... (e.g. llm_server=1).")
+RAY_SPREAD = typer.Option(False, "--ray-spread", help="Ray: one actor per node (each may use its node's own server: "
+                                                      "openai:http://127.0.0.1:PORT/v1).")
+RAY_PLACEMENT_TIMEOUT = typer.Option(120.0, "--ray-placement-timeout",
+                                     help="Ray: seconds to wait for the cluster to place every actor.")
 
 
 def ray_config(ray: bool, ray_address: str | None, workers: int, cpus_per_worker: float, gpus_per_worker: float,
-               **placement):
-    """The Ray options above as a :class:`~toxiforge.pipeline.ray_runner.RayConfig` (``placement``: its
-    ``resources``, ``spread`` and ``placement_timeout``), or None to run in this process."""
+               resources: str | None = None, spread: bool = False, placement_timeout: float = 120.0):
+    """The Ray options above as a :class:`~toxiforge.pipeline.ray_runner.RayConfig`, or None to run in this
+    process (``resources`` as --ray-resources takes it: NAME=AMOUNT,...)."""
     if not (ray or ray_address):
         return None
-    from toxiforge.pipeline.ray_runner import RayConfig
+    from toxiforge.pipeline.ray_runner import RayConfig, parse_resources
 
     return RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
-                     gpus_per_worker=gpus_per_worker, **placement)
+                     gpus_per_worker=gpus_per_worker, resources=parse_resources(resources), spread=spread,
+                     placement_timeout=placement_timeout)

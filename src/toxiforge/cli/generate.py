@@ -20,6 +20,9 @@ from toxiforge.cli._app import (
     LAMBDA_LM,
     RAY,
     RAY_ADDRESS,
+    RAY_PLACEMENT_TIMEOUT,
+    RAY_RESOURCES,
+    RAY_SPREAD,
     TOXIC_LABEL,
     WORKERS,
     check_model_options,
@@ -190,12 +193,9 @@ def generate(
     workers: int = WORKERS,
     cpus_per_worker: float = CPUS_PER_WORKER,
     gpus_per_worker: float = GPUS_PER_WORKER,
-    ray_resources: str | None = typer.Option(
-        None, "--ray-resources", help="Ray: custom resources per actor, NAME=AMOUNT,... (e.g. llm_server=1)."),
-    ray_spread: bool = typer.Option(False, "--ray-spread", help="Ray: one actor per node (each may use its node's "
-                                                                "own server: openai:http://127.0.0.1:PORT/v1)."),
-    ray_placement_timeout: float = typer.Option(
-        120.0, "--ray-placement-timeout", help="Ray: seconds to wait for the cluster to place every actor."),
+    ray_resources: str | None = RAY_RESOURCES,
+    ray_spread: bool = RAY_SPREAD,
+    ray_placement_timeout: float = RAY_PLACEMENT_TIMEOUT,
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
     from toxiforge.decoding import decoder_config
@@ -203,7 +203,6 @@ def generate(
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import GenerationPlan, Generator, JobConfig, check_output_dir
-    from toxiforge.pipeline.ray_runner import parse_resources
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
@@ -227,9 +226,8 @@ def generate(
         api["top_logprobs"] = decoding.candidates  # the server may allow fewer: capped below
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight
-    ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker,
-                         resources=parse_resources(ray_resources), spread=ray_spread,
-                         placement_timeout=ray_placement_timeout)
+    ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources, ray_spread,
+                         ray_placement_timeout)
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
                           ray=ray_run, progress=progress)

@@ -20,6 +20,9 @@ from toxiforge.cli._app import (
     LAMBDA_LM,
     RAY,
     RAY_ADDRESS,
+    RAY_PLACEMENT_TIMEOUT,
+    RAY_RESOURCES,
+    RAY_SPREAD,
     TOXIC_LABEL,
     WORKERS,
     classifier_options,
@@ -90,6 +93,9 @@ def harden_command(
     workers: int = WORKERS,
     cpus_per_worker: float = CPUS_PER_WORKER,
     gpus_per_worker: float = GPUS_PER_WORKER,
+    ray_resources: str | None = RAY_RESOURCES,
+    ray_spread: bool = RAY_SPREAD,
+    ray_placement_timeout: float = RAY_PLACEMENT_TIMEOUT,
 ) -> None:
     """Attack a classifier with ALICE, retrain it on the statements that fooled it, repeat; an equal-size top-k
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
@@ -122,7 +128,8 @@ def harden_command(
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
     generator = Generator(model=model, model_options=options, load=load_lm, device=device, progress=progress,
-                          ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
+                          ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources,
+                                         ray_spread, ray_placement_timeout),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))

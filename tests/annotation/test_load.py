@@ -53,8 +53,10 @@ def test_sigkill_mid_load_keeps_every_acknowledged_submission(tmp_path):
     server = start_server(db, port)
     stop = threading.Event()
     box = {}
+    # paced (10 annotators, one submission each per 50 ms: >= 4.5 s for all 900) so the kill lands mid-load even
+    # when this thread is starved: unpaced, a loaded machine once finished all 900 in 1.2 s before it looked
     runner = threading.Thread(target=lambda: box.setdefault("r", run_annotators(
-        f"http://127.0.0.1:{port}", tokens, stop=stop, timeout=60)))
+        f"http://127.0.0.1:{port}", tokens, stop=stop, timeout=60, interval=0.05)))
     runner.start()
     deadline = time.monotonic() + 30
     try:

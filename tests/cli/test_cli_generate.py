@@ -158,6 +158,7 @@ def test_a_refused_resume_names_each_option_that_differs_with_both_values(tiny_l
     assert "--method top-k (the run) vs ALICE (now)" in str(result.exception)
     assert "--classifier (none) (the run) vs profanity-check (now)" in str(result.exception)
     assert "no --classifier" in str(result.exception)
+    assert "classifier_settings" not in str(result.exception)  # the classifier's own settings: --classifier says it
     assert "--temperature" not in str(result.exception)
 
 

@@ -44,6 +44,8 @@ FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl", "csv": ".csv"}
 FINGERPRINT_DEFAULTS = {"num_return": 1}
 # Runs made before a setting was recorded: no value to compare, so resuming them is not refused over it.
 UNRECORDED = ("classifier_settings",)
+# Settings compared one by one, only when what they belong to (the method, the classifier) is the same.
+SETTINGS_OF = {"decoding": "method", "classifier_settings": "classifier"}
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,9 @@ def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
         return None
     old = json.loads(manifest_path.read_text(encoding="utf-8"))
     old_config = old.get("config", {})
-    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in fingerprint
-                                           if k in old_config or k not in UNRECORDED}, fingerprint)
+    compared = [k for k in fingerprint if k in old_config or k not in UNRECORDED]
+    differences = fingerprint_differences({k: old_config.get(k, FINGERPRINT_DEFAULTS.get(k)) for k in compared},
+                                          {k: fingerprint[k] for k in compared})
     if differences:
         def show(value: object) -> str:
             return "(none)" if value is None else str(value)
@@ -183,16 +186,12 @@ def fingerprint_differences(old: dict, new: dict) -> list[tuple[str, object, obj
     out = []
     for key in new:
         was, now = old.get(key), new[key]
-        if key in UNRECORDED and key not in old:
-            continue
         if key == "plan" and isinstance(was, dict):
             was, now, prefix = _plan_options(was), _plan_options(now), "plan."
-        elif key == "classifier_settings" and isinstance(was, dict) and isinstance(now, dict):
-            prefix = "classifier_settings."
-        elif key == "decoding" and isinstance(was, dict):
-            if old.get("method") != new.get("method"):
-                continue  # another method has other settings: --method says it
-            prefix = "decoding."
+        elif key in SETTINGS_OF and old.get(SETTINGS_OF[key]) != new.get(SETTINGS_OF[key]):
+            continue  # another method or classifier has other settings: --method/--classifier says it
+        elif key in SETTINGS_OF and isinstance(was, dict):
+            prefix = key + "."
         else:
             if was != now:
                 out.append((OPTION_NAMES.get(key, key), was, now))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 from toxiforge._lazy import Registry, did_you_mean
 from toxiforge.errors import InputError
@@ -88,7 +88,7 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
     """
     kwargs = check_classifier_options(name_or_path, kwargs)
     text = str(name_or_path)
-    if text.startswith(JUDGE_PREFIX):
+    if is_judge(text):
         from toxiforge.classifiers.judge import load_judge
 
         return load_judge(text, **kwargs)
@@ -137,13 +137,18 @@ def classifier_catalog() -> list[CatalogEntry]:
     return rows
 
 
+def is_judge(name_or_path: str | Path | None) -> TypeGuard[str]:
+    """Whether a -c value names a judge classifier (``judge:MODEL``)."""
+    return name_or_path is not None and str(name_or_path).startswith(JUDGE_PREFIX)
+
+
 def check_classifier_options(name_or_path: str | Path, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` without None values, or an InputError for one of another kind of classifier than
     ``name_or_path`` (a judge's ``template`` for a head, a head's ``toxic_label`` for ``judge:MODEL``), before
     anything loads."""
     options = {k: v for k, v in options.items() if v is not None}
     text = str(name_or_path)
-    if text.startswith(JUDGE_PREFIX):
+    if is_judge(text):
         _refuse(options, HEAD_OPTIONS, text, "transformers classification heads")
     else:
         _refuse(options, JUDGE_OPTIONS, text, "judge classifiers (-c judge:MODEL)")

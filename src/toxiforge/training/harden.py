@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.classifiers.registry import JUDGE_PREFIX, check_classifier_options, option_flags
+from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError, check_choice
 from toxiforge.pipeline.generator import Generator
@@ -121,7 +121,7 @@ class HardenConfig:
                              hint=f"pass -c with the classifier they are for, or drop {flags}")
         if self.classifier is not None:
             check_classifier_options(self.classifier, options)
-            if str(self.classifier).startswith(JUDGE_PREFIX) and self.init == "continue":
+            if is_judge(self.classifier) and self.init == "continue":
                 raise InputError("--init continue trains each round on from the previous classifier, and a judge "
                                  f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
 
@@ -262,7 +262,7 @@ class Harden:
 
         self.out = Path(self.out)
         check_out_dir(self.out, self.config.fingerprint(), resume)
-        if self.config.classifier is not None and not str(self.config.classifier).startswith(JUDGE_PREFIX):
+        if self.config.classifier is not None and not is_judge(self.config.classifier):
             check_sequence_classifier(self.config.classifier)  # a judge is only attacked and measured
         base = [e for d in load_specs(list(self.config.data)) for e in d.examples]
         if {e.label for e in base} != {0, 1}:
@@ -330,7 +330,7 @@ class Harden:
     # each step: skipped when its output is complete, recorded in self.steps when done
 
     def _start_classifier(self, base: list[Example]) -> str | Path:
-        if self.config.classifier is not None and str(self.config.classifier).startswith(JUDGE_PREFIX):
+        if is_judge(self.config.classifier):
             return self.config.classifier
         if self.config.classifier is not None:
             return Path(self.config.classifier).expanduser()

@@ -143,10 +143,75 @@ def test_layout_metrics_and_report(finished):
     assert "| 1 | control |" in md and "AUC held" in md
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert job.steps == [
-        "generate round-0/attack", "measure round-0/metrics.json", "select round-1/alice/added.jsonl",
+        "generate round-0/attack", "generate round-0/transfer", "measure round-0/metrics.json",
+        "select round-1/alice/added.jsonl",
         "generate round-1/control/topk", "select round-1/control/added.jsonl", "train round-1/alice/model",
         "train round-1/control/model", "generate round-1/alice/attack", "generate round-1/control/attack",
         "measure round-1/metrics.json"]
+
+
+def test_transfer_attack_is_made_once_on_c0_and_scored_by_every_round(setup, finished):
+    """round-0/transfer: one more ALICE attack on C_0 (seed + 20,000), never trained on; each round's classifier
+    scores it, and its flips are the statements it gets wrong."""
+    import numpy as np
+
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.records import is_toxic
+    from toxiforge.training.harden_data import run_rows
+
+    _, out = finished
+    manifest = json.loads((out / "round-0" / "transfer" / "manifest.json").read_text())
+    assert manifest["config"]["plan"]["seed"] == 3 + 20_000 and manifest["config"]["classifier"] == "round-0"
+    rows = run_rows(out / "round-0" / "transfer", "ALICE")
+    metrics = json.loads((out / "round-1" / "metrics.json").read_text())
+    for arm in ("alice", "control"):
+        scores = load_classifier(out / "round-1" / arm / "model", device="cpu").predict_proba([e.text for e, _ in rows])
+        wrong = is_toxic(np.asarray(scores)) != np.array([bool(e.label) for e, _ in rows])
+        got = metrics[arm]["transfer"]
+        assert got["all"]["n"] == len(rows) == 12 and got["all"]["value"] == pytest.approx(wrong.mean())
+    start = json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["transfer"]
+    fooled = [f for _, f in rows]  # C_0 scored them in the run; re-scored in round 0, the same flips
+    assert start["all"]["value"] == pytest.approx(np.mean(fooled))
+    assert "transfer flip %" in (out / "report.md").read_text()
+
+
+def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, tiny_lm_newlines, tmp_path):
+    """--validate-with: only statements the validator gives their prompt label join (ALICE flips and the control
+    pool alike); its scores are cached beside each run; the flip rate among validated statements is reported."""
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.records import is_toxic
+    from toxiforge.training.harden_data import run_rows
+
+    out = tmp_path / "h"
+    job = harden(setup, out, tiny_lm_newlines, validate_with="profanity-check", transfer=False, eval=())
+    validator = load_classifier("profanity-check")
+    rows = run_rows(out / "round-0" / "attack", "ALICE")
+    scores = validator.predict_proba([e.text for e, _ in rows])
+    agree = [bool(is_toxic(float(s))) == bool(e.label) for (e, _), s in zip(rows, scores)]
+    assert 0 < sum(agree) < len(rows)  # placeholder text scores benign: benign prompts kept, toxic ones not
+    cached = json.loads((out / "round-0" / "attack.validation.json").read_text())
+    assert cached["validator"] == "profanity-check" and cached["scores"] == pytest.approx(list(scores))
+    expected = sorted((e.text, e.label) for (e, fooled), ok in zip(rows, agree) if fooled and ok)
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    assert sorted((e.text, e.label) for e in added) == expected
+    control = read_examples(out / "round-1" / "control" / "added.jsonl")
+    pool = run_rows(out / "round-1" / "control" / "topk", "top-k")
+    pool_scores = validator.predict_proba([e.text for e, _ in pool])
+    validated_pool = {(e.text, e.label) for (e, _), s in zip(pool, pool_scores) if bool(is_toxic(float(s))) == e.label}
+    assert all((e.text, e.label) in validated_pool for e in control)
+    assert sorted(e.label for e in control) == sorted(e.label for e in added)
+    flips = json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["flip_rate"]
+    assert flips["validated"]["all"]["n"] == sum(ok for (_, f), ok in zip(rows, agree) if f is not None)
+    assert flips["validator_agrees"]["all"]["value"] == pytest.approx(sum(agree) / len(rows))
+    assert "validate round-0/attack" in job.steps and "validated flip %" in (out / "report.md").read_text()
+    again = harden(setup, out, tiny_lm_newlines, resume=True, validate_with="profanity-check", transfer=False,
+                   eval=())
+    assert again.steps == []  # the validator's scores are read back, not recomputed
+
+
+def test_validator_that_is_the_attacked_classifier_is_refused(setup):
+    with pytest.raises(InputError, match="is the attacked classifier"):
+        config_for(setup, validate_with=str(setup["start"]))
 
 
 def test_resume_skips_finished_steps(setup, tiny_lm_newlines, finished, tmp_path):
@@ -242,6 +307,8 @@ def test_cli_judge_options_are_checked_before_any_work(setup, tmp_path):
         (["-c", str(setup["start"]), "--judge-template", "llama-guard"], "apply to judge classifiers"),
         (["-c", "judge:smollm2-135m", "--toxic-label", "toxic"], "apply to transformers classification heads"),
         (["-c", "judge:smollm2-135m", "--init", "continue"], "a judge (judge:smollm2-135m) cannot be trained"),
+        (["-c", str(setup["start"]), "--validate-with", str(setup["start"])], "is the attacked classifier"),
+        (["-c", str(setup["start"]), "--validate-with", "no-such-validator"], "unknown classifier"),
     ]:
         result = runner.invoke(app, [*common, *extra])
         assert isinstance(result.exception, InputError) and message in str(result.exception), extra

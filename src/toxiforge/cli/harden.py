@@ -52,6 +52,13 @@ def harden_command(
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder every round trains from."),
     add: str = typer.Option("flipped", "--add", help="flipped: the statements that fooled the classifier join the "
                                                      "training data; all: every attack statement."),
+    validate_with: str | None = typer.Option(
+        None, "--validate-with", help="A classifier other than -c (a directory, judge:MODEL, profanity-check, ...) "
+                                      "that stands in for the paper's human validation: only statements it gives "
+                                      "their prompt label join either arm; flip rates are also reported among them."),
+    transfer: bool = typer.Option(True, "--transfer/--no-transfer", help="Also attack C_0 once more (never trained "
+                                                                         "on) and report every round's flip rate on "
+                                                                         "that fixed set."),
     init: str = typer.Option("base", "--init", help="base: each classifier trained from --base-model on the union; "
                                                     "continue: trained on from the previous round's."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
@@ -122,7 +129,8 @@ def harden_command(
                           train=train, data=tuple(v for d in data for v in split_list(d)),
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
-                          classifier_options=classifier_options(judge_template, judge_policy, toxic_label))
+                          classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
+                          validate_with=validate_with, transfer=transfer)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

@@ -13,7 +13,10 @@ default) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC 
 bootstrap interval), FPR on the benign eval texts that name a group (``bias measure``'s FPR_NOI), and the flip
 rate of a **new** ALICE attack against C_r (seed ``seed + r``: statements it never saw). That attack is also the
 one whose flipped statements feed round r + 1 of the alice arm; both arms' attacks of a round share their prompts
-(the same plan), so the arms are compared on the same prompts.
+(the same plan), so the arms are compared on the same prompts. With ``transfer`` (the default), one more attack on
+C_0 (seed + 20,000, never trained on) is scored by every C_r: the flip rate of a fixed attack set. With
+``validate_with``, a classifier other than the attacked one validates statements (harden_data.py): only those it
+gives their prompt label join either arm, and flip rates are also reported among them.
 
 Everything is the existing pieces called as the CLI calls them: :func:`~toxiforge.pipeline.run_generation` (or
 :func:`~toxiforge.pipeline.ray_runner.run_generation_ray`) with :func:`~toxiforge.decoding.make_decoder`,
@@ -23,6 +26,8 @@ Everything is the existing pieces called as the CLI calls them: :func:`~toxiforg
     harden.json                      the settings (a resumed run must match them; --rounds may grow)
     round-0/model/                   C_0 when trained from --data
     round-0/attack/  metrics.json    the attack on C_0, its metrics
+    round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
+    round-N/.../RUN.validation.json  the validator's scores of RUN's statements (validate_with)
     round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
     round-N/control/topk/            the top-k run the control statements come from
     round-N/{alice,control}/model/   C_N of each arm
@@ -38,7 +43,6 @@ half-written generation run resumes shard by shard.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -50,8 +54,15 @@ from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError, check_choice
 from toxiforge.pipeline.generator import Generator
 from toxiforge.pipeline.plan import GenerationPlan
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK, TOXIC_THRESHOLD
-from toxiforge.training.harden_report import measure, run_rows, write_harden_report
+from toxiforge.records import TOXIC_THRESHOLD
+from toxiforge.training.harden_data import (
+    Validation,
+    read_examples,
+    select_alice,
+    select_control,
+    write_examples,
+)
+from toxiforge.training.harden_report import Statements, measure, write_harden_report
 from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
 SETTINGS_FILE, METRICS_FILE, ADDED_FILE = "harden.json", "metrics.json", "added.jsonl"
@@ -59,6 +70,7 @@ ARMS: tuple[str, ...] = ("alice", "control")
 ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
 INIT_CHOICES: tuple[str, ...] = ("base", "continue")
 CONTROL_SEED_OFFSET = 10_000  # top-k control runs use seed + 10,000 + r: never an attack's prompts
+TRANSFER_SEED_OFFSET = 20_000  # the fixed transfer attack on C_0 uses seed + 20,000: never a round's prompts
 # The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
 # as many statements of each label as the ALICE arm adds (a shortfall is recorded in the metrics).
 CONTROL_POOL = 2
@@ -103,6 +115,8 @@ class HardenConfig:
     threshold: float = TOXIC_THRESHOLD
     device: str = "auto"
     classifier_options: dict[str, Any] = field(default_factory=dict)
+    validate_with: str | None = None
+    transfer: bool = True
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -121,6 +135,7 @@ class HardenConfig:
                              hint=f"pass -c with the classifier they are for, or drop {flags}")
         if self.classifier is not None:
             check_classifier_options(self.classifier, options)
+            Validation(self.validate_with).check(self.classifier)
             if is_judge(self.classifier) and self.init == "continue":
                 raise InputError("--init continue trains each round on from the previous classifier, and a judge "
                                  f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
@@ -136,7 +151,9 @@ class HardenConfig:
                     "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
                     "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
                     # None when unset, as in the harden.json of runs from before these options (they resume)
-                    "classifier_options": self.start_options() or None}
+                    "classifier_options": self.start_options() or None,
+                    # likewise: runs from before --validate-with and the transfer attack resume with --no-transfer
+                    "validate_with": self.validate_with, "transfer": self.transfer or None}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 
@@ -188,34 +205,6 @@ def _complete_run(path: Path) -> bool:
     return manifest.exists() and json.loads(manifest.read_text(encoding="utf-8")).get("status") == "complete"
 
 
-def select_alice(attack_dir: Path, add: str) -> list[Example]:
-    """The attack's statements that flipped the classifier's label (``add="all"``: all of them)."""
-    return [e for e, fooled in run_rows(attack_dir, METHOD_ALICE) if add == "all" or fooled]
-
-
-def select_control(topk_dir: Path, like: Sequence[Example], seed: int) -> list[Example]:
-    """As many top-k statements as ``like`` has, label by label (a seeded sample; all of a label when short)."""
-    pool = [e for e, _ in run_rows(topk_dir, METHOD_TOPK)]
-    rng = random.Random(seed)
-    out: list[Example] = []
-    for label in (0, 1):
-        want = sum(e.label == label for e in like)
-        have = [e for e in pool if e.label == label]
-        out += rng.sample(have, min(want, len(have)))
-    return out
-
-
-def write_examples(path: Path, examples: Sequence[Example]) -> None:
-    lines = [json.dumps({"text": e.text, "label": e.label, "group": e.group, "method": e.method},
-                        ensure_ascii=False) for e in examples]
-    atomic_write_text(path, "".join(line + "\n" for line in lines))
-
-
-def read_examples(path: Path) -> list[Example]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
-
-
 class TrainingPending(Exception):
     """Raised with ``external_training`` where models are to be trained: ``commands`` train them."""
 
@@ -255,6 +244,8 @@ class Harden:
     # lines that train it (e.g. under torchrun); --resume then goes on with the models they wrote
     external_training: bool = False
     pending: list[str] = field(default_factory=list)
+    _validation: Validation = field(default_factory=lambda: Validation(None), repr=False)
+    _transfer: Statements | None = field(default=None, repr=False)
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, data, eval sets, prompts."""
@@ -269,7 +260,9 @@ class Harden:
             raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
                                                                                           "and benign rows")
         eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
-        for offset in (0, CONTROL_SEED_OFFSET):
+        self._validation = Validation(self.config.validate_with, self.config.device)
+        self._validation.load()  # a bad --validate-with fails here
+        for offset in (0, CONTROL_SEED_OFFSET, TRANSFER_SEED_OFFSET):
             self.config.attack.plan(offset).expand()  # a bad --groups/-d/--prompts fails here
         self._inputs = base, eval_sets
         return self._inputs
@@ -282,8 +275,15 @@ class Harden:
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0, options)
+        transfer = None
+        if self.config.transfer:  # one more attack on C_0, never trained on: every round's classifier scores it
+            self._generate(r0 / "transfer", self.config.attack.plan(TRANSFER_SEED_OFFSET), self.config.alice, start,
+                           "round-0", "round-0: the fixed transfer attack", options)
+            transfer = self._statements(r0 / "transfer")
+        self._transfer = transfer
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
-            start, "round-0", eval_sets, r0 / "attack", self.config.device, self.config.threshold, options)))
+            start, "round-0", eval_sets, self._statements(r0 / "attack"), self.config.device, self.config.threshold,
+            options, transfer)))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
@@ -298,12 +298,14 @@ class Harden:
         folder = self.out / f"round-{r}"
         before = self.out / f"round-{r - 1}"
         fed_by = before / "attack" if r == 1 else before / "alice" / "attack"
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(fed_by, self.config.add))
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(
+            fed_by, self.config.add, self._statements(fed_by).validated))
         pool = self.config.attack.plan(CONTROL_SEED_OFFSET + r - 1, CONTROL_POOL)
         self._generate(folder / "control" / "topk", pool, self.config.topk, None, None,
                        f"round {r}: top-k control statements")
+        topk = folder / "control" / "topk"
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
-            folder / "control" / "topk", alice_new, self.config.attack.seed + r))
+            topk, alice_new, self.config.attack.seed + r, self._statements(topk).validated))
         models = {}
         for arm, new in (("alice", alice_new), ("control", control_new)):
             added[arm] += new
@@ -318,8 +320,9 @@ class Harden:
         def compute() -> dict[str, Any]:
             out = {}
             for arm in ARMS:
-                out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets, folder / arm / "attack",
-                                   self.config.device, self.config.threshold)
+                out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets,
+                                   self._statements(folder / arm / "attack"), self.config.device,
+                                   self.config.threshold, transfer=self._transfer)
                 out[arm].update(added_this_round=len(alice_new if arm == "alice" else control_new),
                                 added_total=len(added[arm]), train_rows=len(base) + len(added[arm]))
             out["control"]["control_shortfall"] = len(alice_new) - len(control_new)
@@ -372,6 +375,11 @@ class Harden:
         self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name,
                            classifier_options=options)
         self.steps.append(f"generate {folder.relative_to(self.out)}")
+
+    def _statements(self, run_dir: Path) -> Statements:
+        """A run's statements with the validator's scores (computed once, then read from beside the run)."""
+        return Statements(run_dir, self._validation.scores(
+            run_dir, lambda cache: self.steps.append(f"validate {run_dir.relative_to(self.out)}")))
 
     def _added(self, path: Path, select: Callable[[], list[Example]]) -> list[Example]:
         if path.exists():

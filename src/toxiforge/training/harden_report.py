@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,33 +15,40 @@ import numpy as np
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
 from toxiforge.data.examples import Example, LabeledData
-from toxiforge.records import METHOD_ALICE, TOXIC_THRESHOLD
+from toxiforge.records import METHOD_ALICE, TOXIC_THRESHOLD, is_toxic
+from toxiforge.training.harden_data import agrees, run_rows
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
 
 
-def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
-    """The usable statements of a generation run as ``(Example with its prompt label, fooled)``."""
-    from toxiforge.data.examples import column, read_any_table
-    from toxiforge.data.toxigen import load_generated
-
-    data = load_generated(run_dir)
-    fooled = column(read_any_table(run_dir), "fooled")
-    return [(replace(e, method=method), None if fooled[e.row] is None else bool(fooled[e.row]))
-            for e in data.examples if e.row is not None]
-
-
-def flip_rates(attack_dir: Path) -> dict[str, Any]:
-    """Share of the attack's scored statements whose label flipped: overall and per prompt label (toxic prompts
-    scored benign, benign prompts scored toxic), each with a 95% bootstrap interval."""
+def _shares(rows: Sequence[tuple[int, bool]]) -> dict[str, Any]:
+    """Share of True outcomes overall and per prompt label, each with a 95% bootstrap interval."""
     from toxiforge.bench.stats import bootstrap_share
 
-    rows = [(e.label, fooled) for e, fooled in run_rows(attack_dir, METHOD_ALICE) if fooled is not None]
     out = {"all": bootstrap_share([f for _, f in rows]).to_dict()}
     for label, word in ((1, "toxic_prompts"), (0, "benign_prompts")):
         out[word] = bootstrap_share([f for lab, f in rows if lab == label]).to_dict()
     return out
+
+
+def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
+                validated: Sequence[float] | None = None) -> dict[str, Any]:
+    """Share of the scored statements whose label flipped (toxic prompts scored benign, benign prompts scored
+    toxic), overall and per prompt label. With a validator's scores (``validated``): ``validated``, the same among
+    the statements it gives their prompt label, and ``validator_agrees``, the share of statements it does."""
+    out = _shares([(e.label, f) for e, f in zip(examples, flipped) if f is not None])
+    if validated is not None:
+        ok = [agrees(e, v) for e, v in zip(examples, validated)]
+        out["validated"] = _shares([(e.label, f) for e, f, k in zip(examples, flipped, ok) if k and f is not None])
+        out["validator_agrees"] = _shares([(e.label, k) for e, k in zip(examples, ok)])
+    return out
+
+
+def flip_rates(attack_dir: Path, validated: Sequence[float] | None = None) -> dict[str, Any]:
+    """:func:`flip_shares` of an attack run, its ``fooled`` column being the flips."""
+    rows = run_rows(attack_dir, METHOD_ALICE)
+    return flip_shares([e for e, _ in rows], [f for _, f in rows], validated)
 
 
 def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
@@ -60,19 +67,37 @@ def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, s
     return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
 
 
-def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack_dir: Path,
-            device: str = "auto", threshold: float = TOXIC_THRESHOLD,
-            options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The round's three numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and
-    FPR_NOI per eval set, the attack's flip rate."""
+@dataclass(frozen=True)
+class Statements:
+    """A run's statements to measure flips on, with a validator's P(toxic) for each (None: no validator)."""
+
+    run_dir: Path
+    validated: Sequence[float] | None = None
+
+
+def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack: Statements,
+            device: str = "auto", threshold: float = TOXIC_THRESHOLD, options: dict[str, Any] | None = None,
+            transfer: Statements | None = None) -> dict[str, Any]:
+    """The round's numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and FPR_NOI
+    per eval set, the flip rate of the attack on it and, with ``transfer``, of a fixed attack set (statements
+    made once against C_0, never trained on) that it scores here."""
     from toxiforge.bias.lexicon import default_bias_lexicon
     from toxiforge.bias.measure import measure_data
     from toxiforge.classifiers import load_classifier
     from toxiforge.training.evaluate import evaluate
 
-    out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack_dir), "eval": {}}
+    out: dict[str, Any] = {"classifier": str(classifier),
+                           "flip_rate": flip_rates(attack.run_dir, attack.validated), "eval": {}}
+    if not eval_sets and transfer is None:
+        return out
+    loaded = load_classifier(classifier, device=device, name=name, **(options or {}))
+    if transfer is not None:
+        examples = [e for e, _ in run_rows(transfer.run_dir, METHOD_ALICE)]
+        scores = loaded.predict_proba([e.text for e in examples]) if examples else []
+        flipped = [bool(is_toxic(float(s), threshold)) != bool(e.label) for e, s in zip(examples, scores)]
+        out["transfer"] = flip_shares(examples, flipped, transfer.validated)
     if eval_sets:
-        report = evaluate(load_classifier(classifier, device=device, name=name, **(options or {})), eval_sets)
+        report = evaluate(loaded, eval_sets)
         lexicon = default_bias_lexicon()
         for r in report.results:
             bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,
@@ -96,29 +121,65 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
+def _flip(m: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """A measure's flip shares of ``kind``: attack, validated (attack, validated statements), transfer or
+    transfer-validated; None when the run did not measure it."""
+    source = m.get("transfer") if kind.startswith("transfer") else m["flip_rate"]
+    if source is not None and kind.endswith("validated"):
+        source = source.get("validated")
+    return source
+
+
+def flip_columns(rounds: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The flip columns the rounds have: ``(kind, share key, header)``."""
+    columns = [("attack", "all", "flip % [95% CI]"), ("attack", "toxic_prompts", "flip % toxic→benign"),
+               ("attack", "benign_prompts", "flip % benign→toxic")]
+    first = rounds[0]["alice"] if rounds else {}
+    if first and _flip(first, "validated") is not None:
+        columns += [("validated", "all", "validated flip %"), ("kept", "all", "validator agrees %")]
+    if first and _flip(first, "transfer") is not None:
+        columns += [("transfer", "all", "transfer flip %")]
+        if _flip(first, "transfer-validated") is not None:
+            columns += [("transfer-validated", "all", "validated transfer flip %")]
+    return columns
+
+
+def _flip_cell(m: dict[str, Any], kind: str, key: str) -> str:
+    shares = m["flip_rate"].get("validator_agrees") if kind == "kept" else _flip(m, kind)
+    return "-" if shares is None else Share(**shares[key]).cell()
+
+
 def markdown(report: dict[str, Any]) -> str:
-    """One row per round and arm: additions, training rows, flip rate (both directions), AUC and FPR_NOI per set."""
+    """One row per round and arm: additions, training rows, flip rates (both directions; validated and transfer
+    ones when measured), AUC and FPR_NOI per set."""
     settings, rounds = report["settings"], report["rounds"]
     names = list(rounds[0]["alice"]["eval"]) if rounds else []
+    columns = flip_columns(rounds)
+    validator = settings.get("validate_with")
     lines = ["# toxiforge harden", "",
              f"{len(rounds) - 1} round(s); attack: ALICE on {settings['attack']['per_cell']} statements per group × "
              f"label ({', '.join(settings['attack']['groups'])}; {', '.join(settings['attack']['labels'])}), a new "
-             f"seed every round; statements added: {settings['add']} ones; each classifier trained "
+             f"seed every round; statements added: {settings['add']} ones"
+             f"{f' that {validator} gives their prompt label' if validator else ''}; each classifier trained "
              f"{'from the base model on the union' if settings['init'] == 'base' else 'on from the previous one'}.",
              "", "Flip rate: % of a fresh attack's statements whose label the classifier got wrong (toxic prompts "
              "scored benign, benign prompts scored toxic), 95% bootstrap interval. AUC: ROC AUC with a 95% bootstrap "
-             "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic.", ""]
-    header = ["round", "arm", "added", "train rows", "flip % [95% CI]", "flip % toxic→benign", "flip % benign→toxic"]
+             "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic."]
+    if validator:
+        lines += ["", f"Validated flip rate: the same among the statements the validator ({validator}) gives their "
+                      "prompt label; validator agrees: the share of statements it does."]
+    if any(kind.startswith("transfer") for kind, _, _ in columns):
+        lines += ["", "Transfer flip rate: the flip rate on one fixed set of ALICE statements made against C_0 "
+                      "(round-0/transfer, never trained on), scored by each round's classifier."]
+    header = ["round", "arm", "added", "train rows", *(h for _, _, h in columns)]
     for name in names:
         header += [f"AUC {name}", f"FPR_NOI % {name}"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
         for arm in ("alice", "control") if r else ("alice",):
             m = entry[arm]
-            flips = m["flip_rate"]
             cells = [str(r), "start" if r == 0 else arm, str(m.get("added_this_round", 0)),
-                     str(m.get("train_rows", "-")), Share(**flips["all"]).cell(),
-                     Share(**flips["toxic_prompts"]).cell(), Share(**flips["benign_prompts"]).cell()]
+                     str(m.get("train_rows", "-")), *(_flip_cell(m, kind, key) for kind, key, _ in columns)]
             for name in names:
                 e = m["eval"][name]
                 cells += [_auc_cell(e), f"{_pct(e['fpr_noi'])} (n={e['noi_benign']})"]
@@ -133,26 +194,35 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | None = None) -> list[float | None]:
-    """One value per round for ``arm``: ``flip`` (share), ``auc`` or ``fpr_noi`` of eval set ``name``."""
+    """One value per round for ``arm``: a flip kind of :func:`_flip` (attack, validated, transfer,
+    transfer-validated; the overall share), ``auc`` or ``fpr_noi`` of eval set ``name``."""
     out: list[float | None] = []
     for r, entry in enumerate(rounds):
         m = entry["alice" if r == 0 else arm]
-        if metric == "flip":
-            out.append(m["flip_rate"]["all"]["value"])
-        else:
+        if metric in ("auc", "fpr_noi"):
             out.append(m["eval"][name][metric] if name is not None else None)
+        else:
+            shares = _flip(m, metric)
+            out.append(None if shares is None else shares["all"]["value"])
     return out
 
 
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Flip rate and, per the first eval set, AUC and FPR_NOI against the round, one line per arm."""
+    """Flip rate (validated when measured), the transfer flip rate when measured and, per the first eval set, AUC
+    and FPR_NOI against the round, one line per arm."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(rounds[0]["alice"]["eval"])
-    panels = [("flip", None, "flip rate under a fresh attack (%)")]
+    kinds = {kind for kind, _, _ in flip_columns(rounds)}
+    attack = "validated" if "validated" in kinds else "attack"
+    panels = [(attack, None, f"{'validated ' if attack == 'validated' else ''}flip rate, fresh attack (%)")]
+    if "transfer" in kinds:
+        transfer = "transfer-validated" if "transfer-validated" in kinds else "transfer"
+        panels += [(transfer, None, f"{'validated ' if transfer != 'transfer' else ''}flip rate, fixed C_0 attack "
+                                    "(%)")]
     if names:
         panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)

@@ -1,0 +1,120 @@
+"""The statements of a ``toxiforge harden`` round: which ones join the training data, and their validation.
+
+An ALICE statement joins with its *prompt* label, as the paper trains on ALICE data; the paper also had
+annotators validate them. ``--validate-with CLASSIFIER`` stands in for that step: a classifier other than the
+attacked one scores every statement of every run the loop reads (:class:`Validation`, cached beside the run), and
+a statement counts as *validated* when that classifier agrees with its prompt label. Validation applies alike to
+both arms (the ALICE statements that join and the top-k control pool they are matched from) and to the flip
+rates (:func:`~toxiforge.training.harden_report.flip_rates` reports the rate among validated statements beside
+the raw one).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toxiforge._io import atomic_write_text
+from toxiforge.data.examples import Example
+from toxiforge.errors import InputError
+from toxiforge.records import METHOD_ALICE, METHOD_TOPK, is_toxic
+
+VALIDATION_SUFFIX = ".validation.json"  # round-N/ARM/attack.validation.json beside round-N/ARM/attack/
+
+
+def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
+    """The usable statements of a generation run as ``(Example with its prompt label, fooled)``."""
+    from dataclasses import replace
+
+    from toxiforge.data.examples import column, read_any_table
+    from toxiforge.data.toxigen import load_generated
+
+    data = load_generated(run_dir)
+    fooled = column(read_any_table(run_dir), "fooled")
+    return [(replace(e, method=method), None if fooled[e.row] is None else bool(fooled[e.row]))
+            for e in data.examples if e.row is not None]
+
+
+def agrees(example: Example, score: float) -> bool:
+    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label."""
+    return bool(is_toxic(score)) == bool(example.label)
+
+
+def select_alice(attack_dir: Path, add: str, validated: Sequence[float] | None = None) -> list[Example]:
+    """The attack's statements that flipped the classifier's label (``add="all"``: all of them); with
+    ``validated`` (a validator's P(toxic) per statement of :func:`run_rows`), only those it gives their prompt
+    label."""
+    rows = run_rows(attack_dir, METHOD_ALICE)
+    keep = [True] * len(rows) if validated is None else [agrees(e, s) for (e, _), s in zip(rows, validated)]
+    return [e for (e, fooled), ok in zip(rows, keep) if ok and (add == "all" or fooled)]
+
+
+def select_control(topk_dir: Path, like: Sequence[Example], seed: int,
+                   validated: Sequence[float] | None = None) -> list[Example]:
+    """As many top-k statements as ``like`` has, label by label (a seeded sample; all of a label when short);
+    with ``validated``, drawn only from the statements the validator gives their prompt label."""
+    rows = run_rows(topk_dir, METHOD_TOPK)
+    pool = [e for i, (e, _) in enumerate(rows) if validated is None or agrees(e, validated[i])]
+    rng = random.Random(seed)
+    out: list[Example] = []
+    for label in (0, 1):
+        want = sum(e.label == label for e in like)
+        have = [e for e in pool if e.label == label]
+        out += rng.sample(have, min(want, len(have)))
+    return out
+
+
+def write_examples(path: Path, examples: Sequence[Example]) -> None:
+    lines = [json.dumps({"text": e.text, "label": e.label, "group": e.group, "method": e.method},
+                        ensure_ascii=False) for e in examples]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+def read_examples(path: Path) -> list[Example]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
+
+
+@dataclass
+class Validation:
+    """The validator ``spec`` (anything :func:`~toxiforge.classifiers.load_classifier` loads, or None: no
+    validation) and its scores of runs, loaded once and cached in ``RUN.validation.json`` beside each run."""
+
+    spec: str | None
+    device: str = "auto"
+    _classifier: Any = field(default=None, repr=False)
+
+    def check(self, attacked: str | Path | None) -> None:
+        """Refuse a validator that is the attacked classifier: it would reject every flip by definition."""
+        if self.spec is not None and attacked is not None and str(self.spec) == str(attacked):
+            raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c): it disagrees with every "
+                             "statement that fooled it, so nothing would join", hint="validate with another "
+                             "classifier (e.g. one trained on human-written text, or a judge:MODEL)")
+
+    def load(self) -> None:
+        """Load the validator now (a bad spec fails here, before any work); no-op without one."""
+        if self.spec is not None and self._classifier is None:
+            from toxiforge.classifiers import load_classifier
+
+            self._classifier = load_classifier(self.spec, device=self.device, name="validator")
+
+    def scores(self, run_dir: Path, scored: Callable[[Path], None] = lambda cache: None) -> list[float] | None:
+        """The validator's P(toxic) for each statement of ``run_rows(run_dir)``, in order (None: no validator);
+        ``scored(cache)`` is called when they were computed rather than read from the cache."""
+        if self.spec is None:
+            return None
+        cache = run_dir.with_name(run_dir.name + VALIDATION_SUFFIX)
+        texts = [e.text for e, _ in run_rows(run_dir, METHOD_ALICE)]
+        if cache.exists():
+            saved = json.loads(cache.read_text(encoding="utf-8"))
+            if saved["validator"] == self.spec and saved["texts"] == texts:
+                return [float(s) for s in saved["scores"]]
+        self.load()
+        scores = [float(s) for s in self._classifier.predict_proba(texts)] if texts else []
+        atomic_write_text(cache, json.dumps({"validator": self.spec, "texts": texts, "scores": scores}) + "\n")
+        scored(cache)
+        return scores

@@ -1,11 +1,13 @@
 """Classification mode: toxiforge's items/s against lm-evaluation-harness's HFLM on the same requests and model.
 
-Both score the same (context, " No"/" Yes") requests of :func:`toxiforge.bench.classify.classify_requests` with
-the same model object at the same batch size: ours through ``TransformersLM.loglikelihood``, the harness's
-through ``HFLM(pretrained=model, tokenizer=tokenizer).loglikelihood(instances)``. Runs alternate (ours, harness,
-ours, ...) so background load hits both alike; the medians are compared. The largest per-request difference of
-the log-likelihoods is printed as a check. Wall and process CPU time are both reported (CPU time is steadier on
-a shared machine), with the load average before and after.
+All sides score the same (context, " No"/" Yes") requests of :func:`toxiforge.bench.classify.classify_requests`
+with the same model object at the same batch size: ``toxiforge judge``, the path ``bench classify`` and
+``-c judge:MODEL`` take (``JudgeClassifier`` with the humanval template as plain text: one forward pass per text
+gives both words), ``toxiforge loglik`` (``TransformersLM.loglikelihood``, one request per answer), and the
+harness's ``HFLM(pretrained=model, tokenizer=tokenizer).loglikelihood(instances)``. Runs alternate (each side in
+turn, repeated) so background load hits all alike; the medians are compared. The largest per-request difference
+of the log-likelihoods from the harness's is printed as a check, per side. Wall and process CPU time are both
+reported (CPU time is steadier on a shared machine), with the load average before and after.
 
 Items are the toxigen-dev demonstrations (hate and neutral sentences, every group, in file order, the first
 ``--items``); without them, placeholder sentences.
@@ -40,6 +42,7 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
 
     from toxiforge.bench.classify import classify_requests, demonstration_examples
+    from toxiforge.classifiers.judge import JudgeClassifier
     from toxiforge.models import load_language_model
 
     torch.manual_seed(0)
@@ -53,21 +56,28 @@ def main() -> None:
     requests = classify_requests(texts)
     instances = [Instance(request_type="loglikelihood", doc={}, arguments=r, idx=i) for i, r in enumerate(requests)]
     harness = HFLM(pretrained=lm.model, tokenizer=lm.tokenizer, batch_size=args.batch_size)
+    judge = JudgeClassifier(lm, "humanval", render="text", batch_size=args.batch_size)
 
-    def ours():
+    def by_judge():  # per text: log P(" Yes"), log P(" No") -> in request order (No, Yes)
+        lp = judge.decision_scores(texts).logprobs
+        return [float(x) for pair in zip(lp[:, 1], lp[:, 0]) for x in pair]
+
+    def by_loglikelihood():
         return [x.logprob for x in lm.loglikelihood(requests, batch_size=args.batch_size)]
 
-    def theirs():
+    def by_harness():
         return [x[0] for x in harness.loglikelihood(instances, disable_tqdm=True)]
 
-    a, b = ours(), theirs()  # warm-up, and the agreement check
-    diff = max(abs(x - y) for x, y in zip(a, b))
-    print(f"warm-up done; max |log-likelihood difference| {diff:.2e}", flush=True)
+    sides = {"toxiforge judge": by_judge, "toxiforge loglik": by_loglikelihood, "lm-eval HFLM": by_harness}
+    reference = by_harness()  # warm-up, and the agreement check
+    diffs = {name: max(abs(x - y) for x, y in zip(fn(), reference)) for name, fn in sides.items()}
+    print("warm-up done; max |log-likelihood difference| from lm-eval: "
+          + ", ".join(f"{name} {d:.2e}" for name, d in diffs.items()), flush=True)
     load_before = os.getloadavg()
-    times: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
-    cpu: dict[str, list[float]] = {"toxiforge": [], "lm-eval HFLM": []}
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(args.repeats):
-        for name, fn in (("toxiforge", ours), ("lm-eval HFLM", theirs)):
+        for name, fn in sides.items():
             started, cpu_started = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - started)
@@ -80,12 +90,14 @@ def main() -> None:
     for name, ts in times.items():
         rates[name] = len(texts) / statistics.median(ts)
         cpu_rates[name] = len(texts) / statistics.median(cpu[name])
-        print(f"  {name:14s} median {statistics.median(ts):6.2f} s wall -> {rates[name]:6.2f} items/s; "
+        print(f"  {name:16s} median {statistics.median(ts):6.2f} s wall -> {rates[name]:6.2f} items/s; "
               f"median {statistics.median(cpu[name]):6.2f} s CPU -> {cpu_rates[name]:6.2f} items per CPU-s  "
               f"(wall runs: {', '.join(f'{t:.2f}' for t in ts)} s)")
-    print(f"  ratio toxiforge / lm-eval: {rates['toxiforge'] / rates['lm-eval HFLM']:.2f}x wall, "
-          f"{cpu_rates['toxiforge'] / cpu_rates['lm-eval HFLM']:.2f}x CPU   "
-          f"max |log-likelihood difference|: {diff:.2e}")
+    for name in ("toxiforge judge", "toxiforge loglik"):
+        print(f"  ratio {name} / lm-eval: {rates[name] / rates['lm-eval HFLM']:.2f}x wall, "
+              f"{cpu_rates[name] / cpu_rates['lm-eval HFLM']:.2f}x CPU   max |log-likelihood difference|: "
+              f"{diffs[name]:.2e}")
+
 
 if __name__ == "__main__":
     main()

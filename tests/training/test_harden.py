@@ -203,7 +203,9 @@ def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, tiny
     flips = json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["flip_rate"]
     assert flips["validated"]["all"]["n"] == sum(ok for (_, f), ok in zip(rows, agree) if f is not None)
     assert flips["validator_agrees"]["all"]["value"] == pytest.approx(sum(agree) / len(rows))
-    assert "validate round-0/attack" in job.steps and "validated flip %" in (out / "report.md").read_text()
+    scored = [(f, ok) for (_, f), ok in zip(rows, agree) if f is not None]
+    assert flips["confirmed"]["all"]["value"] == pytest.approx(sum(f and ok for f, ok in scored) / len(scored))
+    assert "validate round-0/attack" in job.steps and "confirmed flip %" in (out / "report.md").read_text()
     again = harden(setup, out, tiny_lm_newlines, resume=True, validate_with="profanity-check", transfer=False,
                    eval=())
     assert again.steps == []  # the validator's scores are read back, not recomputed

@@ -36,11 +36,14 @@ def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
                 validated: Sequence[float] | None = None) -> dict[str, Any]:
     """Share of the scored statements whose label flipped (toxic prompts scored benign, benign prompts scored
     toxic), overall and per prompt label. With a validator's scores (``validated``): ``validated``, the same among
-    the statements it gives their prompt label, and ``validator_agrees``, the share of statements it does."""
+    the statements it gives their prompt label; ``confirmed``, the share of all scored statements that flipped
+    *and* keep their prompt label in its view (the attack's yield of real failures, as the paper counts ALICE's
+    success after validation); and ``validator_agrees``, the share of statements it gives their prompt label."""
     out = _shares([(e.label, f) for e, f in zip(examples, flipped) if f is not None])
     if validated is not None:
         ok = [agrees(e, v) for e, v in zip(examples, validated)]
         out["validated"] = _shares([(e.label, f) for e, f, k in zip(examples, flipped, ok) if k and f is not None])
+        out["confirmed"] = _shares([(e.label, f and k) for e, f, k in zip(examples, flipped, ok) if f is not None])
         out["validator_agrees"] = _shares([(e.label, k) for e, k in zip(examples, ok)])
     return out
 
@@ -122,11 +125,12 @@ def _pct(value: float | None) -> str:
 
 
 def _flip(m: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    """A measure's flip shares of ``kind``: attack, validated (attack, validated statements), transfer or
-    transfer-validated; None when the run did not measure it."""
+    """A measure's flip shares of ``kind``: attack, validated or confirmed (attack, among or of validated
+    statements), transfer, transfer-validated or transfer-confirmed; None when the run did not measure it."""
     source = m.get("transfer") if kind.startswith("transfer") else m["flip_rate"]
-    if source is not None and kind.endswith("validated"):
-        source = source.get("validated")
+    for part in ("validated", "confirmed"):
+        if source is not None and kind.endswith(part):
+            source = source.get(part)
     return source
 
 
@@ -136,7 +140,8 @@ def flip_columns(rounds: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]
                ("attack", "benign_prompts", "flip % benign→toxic")]
     first = rounds[0]["alice"] if rounds else {}
     if first and _flip(first, "validated") is not None:
-        columns += [("validated", "all", "validated flip %"), ("kept", "all", "validator agrees %")]
+        columns += [("confirmed", "all", "confirmed flip %"), ("validated", "all", "validated flip %"),
+                    ("kept", "all", "validator agrees %")]
     if first and _flip(first, "transfer") is not None:
         columns += [("transfer", "all", "transfer flip %")]
         if _flip(first, "transfer-validated") is not None:
@@ -166,8 +171,10 @@ def markdown(report: dict[str, Any]) -> str:
              "scored benign, benign prompts scored toxic), 95% bootstrap interval. AUC: ROC AUC with a 95% bootstrap "
              "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic."]
     if validator:
-        lines += ["", f"Validated flip rate: the same among the statements the validator ({validator}) gives their "
-                      "prompt label; validator agrees: the share of statements it does."]
+        lines += ["", f"Confirmed flip rate: % of the attack's statements that flipped and that the validator "
+                      f"({validator}) gives their prompt label (real failures found). Validated flip rate: the flip "
+                      "rate among the statements it gives their prompt label. Validator agrees: % of statements it "
+                      "gives their prompt label."]
     if any(kind.startswith("transfer") for kind, _, _ in columns):
         lines += ["", "Transfer flip rate: the flip rate on one fixed set of ALICE statements made against C_0 "
                       "(round-0/transfer, never trained on), scored by each round's classifier."]
@@ -208,7 +215,7 @@ def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | 
 
 
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Flip rate (validated when measured), the transfer flip rate when measured and, per the first eval set, AUC
+    """Flip rate (confirmed when measured), the transfer flip rate when measured and, per the first eval set, AUC
     and FPR_NOI against the round, one line per arm."""
     import matplotlib
 
@@ -217,8 +224,8 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
 
     names = list(rounds[0]["alice"]["eval"])
     kinds = {kind for kind, _, _ in flip_columns(rounds)}
-    attack = "validated" if "validated" in kinds else "attack"
-    panels = [(attack, None, f"{'validated ' if attack == 'validated' else ''}flip rate, fresh attack (%)")]
+    attack = "confirmed" if "confirmed" in kinds else "attack"
+    panels = [(attack, None, f"{'confirmed ' if attack == 'confirmed' else ''}flip rate, fresh attack (%)")]
     if "transfer" in kinds:
         transfer = "transfer-validated" if "transfer-validated" in kinds else "transfer"
         panels += [(transfer, None, f"{'validated ' if transfer != 'transfer' else ''}flip rate, fixed C_0 attack "

@@ -112,6 +112,20 @@ def test_smollm2_agrees_with_the_harness_request_by_request():
     assert_agrees_with_harness(lm, ROWS[:6], batch_size=4)
 
 
+@pytest.mark.embedded
+@pytest.mark.skipif(not TOXIGEN_DEV.is_dir(), reason="../shared/data/toxigen-dev is not here")
+def test_smollm2_agrees_with_the_harness_on_real_sentences():
+    """Upstream's human-written sentences: on some of them SmolLM2's most likely next token after the question is
+    a newline, which the judge path once skipped (scoring another position than the harness)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from toxiforge.models import load_language_model
+
+    lm = load_language_model(DEFAULT_LM, dtype="float32", device="cpu")
+    texts = demonstration_examples(TOXIGEN_DEV).texts[:8]
+    rows = [{**row, "text": text} for row, text in zip(ROWS, texts)]
+    assert_agrees_with_harness(lm, rows, batch_size=4)
+
+
 def test_metrics_by_hand():
     # item 0: No wins by log-likelihood; by log-likelihood / length (-1/2 = -0.5 vs -1.2/3 = -0.4) Yes wins
     # item 1: a tie goes to No (numpy.argmax, as in the harness); item 2: Yes wins both ways

@@ -111,6 +111,24 @@ def test_humanval_plain_text_scores_what_loglikelihood_scores(lm):
     assert (scores.greedy.ravel() == np.array([x.is_greedy for x in lls])).all()
 
 
+def test_plain_text_skips_no_whitespace(monkeypatch):
+    """A text rendering scores " Yes"/" No" right after the prompt even where the model's next token is a newline
+    (the harness's loglikelihood does; skipping it would score another position, as bench classify once did on
+    real sentences)."""
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    tok = judge_tokenizer()
+    newline = tok.convert_tokens_to_ids("Ċ")
+    lm = TransformersLM(build_tiny_llama(tok, seed=3, newline_bias=40.0), tok, name="tiny-newlines")
+    prompt = PROMPT.format(text=TEXTS[0])
+    with torch.no_grad():
+        ids = lm.encode_default(prompt)
+        assert lm.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax() == newline
+    scores = JudgeClassifier(lm, "humanval", render="text").decision_scores(TEXTS[:1])
+    lls = lm.loglikelihood([(prompt, w) for w in (" Yes", " No")])
+    assert np.allclose(scores.logprobs.ravel(), [x.logprob for x in lls], atol=1e-5)
+
+
 def test_policy_goes_to_the_chat_template(lm):
     plain = JudgeClassifier(lm, "shieldgemma").backend.prompt("a plain line")
     custom = JudgeClassifier(lm, "shieldgemma", policy="a custom placeholder policy").backend.prompt("a plain line")

@@ -8,9 +8,11 @@ P(unsafe) at the decision position instead of generating text:
 * the prompt is rendered (the model's own chat template, or plain text), and the log-probabilities of the two
   decision words (each a single token after the prompt, checked at load) are read from the logits of the next
   position, in one forward pass per batch;
-* leading whitespace tokens are skipped: while the most likely next token is whitespace only (Llama Guard 3
-  writes ``"\\n\\n"`` before its verdict), it is appended and the next position is read, at most
-  :data:`~toxiforge.classifiers.judge_backends.MAX_WHITESPACE` times;
+* in chat renderings, leading whitespace tokens are skipped: while the most likely next token is whitespace only
+  (Llama Guard 3 writes ``"\\n\\n"`` before its verdict), it is appended and the next position is read, at most
+  :data:`~toxiforge.classifiers.judge_backends.MAX_WHITESPACE` times. A text rendering (``humanval`` as
+  ``bench classify`` uses it) scores the words with their leading space right after the prompt, as
+  lm-evaluation-harness does;
 * P(unsafe) = softmax over the two logits, the model cards' rule (ShieldGemma: softmax over Yes/No; Granite
   Guardian: from the Yes and No log-probabilities). ``class_log_probs`` gives ALICE log P(safe), log P(unsafe).
 

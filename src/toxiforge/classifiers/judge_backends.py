@@ -95,7 +95,10 @@ class LocalDecisions:
             shared += 1
         self.prefix = tuple(probes[0][:shared])
         self._prefix_cache: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.whitespace = torch.tensor([bool(t) and not t.strip() for t in lm.token_texts()], dtype=torch.bool)
+        # Whitespace is skipped in chat renderings only: a text rendering's words carry their leading space (" Yes")
+        # and are scored right after the prompt, as the harness's loglikelihood and the server's echo score them.
+        self.whitespace = torch.tensor([self.render == "chat" and bool(t) and not t.strip() for t in lm.token_texts()],
+                                       dtype=torch.bool)
         self.whitespace[list(self.decision_ids)] = False
 
     # --- rendering -----------------------------------------------------------------------------------------

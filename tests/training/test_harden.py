@@ -172,7 +172,8 @@ def test_transfer_attack_is_made_once_on_c0_and_scored_by_every_round(setup, fin
     start = json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["transfer"]
     fooled = [f for _, f in rows]  # C_0 scored them in the run; re-scored in round 0, the same flips
     assert start["all"]["value"] == pytest.approx(np.mean(fooled))
-    assert "transfer flip %" in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "transfer flip %" in md and "| 0 | start | 0 | 16 |" in md  # round 0: C_0's 16 training rows
 
 
 def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, tiny_lm_newlines, tmp_path):

@@ -281,9 +281,9 @@ class Harden:
                            "round-0", "round-0: the fixed transfer attack", options)
             transfer = self._statements(r0 / "transfer")
         self._transfer = transfer
-        first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, measure(  # both arms start at C_0
+        first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, {**measure(  # both arms start at C_0
             start, "round-0", eval_sets, self._statements(r0 / "attack"), self.config.device, self.config.threshold,
-            options, transfer)))
+            options, transfer), "train_rows": len(base)}))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}

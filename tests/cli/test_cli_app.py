@@ -6,8 +6,8 @@ import typer
 from typer.testing import CliRunner
 
 HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions",
-              "report", "export", "train", "evaluate", "harden", "demonstrations", "prompts", "experiment", "annotate",
-              "bias", "bench"]
+              "report", "export", "train", "evaluate", "harden", "harden-seeds", "demonstrations", "prompts",
+              "experiment", "annotate", "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():
@@ -24,7 +24,7 @@ def test_each_module_registers_its_own_commands_on_any_app():
 
     for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]),
                              (classify, ["classify", "classifiers"]), (analysis, HELP_ORDER[5:11]),
-                             (training, ["train", "evaluate", "experiment"]), (harden, ["harden"]),
+                             (training, ["train", "evaluate", "experiment"]), (harden, ["harden", "harden-seeds"]),
                              (annotate, ["annotate"]), (bias, ["bias"]), (bench, ["bench"])):
         fresh = typer.Typer()
         module.register(fresh)

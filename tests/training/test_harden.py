@@ -228,6 +228,27 @@ def test_resume_skips_finished_steps(setup, tiny_lm_newlines, finished, tmp_path
     assert again.steps == ["generate round-1/control/attack", "measure round-1/metrics.json"]
 
 
+def test_runs_with_other_seeds_read_together(setup, tiny_lm_newlines, finished, tmp_path):
+    """harden-seeds reads real runs: the finished one (seed 3) and the same settings at seed 4."""
+    from dataclasses import replace
+
+    from toxiforge.training.harden_seeds import combine
+
+    _, first = finished
+    plan = AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=4)
+    harden(setup, tmp_path / "s4", tiny_lm_newlines, attack=plan, train=replace(train_config(setup["base"]), seed=4))
+    combined = combine([first, tmp_path / "s4"])
+    reports = [json.loads((d / "report.json").read_text()) for d in (first, tmp_path / "s4")]
+    assert combined["seeds"] == [3, 4] and combined["headline"] == "attack"  # no validator: the raw flip rate
+    pooled = combined["table"][1]["flips"]["attack"]["pooled"]  # round 1, ALICE arm
+    shares = [r["rounds"][1]["alice"]["flip_rate"]["all"] for r in reports]
+    assert pooled["n"] == sum(s["n"] for s in shares)
+    assert pooled["value"] == pytest.approx(sum(s["value"] * s["n"] for s in shares) / pooled["n"])
+    change = combined["changes"][0]["alice_minus_round0"]["per_run"]
+    assert change == pytest.approx([r["rounds"][1]["alice"]["flip_rate"]["all"]["value"]
+                                    - r["rounds"][0]["alice"]["flip_rate"]["all"]["value"] for r in reports])
+
+
 def test_continue_and_add_all(setup, tiny_lm_newlines, tmp_path):
     job = harden(setup, tmp_path / "h", tiny_lm_newlines, classifier=None, add="all", init="continue", eval=())
     out = tmp_path / "h"

@@ -1,4 +1,5 @@
-"""Command: harden (ALICE against a classifier, retrain on what fooled it, repeat; training/harden.py)."""
+"""Commands: harden (ALICE against a classifier, retrain on what fooled it, repeat; training/harden.py) and
+harden-seeds (runs of it with other seeds read together; training/harden_seeds.py)."""
 
 from __future__ import annotations
 
@@ -160,6 +161,28 @@ def harden_command(
     console.print(f"{len(job.steps)} steps run, {len(report['rounds'])} rounds reported", highlight=False)
 
 
+def harden_seeds_command(
+    runs: list[Path] = typer.Argument(..., help="The -o directories of one harden command run with different --seed."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Also write harden-seeds.md and harden-seeds.json "
+                                                             "into this directory."),
+) -> None:
+    """Read harden runs that differ only in --seed as one experiment: flip rates pooled over the runs, each run's
+    change from round 0 and gap to the control, AUC per run (docs/harden.md)."""
+    import json
+
+    from toxiforge._io import atomic_write_text
+    from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, combine, markdown
+
+    combined = combine(runs)
+    text = markdown(combined)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / SEEDS_JSON, json.dumps(combined, indent=2) + "\n")
+        atomic_write_text(out / SEEDS_MD, text)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``toxiforge harden`` to ``app``."""
+    """Add ``toxiforge harden`` and ``toxiforge harden-seeds`` to ``app``."""
     app.command("harden")(harden_command)
+    app.command("harden-seeds")(harden_seeds_command)

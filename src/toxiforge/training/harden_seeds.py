@@ -1,0 +1,175 @@
+"""Several ``toxiforge harden`` runs that differ only in ``--seed``, read as one experiment.
+
+One harden run is one draw: its attacks sample new prompts every round and its classifiers train from a seeded
+head, so a round-to-round change of a few points can be that draw's luck. Running the same command with other
+``--seed`` values and reading the runs together (:func:`combine`) separates the loop's effect from the draw:
+
+* for each round and arm, every flip measure **pooled** over the runs (all their statements, one share with a
+  95% bootstrap interval) and each run's own value;
+* for each run, the ALICE arm's change from round 0 and its gap to the control arm in every round (the issue's
+  target is read off these), with their mean and range over the runs;
+* the eval sets' AUC and FPR_NOI per run, and the ALICE-minus-control AUC difference per run.
+
+The runs must have the same settings apart from the seeds (the attack's and the training's, which ``--seed`` sets
+together), else :class:`~toxiforge.errors.InputError`. Rounds are read up to the fewest any run has.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toxiforge.bench.stats import Share, bootstrap_share
+from toxiforge.errors import InputError
+from toxiforge.training.harden_report import REPORT_JSON, _flip, flip_columns
+
+SEEDS_JSON, SEEDS_MD = "harden-seeds.json", "harden-seeds.md"
+ARMS = ("alice", "control")
+
+
+def _seedless(settings: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(settings))
+    out["attack"].pop("seed", None)
+    out["train"].pop("seed", None)
+    return out
+
+
+def read_reports(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Each run's ``report.json``; the runs must share their settings except the seeds."""
+    if len(dirs) < 2:
+        raise InputError(f"{len(dirs)} harden run given; reading runs together needs two or more",
+                         hint="pass the -o directories of the same harden command run with different --seed")
+    reports = []
+    for folder in dirs:
+        path = Path(folder).expanduser() / REPORT_JSON
+        if not path.is_file():
+            raise InputError(f"no {REPORT_JSON}, so this is not a finished harden run", path=path.parent,
+                             hint="pass a harden -o directory whose run finished (rerun it with --resume)")
+        reports.append(json.loads(path.read_text(encoding="utf-8")))
+    first = _seedless(reports[0]["settings"])
+    for folder, report in zip(dirs[1:], reports[1:]):
+        other = _seedless(report["settings"])
+        differ = sorted(k for k in set(first) | set(other) if first.get(k) != other.get(k))
+        if differ:
+            raise InputError(f"its {', '.join(differ)} differ from {dirs[0]}'s: these runs are not one experiment",
+                             path=folder, hint="read together only runs of the same command with other --seed")
+    seeds = [r["settings"]["attack"]["seed"] for r in reports]
+    if len(set(seeds)) < len(seeds):
+        raise InputError(f"two runs share a seed ({seeds})", hint="pass each seed's run once")
+    return reports
+
+
+def _pooled(shares: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """One share of every outcome of ``shares`` (each ``Share.to_dict()`` of 0/1 outcomes)."""
+    if any(s is None or s["value"] is None for s in shares):
+        return None
+    outcomes: list[int] = []
+    for s in shares:
+        assert s is not None
+        hits = round(s["value"] * s["n"])
+        outcomes += [1] * hits + [0] * (s["n"] - hits)
+    return bootstrap_share(outcomes).to_dict()
+
+
+def _summary(values: Sequence[float | None]) -> dict[str, Any]:
+    known = [v for v in values if v is not None]
+    return {"per_run": list(values), "mean": sum(known) / len(known) if known else None,
+            "min": min(known) if known else None, "max": max(known) if known else None}
+
+
+def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
+    """The runs in ``dirs`` read together (module docstring); what ``harden-seeds.json`` holds."""
+    reports = read_reports(dirs)
+    rounds = min(len(r["rounds"]) for r in reports)
+    kinds = [kind for kind, key, _ in flip_columns(reports[0]["rounds"]) if key == "all" and kind != "kept"]
+    headline = "confirmed" if "confirmed" in kinds else "attack"
+    names = list(reports[0]["rounds"][0]["alice"]["eval"])
+    table = []
+    for r in range(rounds):
+        for arm in ARMS if r else ("alice",):
+            ms = [rep["rounds"][r][arm] for rep in reports]
+            flips = {}
+            for kind in kinds:
+                shares = [(_flip(m, kind) or {}).get("all") for m in ms]
+                flips[kind] = {"pooled": _pooled(shares),
+                               **_summary([None if s is None else s["value"] for s in shares])}
+            evals = {name: {"auc": _summary([m["eval"][name]["auc"] for m in ms]),
+                            "fpr_noi": _summary([m["eval"][name]["fpr_noi"] for m in ms])} for name in names}
+            table.append({"round": r, "arm": "start" if r == 0 else arm, "flips": flips, "eval": evals,
+                          "added": _summary([m.get("added_this_round", 0) for m in ms])})
+
+    def value(rep: dict[str, Any], r: int, arm: str) -> float | None:
+        shares = _flip(rep["rounds"][r]["alice" if r == 0 else arm], headline)
+        return None if shares is None else shares["all"]["value"]
+
+    def diff(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else a - b
+
+    changes = []
+    for r in range(1, rounds):
+        row: dict[str, Any] = {"round": r,
+                               "alice_minus_round0": _summary([diff(value(rep, r, "alice"), value(rep, 0, "alice"))
+                                                               for rep in reports]),
+                               "alice_minus_control": _summary([diff(value(rep, r, "alice"),
+                                                                     value(rep, r, "control")) for rep in reports])}
+        for name in names:
+            row[f"auc_alice_minus_control:{name}"] = _summary([
+                diff(rep["rounds"][r]["alice"]["eval"][name]["auc"], rep["rounds"][r]["control"]["eval"][name]["auc"])
+                for rep in reports])
+        changes.append(row)
+    return {"runs": [str(d) for d in dirs], "seeds": [r["settings"]["attack"]["seed"] for r in reports],
+            "rounds": rounds, "headline": headline, "eval_sets": names, "table": table, "changes": changes}
+
+
+def _pts(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.1f}"
+
+
+def _spread(s: dict[str, Any], fmt: str = "pct") -> str:
+    if s["mean"] is None:
+        return "-"
+    if fmt == "auc":
+        return f"{s['mean']:.3f} ({s['min']:.3f}-{s['max']:.3f})"
+    if fmt == "pts":
+        return f"{_pts(s['mean'])} ({', '.join(_pts(v) for v in s['per_run'])})"
+    return f"{100 * s['mean']:.1f} ({100 * s['min']:.1f}-{100 * s['max']:.1f})"
+
+
+def markdown(combined: dict[str, Any]) -> str:
+    """Two tables: every measure per round and arm (flip measures pooled, with each run's range), then the
+    headline flip measure's change from round 0 and gap to the control per run."""
+    names, kinds = combined["eval_sets"], list(combined["table"][0]["flips"])
+    headline = combined["headline"]
+    lines = ["# toxiforge harden, read over seeds", "",
+             f"{len(combined['runs'])} runs (seeds {', '.join(map(str, combined['seeds']))}), rounds 0-"
+             f"{combined['rounds'] - 1}. Flip measures: the share pooled over every run's statements [95% bootstrap "
+             "interval], then the mean of the runs (their min-max). AUC and FPR_NOI: mean of the runs (min-max).", ""]
+    header = ["round", "arm", "added (mean)", *(f"{k} flip % pooled [CI]; runs" for k in kinds)]
+    for name in names:
+        header += [f"AUC {name}", f"FPR_NOI % {name}"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in combined["table"]:
+        cells = [str(row["round"]), row["arm"], f"{row['added']['mean']:.1f}"]
+        for kind in kinds:
+            f = row["flips"][kind]
+            pooled = "-" if f["pooled"] is None else Share(**f["pooled"]).cell()
+            cells.append(f"{pooled}; {_spread(f)}")
+        for name in names:
+            cells += [_spread(row["eval"][name]["auc"], "auc"), _spread(row["eval"][name]["fpr_noi"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"Change of the {headline} flip rate, in points: mean over the runs (each run's value, seeds in "
+                  "the order above).", ""]
+    header = ["round", "ALICE arm minus round 0", "ALICE arm minus control",
+              *(f"AUC ALICE minus control, {name}" for name in names)]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in combined["changes"]:
+        cells = [str(row["round"]), _spread(row["alice_minus_round0"], "pts"),
+                 _spread(row["alice_minus_control"], "pts")]
+        for name in names:
+            s = row[f"auc_alice_minus_control:{name}"]
+            cells.append("-" if s["mean"] is None else
+                         f"{s['mean']:+.3f} ({', '.join(f'{v:+.3f}' for v in s['per_run'])})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

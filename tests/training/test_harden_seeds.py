@@ -1,0 +1,105 @@
+"""``toxiforge harden-seeds``: harden runs that differ only in --seed, read as one experiment. The reports are built
+with harden's own :func:`flip_shares` from placeholder statements, so they have the layout a run writes (a real
+tiny run's report is read in tests/training/test_harden.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+from toxiforge.data.examples import Example
+from toxiforge.errors import InputError
+from toxiforge.training.harden_report import flip_shares
+from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, combine, markdown
+
+EXAMPLES = [Example(f"placeholder statement {i}", i % 2) for i in range(4)]  # two toxic, two benign prompts
+
+
+def measure(flips: int, agree: int, auc: float, added: int = 0) -> dict:
+    """A round's metrics: ``flips`` of the 4 statements flipped, the validator agrees on the first ``agree``."""
+    flipped = [i < flips for i in range(4)]
+    validated = [float(e.label) if i < agree else 1.0 - e.label for i, e in enumerate(EXAMPLES)]
+    return {"flip_rate": flip_shares(EXAMPLES, flipped, validated),
+            "transfer": flip_shares(EXAMPLES, [True, False, False, False], validated),
+            "eval": {"human": {"auc": auc, "auc_interval": [auc - 0.05, auc + 0.05], "fpr_noi": 0.25,
+                               "noi_benign": 40}},
+            "added_this_round": added}
+
+
+def write_run(folder, seed: int, rounds: list[tuple[dict, dict]], **settings) -> str:
+    """A finished harden run's report.json: round 0 (both arms the start), then (alice, control) per round."""
+    folder.mkdir(parents=True)
+    base = {"attack": {"groups": ["asian"], "per_cell": 2, "seed": seed}, "train": {"epochs": 1, "seed": seed},
+            "add": "flipped", "init": "base", "validate_with": "validator", **settings}
+    report = {"settings": base, "rounds": [{"alice": a, "control": c} for a, c in rounds]}
+    (folder / "report.json").write_text(json.dumps(report))
+    return str(folder)
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    start = measure(4, 4, 0.80)
+    a = write_run(tmp_path / "s1", 1, [(start, start), (measure(2, 4, 0.85, 3), measure(4, 4, 0.84, 3)),
+                                       (measure(1, 4, 0.86, 2), measure(3, 4, 0.88, 2))])
+    b = write_run(tmp_path / "s2", 2, [(start, start), (measure(3, 4, 0.83, 4), measure(4, 4, 0.86, 4))])
+    return a, b
+
+
+def test_flip_shares_pool_every_runs_statements_and_keep_each_runs_value(two_runs):
+    combined = combine(two_runs)
+    assert combined["rounds"] == 2 and combined["seeds"] == [1, 2]  # the fewest rounds any run has
+    assert combined["headline"] == "confirmed"  # a validated run's headline is the confirmed flip rate
+    alice1 = next(row for row in combined["table"] if row["round"] == 1 and row["arm"] == "alice")
+    confirmed = alice1["flips"]["confirmed"]
+    assert confirmed["per_run"] == [0.5, 0.75]
+    assert confirmed["pooled"]["value"] == pytest.approx(5 / 8) and confirmed["pooled"]["n"] == 8
+    assert confirmed["pooled"]["low"] <= 5 / 8 <= confirmed["pooled"]["high"]
+    assert alice1["eval"]["human"]["auc"]["mean"] == pytest.approx(0.84)
+    assert alice1["added"]["mean"] == pytest.approx(3.5)
+    assert [row["arm"] for row in combined["table"]] == ["start", "alice", "control"]
+
+
+def test_changes_per_run_from_round_zero_and_against_the_control(two_runs):
+    change = combine(two_runs)["changes"][0]
+    assert change["alice_minus_round0"]["per_run"] == pytest.approx([-0.5, -0.25])
+    assert change["alice_minus_round0"]["mean"] == pytest.approx(-0.375)
+    assert change["alice_minus_control"]["per_run"] == pytest.approx([-0.5, -0.25])
+    assert change["auc_alice_minus_control:human"]["per_run"] == pytest.approx([0.01, -0.03])
+    text = markdown(combine(two_runs))
+    assert "| 1 | -37.5 (-50.0, -25.0) | -37.5 (-50.0, -25.0) | -0.010 (+0.010, -0.030) |" in text
+
+
+def test_a_confirmed_share_where_the_validator_agrees_with_none(tmp_path):
+    """The confirmed rate counts flips the validator agrees with: none agree, so none is confirmed."""
+    start = measure(4, 0, 0.8)
+    runs = [write_run(tmp_path / f"s{s}", s, [(start, start), (measure(4, 0, 0.8), measure(4, 0, 0.8))])
+            for s in (1, 2)]
+    row = combine(runs)["table"][1]
+    assert row["flips"]["confirmed"]["pooled"]["value"] == 0.0
+    assert row["flips"]["attack"]["pooled"]["value"] == 1.0
+
+
+def test_runs_with_other_settings_or_the_same_seed_are_refused(tmp_path, two_runs):
+    start = measure(4, 4, 0.8)
+    other = write_run(tmp_path / "other", 3, [(start, start)], add="all")
+    with pytest.raises(InputError, match="add differ.*not one experiment"):
+        combine([two_runs[0], other])
+    same = write_run(tmp_path / "same", 1, [(start, start)])
+    with pytest.raises(InputError, match="share a seed"):
+        combine([two_runs[0], same])
+    with pytest.raises(InputError, match="needs two or more"):
+        combine([two_runs[0]])
+    with pytest.raises(InputError, match="not a finished harden run"):
+        combine([two_runs[0], str(tmp_path / "missing")])
+
+
+def test_cli_prints_the_tables_and_writes_them(tmp_path, two_runs):
+    result = CliRunner().invoke(app, ["harden-seeds", *two_runs, "-o", str(tmp_path / "out")],
+                                env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "read over seeds" in result.output and "ALICE arm minus round 0" in result.output
+    assert json.loads((tmp_path / "out" / SEEDS_JSON).read_text())["seeds"] == [1, 2]
+    assert (tmp_path / "out" / SEEDS_MD).read_text().startswith("# toxiforge harden, read over seeds")

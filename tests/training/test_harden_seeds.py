@@ -13,7 +13,7 @@ from toxiforge.cli import app
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 from toxiforge.training.harden_report import flip_shares
-from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, combine, markdown
+from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, _series, combine, markdown
 
 EXAMPLES = [Example(f"placeholder statement {i}", i % 2) for i in range(4)]  # two toxic, two benign prompts
 
@@ -103,3 +103,13 @@ def test_cli_prints_the_tables_and_writes_them(tmp_path, two_runs):
     assert "read over seeds" in result.output and "ALICE arm minus round 0" in result.output
     assert json.loads((tmp_path / "out" / SEEDS_JSON).read_text())["seeds"] == [1, 2]
     assert (tmp_path / "out" / SEEDS_MD).read_text().startswith("# toxiforge harden, read over seeds")
+    assert (tmp_path / "out" / SEEDS_PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_series_start_both_arms_at_round_zero(two_runs):
+    combined = combine(two_runs)
+    middle, runs = _series(combined, "alice", "confirmed")
+    assert middle == pytest.approx([100.0, 62.5])  # pooled: round 0 (the start), then the ALICE arm of round 1
+    assert runs == [pytest.approx([100.0, 50.0]), pytest.approx([100.0, 75.0])]  # per run
+    assert _series(combined, "control", "confirmed")[0] == pytest.approx([100.0, 100.0])
+    assert _series(combined, "alice", "auc:human")[0] == pytest.approx([0.80, 0.84])

@@ -163,15 +163,15 @@ def harden_command(
 
 def harden_seeds_command(
     runs: list[Path] = typer.Argument(..., help="The -o directories of one harden command run with different --seed."),
-    out: Path | None = typer.Option(None, "-o", "--out", help="Also write harden-seeds.md and harden-seeds.json "
-                                                             "into this directory."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Also write harden-seeds.md, .json and .png (the "
+                                                             "flip rates and AUC per round) into this directory."),
 ) -> None:
     """Read harden runs that differ only in --seed as one experiment: flip rates pooled over the runs, each run's
     change from round 0 and gap to the control, AUC per run (docs/harden.md)."""
     import json
 
     from toxiforge._io import atomic_write_text
-    from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, combine, markdown
+    from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
 
     combined = combine(runs)
     text = markdown(combined)
@@ -179,6 +179,7 @@ def harden_seeds_command(
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / SEEDS_JSON, json.dumps(combined, indent=2) + "\n")
         atomic_write_text(out / SEEDS_MD, text)
+        plot(combined, out / SEEDS_PNG)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 

@@ -25,7 +25,7 @@ from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.errors import InputError
 from toxiforge.training.harden_report import REPORT_JSON, _flip, flip_columns
 
-SEEDS_JSON, SEEDS_MD = "harden-seeds.json", "harden-seeds.md"
+SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
 ARMS = ("alice", "control")
 
 
@@ -173,3 +173,57 @@ def markdown(combined: dict[str, Any]) -> str:
                          f"{s['mean']:+.3f} ({', '.join(f'{v:+.3f}' for v in s['per_run'])})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _series(combined: dict[str, Any], arm: str, metric: str) -> tuple[list[float | None], list[list[float | None]]]:
+    """Per round (round 0 is the start of both arms): the pooled (flip kinds) or mean (``auc:NAME``) value, and
+    each run's values."""
+    rows = [row for row in combined["table"] if row["arm"] in ("start", arm)]
+    if metric.startswith("auc:"):
+        parts = [row["eval"][metric[4:]]["auc"] for row in rows]
+        middle = [p["mean"] for p in parts]
+    else:
+        parts = [row["flips"][metric] for row in rows]
+        middle = [None if p["pooled"] is None else 100 * p["pooled"]["value"] for p in parts]
+        parts = [{**p, "per_run": [None if v is None else 100 * v for v in p["per_run"]]} for p in parts]
+    return middle, [list(run) for run in zip(*(p["per_run"] for p in parts))]
+
+
+def plot(combined: dict[str, Any], path: Path) -> Path:
+    """The headline flip rate, the transfer flip rate (when measured) and the first eval set's AUC per round: per
+    arm the pooled (AUC: mean) value as a thick line, each run as a thin one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from toxiforge._io import atomic_write
+    from toxiforge.training.harden_report import ARM_STYLE
+
+    kinds = list(combined["table"][0]["flips"])
+    panels = [(combined["headline"], f"{combined['headline']} flip rate, fresh attack (%, pooled)")]
+    transfer = next((k for k in ("transfer-validated", "transfer") if k in kinds), None)
+    if transfer:
+        panels.append((transfer, f"{transfer.replace('-', ' ')} flip rate, fixed C_0 attack (%, pooled)"))
+    if combined["eval_sets"]:
+        name = combined["eval_sets"][0]
+        panels.append((f"auc:{name}", f"ROC AUC, {name} (mean)"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    x = list(range(combined["rounds"]))
+    nan = float("nan")
+    for ax, (metric, title) in zip(axes[0], panels):
+        for arm, (label, color, style) in ARM_STYLE.items():
+            middle, runs = _series(combined, arm, metric)
+            for run in runs:
+                ax.plot(x, [nan if v is None else v for v in run], style, color=color, alpha=0.35, linewidth=0.8)
+            ax.plot(x, [nan if v is None else v for v in middle], style, marker="o", color=color, linewidth=2,
+                    label=label)
+        ax.set_title(title, fontsize=9)
+        ax.set(xlabel="round")
+        ax.set_xticks(x)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    finally:
+        plt.close(fig)

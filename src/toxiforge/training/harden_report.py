@@ -124,7 +124,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def _flip(m: dict[str, Any], kind: str) -> dict[str, Any] | None:
+def flip_measure(m: dict[str, Any], kind: str) -> dict[str, Any] | None:
     """A measure's flip shares of ``kind``: attack, validated or confirmed (attack, among or of validated
     statements), transfer, transfer-validated or transfer-confirmed; None when the run did not measure it."""
     source = m.get("transfer") if kind.startswith("transfer") else m["flip_rate"]
@@ -139,18 +139,18 @@ def flip_columns(rounds: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]
     columns = [("attack", "all", "flip % [95% CI]"), ("attack", "toxic_prompts", "flip % toxic→benign"),
                ("attack", "benign_prompts", "flip % benign→toxic")]
     first = rounds[0]["alice"] if rounds else {}
-    if first and _flip(first, "validated") is not None:
+    if first and flip_measure(first, "validated") is not None:
         columns += [("confirmed", "all", "confirmed flip %"), ("validated", "all", "validated flip %"),
                     ("kept", "all", "validator agrees %")]
-    if first and _flip(first, "transfer") is not None:
+    if first and flip_measure(first, "transfer") is not None:
         columns += [("transfer", "all", "transfer flip %")]
-        if _flip(first, "transfer-validated") is not None:
+        if flip_measure(first, "transfer-validated") is not None:
             columns += [("transfer-validated", "all", "validated transfer flip %")]
     return columns
 
 
 def _flip_cell(m: dict[str, Any], kind: str, key: str) -> str:
-    shares = m["flip_rate"].get("validator_agrees") if kind == "kept" else _flip(m, kind)
+    shares = m["flip_rate"].get("validator_agrees") if kind == "kept" else flip_measure(m, kind)
     return "-" if shares is None else Share(**shares[key]).cell()
 
 
@@ -201,7 +201,7 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | None = None) -> list[float | None]:
-    """One value per round for ``arm``: a flip kind of :func:`_flip` (attack, validated, transfer,
+    """One value per round for ``arm``: a flip kind of :func:`flip_measure` (attack, validated, transfer,
     transfer-validated; the overall share), ``auc`` or ``fpr_noi`` of eval set ``name``."""
     out: list[float | None] = []
     for r, entry in enumerate(rounds):
@@ -209,7 +209,7 @@ def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | 
         if metric in ("auc", "fpr_noi"):
             out.append(m["eval"][name][metric] if name is not None else None)
         else:
-            shares = _flip(m, metric)
+            shares = flip_measure(m, metric)
             out.append(None if shares is None else shares["all"]["value"])
     return out
 

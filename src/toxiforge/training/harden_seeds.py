@@ -23,7 +23,7 @@ from typing import Any
 
 from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.errors import InputError
-from toxiforge.training.harden_report import REPORT_JSON, _flip, flip_columns
+from toxiforge.training.harden_report import REPORT_JSON, flip_columns, flip_measure
 
 SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
 ARMS = ("alice", "control")
@@ -92,7 +92,7 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
             ms = [rep["rounds"][r][arm] for rep in reports]
             flips = {}
             for kind in kinds:
-                shares = [(_flip(m, kind) or {}).get("all") for m in ms]
+                shares = [(flip_measure(m, kind) or {}).get("all") for m in ms]
                 flips[kind] = {"pooled": _pooled(shares),
                                **_summary([None if s is None else s["value"] for s in shares])}
             evals = {name: {"auc": _summary([m["eval"][name]["auc"] for m in ms]),
@@ -101,7 +101,7 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
                           "added": _summary([m.get("added_this_round", 0) for m in ms])})
 
     def value(rep: dict[str, Any], r: int, arm: str) -> float | None:
-        shares = _flip(rep["rounds"][r]["alice" if r == 0 else arm], headline)
+        shares = flip_measure(rep["rounds"][r]["alice" if r == 0 else arm], headline)
         return None if shares is None else shares["all"]["value"]
 
     def diff(a: float | None, b: float | None) -> float | None:

@@ -234,16 +234,25 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
         panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     x = list(range(len(rounds)))
-    for ax, (metric, name, title) in zip(axes[0], panels):
+    for ax, (metric, name, _) in zip(axes[0], panels):
         scale = 1.0 if metric == "auc" else 100.0
         for arm, (label, color, style) in ARM_STYLE.items():
             values = [None if v is None else scale * v for v in series(rounds, arm, metric, name)]
             ax.plot(x, [float("nan") if v is None else v for v in values], style, marker="o", color=color,
                     label=label)
-        ax.set(title=title, xlabel="round")
+    return save_round_figure(fig, list(axes[0]), [title for _, _, title in panels], x, path)
+
+
+def save_round_figure(fig: Any, axes: Sequence[Any], titles: Sequence[str], x: Sequence[int], path: Path) -> Path:
+    """Title each panel, label its x axis with the rounds ``x``, add the arms' legend to the first, and write the
+    figure as a PNG (atomically), then close it."""
+    import matplotlib.pyplot as plt
+
+    for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=9)
+        ax.set(xlabel="round")
         ax.set_xticks(x)
-    axes[0][0].legend(fontsize=8)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     try:
         return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))

@@ -197,8 +197,7 @@ def plot(combined: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from toxiforge._io import atomic_write
-    from toxiforge.training.harden_report import ARM_STYLE
+    from toxiforge.training.harden_report import ARM_STYLE, save_round_figure
 
     kinds = list(combined["table"][0]["flips"])
     panels = [(combined["headline"], f"{combined['headline']} flip rate, fresh attack (%, pooled)")]
@@ -211,19 +210,11 @@ def plot(combined: dict[str, Any], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     x = list(range(combined["rounds"]))
     nan = float("nan")
-    for ax, (metric, title) in zip(axes[0], panels):
+    for ax, (metric, _) in zip(axes[0], panels):
         for arm, (label, color, style) in ARM_STYLE.items():
             middle, runs = _series(combined, arm, metric)
             for run in runs:
                 ax.plot(x, [nan if v is None else v for v in run], style, color=color, alpha=0.35, linewidth=0.8)
             ax.plot(x, [nan if v is None else v for v in middle], style, marker="o", color=color, linewidth=2,
                     label=label)
-        ax.set_title(title, fontsize=9)
-        ax.set(xlabel="round")
-        ax.set_xticks(x)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    finally:
-        plt.close(fig)
+    return save_round_figure(fig, list(axes[0]), [title for _, title in panels], x, path)

@@ -62,11 +62,10 @@ from toxiforge.training.harden_data import (
     select_control,
     write_examples,
 )
-from toxiforge.training.harden_report import Statements, measure, write_harden_report
+from toxiforge.training.harden_report import ARMS, Statements, measure, write_harden_report
 from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
 SETTINGS_FILE, METRICS_FILE, ADDED_FILE = "harden.json", "metrics.json", "added.jsonl"
-ARMS: tuple[str, ...] = ("alice", "control")
 ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
 INIT_CHOICES: tuple[str, ...] = ("base", "continue")
 CONTROL_SEED_OFFSET = 10_000  # top-k control runs use seed + 10,000 + r: never an attack's prompts

@@ -19,6 +19,7 @@ from toxiforge.records import METHOD_ALICE, TOXIC_THRESHOLD, is_toxic
 from toxiforge.training.harden_data import agrees, run_rows
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
+ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
 ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
 
 
@@ -183,7 +184,7 @@ def markdown(report: dict[str, Any]) -> str:
         header += [f"AUC {name}", f"FPR_NOI % {name}"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
-        for arm in ("alice", "control") if r else ("alice",):
+        for arm in ARMS if r else ("alice",):
             m = entry[arm]
             cells = [str(r), "start" if r == 0 else arm, str(m.get("added_this_round", 0)),
                      str(m.get("train_rows", "-")), *(_flip_cell(m, kind, key) for kind, key, _ in columns)]

@@ -23,10 +23,17 @@ from typing import Any
 
 from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.errors import InputError
-from toxiforge.training.harden_report import REPORT_JSON, flip_columns, flip_measure
+from toxiforge.training.harden_report import (
+    ARM_STYLE,
+    ARMS,
+    REPORT_JSON,
+    flip_columns,
+    flip_measure,
+    save_round_figure,
+    series,
+)
 
 SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
-ARMS = ("alice", "control")
 
 
 def _seedless(settings: dict[str, Any]) -> dict[str, Any]:
@@ -100,24 +107,21 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
             table.append({"round": r, "arm": "start" if r == 0 else arm, "flips": flips, "eval": evals,
                           "added": _summary([m.get("added_this_round", 0) for m in ms])})
 
-    def value(rep: dict[str, Any], r: int, arm: str) -> float | None:
-        shares = flip_measure(rep["rounds"][r]["alice" if r == 0 else arm], headline)
-        return None if shares is None else shares["all"]["value"]
-
     def diff(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else a - b
 
+    # per run, one value per round and arm (harden_report.series: round 0 is C_0 for both arms)
+    flip = [{arm: series(rep["rounds"], arm, headline) for arm in ARMS} for rep in reports]
+    auc = [{(arm, name): series(rep["rounds"], arm, "auc", name) for arm in ARMS for name in names}
+           for rep in reports]
     changes = []
     for r in range(1, rounds):
         row: dict[str, Any] = {"round": r,
-                               "alice_minus_round0": _summary([diff(value(rep, r, "alice"), value(rep, 0, "alice"))
-                                                               for rep in reports]),
-                               "alice_minus_control": _summary([diff(value(rep, r, "alice"),
-                                                                     value(rep, r, "control")) for rep in reports])}
+                               "alice_minus_round0": _summary([diff(f["alice"][r], f["alice"][0]) for f in flip]),
+                               "alice_minus_control": _summary([diff(f["alice"][r], f["control"][r]) for f in flip])}
         for name in names:
-            row[f"auc_alice_minus_control:{name}"] = _summary([
-                diff(rep["rounds"][r]["alice"]["eval"][name]["auc"], rep["rounds"][r]["control"]["eval"][name]["auc"])
-                for rep in reports])
+            row[f"auc_alice_minus_control:{name}"] = _summary([diff(a["alice", name][r], a["control", name][r])
+                                                               for a in auc])
         changes.append(row)
     return {"runs": [str(d) for d in dirs], "seeds": [r["settings"]["attack"]["seed"] for r in reports],
             "rounds": rounds, "headline": headline, "eval_sets": names, "table": table, "changes": changes}
@@ -196,8 +200,6 @@ def plot(combined: dict[str, Any], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from toxiforge.training.harden_report import ARM_STYLE, save_round_figure
 
     kinds = list(combined["table"][0]["flips"])
     panels = [(combined["headline"], f"{combined['headline']} flip rate, fresh attack (%, pooled)")]

@@ -169,14 +169,24 @@ pytestmark = pytest.mark.readme
 COMMANDS = readme_commands((ROOT / "README.md").read_text(encoding="utf-8"))
 
 
-def _case(line: int, command: str):
-    reason = next((why for pattern, why in SKIP if re.search(pattern, command)), None)
-    _, tags = adapt(command)
-    name = f"L{line}-" + "-".join(shlex.split(command)[1:3]) + "".join(f"[{t}]" for t in tags)
-    marks = [pytest.mark.skip(reason=reason)] if reason else []
-    if not reason and not DEMOS.is_dir() and any(t.startswith("shared-data") for t in tags):
-        marks = [pytest.mark.skip(reason=f"the shared data is absent ({DEMOS})")]
-    return pytest.param(command, id=name, marks=marks)
+def _cases(commands: list[tuple[int, str]]) -> list:
+    """One parameter per command. Without the shared data the commands that read it are skipped, and so is every
+    later one: they run in order in one folder, each on what the ones before wrote."""
+    cases, missing_from = [], None
+    for line, command in commands:
+        reason = next((why for pattern, why in SKIP if re.search(pattern, command)), None)
+        _, tags = adapt(command)
+        name = f"L{line}-" + "-".join(shlex.split(command)[1:3]) + "".join(f"[{t}]" for t in tags)
+        if not reason and not DEMOS.is_dir():
+            if missing_from is None and any(t.startswith("shared-data") for t in tags):
+                missing_from = line
+            if missing_from == line:
+                reason = f"the shared data is absent ({DEMOS})"
+            elif missing_from is not None:
+                reason = (f"the shared data is absent ({DEMOS}), so the README's line {missing_from} was skipped "
+                          "and the commands after it lack what it and the ones after it write")
+        cases.append(pytest.param(command, id=name, marks=[pytest.mark.skip(reason=reason)] if reason else []))
+    return cases
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +232,7 @@ def test_the_readme_has_commands_to_test():
     assert sum(1 for _, c in COMMANDS if not any(re.search(p, c) for p, _ in SKIP)) > 25
 
 
-@pytest.mark.parametrize("command", [_case(line, command) for line, command in COMMANDS])
+@pytest.mark.parametrize("command", _cases(COMMANDS))
 def test_readme_command(command, workdir, monkeypatch):
     from toxiforge.cli import app
 

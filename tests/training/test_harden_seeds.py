@@ -92,8 +92,11 @@ def test_runs_with_other_settings_or_the_same_seed_are_refused(tmp_path, two_run
         combine([two_runs[0], same])
     with pytest.raises(InputError, match="needs two or more"):
         combine([two_runs[0]])
-    with pytest.raises(InputError, match="not a finished harden run"):
+    with pytest.raises(InputError, match="no such directory"):
         combine([two_runs[0], str(tmp_path / "missing")])
+    (tmp_path / "unfinished").mkdir()
+    with pytest.raises(InputError, match="not a finished harden run.*--resume"):
+        combine([two_runs[0], str(tmp_path / "unfinished")])
 
 
 def test_cli_prints_the_tables_and_writes_them(tmp_path, two_runs):

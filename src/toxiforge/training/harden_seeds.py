@@ -51,6 +51,8 @@ def read_reports(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     reports = []
     for folder in dirs:
         path = Path(folder).expanduser() / REPORT_JSON
+        if not path.parent.is_dir():
+            raise InputError("no such directory", path=path.parent, hint="check the path: pass harden -o directories")
         if not path.is_file():
             raise InputError(f"no {REPORT_JSON}, so this is not a finished harden run", path=path.parent,
                              hint="pass a harden -o directory whose run finished (rerun it with --resume)")

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]  # tests/models/test_llama_server.py runs small test modules of its own
+
 
 def pytest_configure(config):
     """Tests run with a cache of their own: the word lists and dialect models that an earlier `bias ... fetch` or

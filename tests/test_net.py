@@ -38,3 +38,16 @@ def test_a_server_that_never_answers_is_killed_after_the_timeout():
     with pytest.raises(RuntimeError, match=r"^server did not answer within 0.5 s$"):
         wait_until_answering(proc, f"http://127.0.0.1:{free_port()}/", timeout=0.5, interval=0.05)
     assert proc.wait(5) != 0  # killed, not left running
+
+
+def test_a_server_killed_by_a_signal_is_named_with_the_signal_its_cause_and_the_log(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("loading model\nstarting workers\n")
+    proc = python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    with pytest.raises(RuntimeError) as caught:
+        wait_until_answering(proc, f"http://127.0.0.1:{free_port()}/", timeout=30, what="toy server",
+                             interval=0.05, log=log)
+    message = str(caught.value)
+    assert message.startswith("toy server was killed by SIGKILL (killed outright, most often by the kernel's "
+                              "out-of-memory killer")
+    assert "Fix: free memory" in message and message.endswith("starting workers")

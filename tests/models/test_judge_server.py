@@ -13,7 +13,8 @@ import math
 
 import numpy as np
 import pytest
-from test_openai_backend import ALIAS, PATIENT, LlamaServer, Proxy, needs_server
+from llama_server import ALIAS, LlamaServer, SharedServer, needs_server
+from test_openai_backend import PATIENT, Proxy
 
 from toxiforge.classifiers.judge import JudgeClassifier
 from toxiforge.errors import InputError
@@ -22,14 +23,20 @@ from toxiforge.models.openai_lm import OpenAILM
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
+def shared(tmp_path_factory):
     from toxiforge.models.embedded import smollm2_gguf
 
-    srv = LlamaServer(smollm2_gguf(), tmp_path_factory.mktemp("llama") / "server.log")
+    srv = SharedServer(LlamaServer(smollm2_gguf(), tmp_path_factory.mktemp("llama") / "server.log"))
     try:
-        yield srv.start()
+        yield srv
     finally:
-        srv.stop()
+        srv.server.stop()
+
+
+@pytest.fixture
+def llama(shared):
+    """The module's server, checked before each test (a dead one fails the first test, skips the rest)."""
+    return shared.get()
 
 
 TEXTS = ["a placeholder sentence about the weather", "people in group alpha enjoy music on weekends"]

@@ -6,66 +6,27 @@ a small proxy in front of it answers 429/503 or strips the log-probabilities.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from llama_server import ALIAS, LlamaServer, SharedServer, needs_server
 
-from toxiforge._net import free_port, wait_until_answering
+from toxiforge._net import free_port
 from toxiforge.errors import InputError
 from toxiforge.models.api_client import RetryPolicy, parse_retry_after, public_url
 from toxiforge.models.openai_lm import OpenAILM, TokenTable, parse_spec
 
-_no_llama_cpp = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                   reason="llama-cpp-python[server] is not installed (make test installs it)")
-
-
-def needs_server(test):
-    """Marks a test ``server`` and skips it when llama-cpp-python is not installed."""
-    return pytest.mark.server(_no_llama_cpp(test))
-
-
-ALIAS = "smollm2"
 # llama-cpp-python's server decodes one request at a time; on a busy shared machine a queued request can wait
-# minutes, so the tests give each request a long timeout (the retry tests set their own short delays).
-PATIENT = RetryPolicy(timeout=900.0, deadline=1800.0)
-
-
-class LlamaServer:
-    """``python -m llama_cpp.server`` on 127.0.0.1:port, started and stopped by the tests."""
-
-    def __init__(self, gguf, log_path, port: int | None = None):
-        self.gguf, self.log_path, self.port = gguf, log_path, port or free_port()
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout: float = 180.0) -> LlamaServer:
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", ALIAS,
-             "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048", "--n_threads", "1",
-             "--verbose", "False"], stdout=log, stderr=subprocess.STDOUT)
-        wait_until_answering(self.proc, f"{self.url}/models", timeout=timeout, what="llama_cpp.server",
-                             log=self.log_path)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+# minutes, so the tests give each request a long timeout (the retry tests set their own short delays). A refused
+# connection is retried only briefly: the shared server never restarts, so one that refuses has died, and the test
+# fails at once with the server's exit signal (tests/models/conftest.py) instead of retrying for minutes.
+PATIENT = RetryPolicy(timeout=900.0, deadline=1800.0, max_attempts=3, max_delay=1.0)
+# The test that kills and restarts its own server waits for the restart (the default policy's ~5 minutes).
+THROUGH_RESTART = RetryPolicy(timeout=900.0, deadline=1800.0)
 
 
 @pytest.fixture(scope="module")
@@ -76,19 +37,33 @@ def gguf():
 
 
 @pytest.fixture(scope="module")
-def server(gguf, tmp_path_factory):
-    srv = LlamaServer(gguf, tmp_path_factory.mktemp("llama") / "server.log")
+def shared(gguf, tmp_path_factory):
+    srv = SharedServer(LlamaServer(gguf, tmp_path_factory.mktemp("llama") / "server.log"))
     try:
-        yield srv.start()
+        yield srv
     finally:
-        srv.stop()
+        srv.server.stop()
+
+
+@pytest.fixture
+def server(shared):
+    """The module's server, checked before each test (a dead one fails the first test, skips the rest)."""
+    return shared.get()
 
 
 @pytest.fixture(scope="module")
-def lm(server):
-    model = OpenAILM.open(f"openai:{server.url}#{ALIAS}", concurrency=2, top_logprobs=8, retry=PATIENT)
-    yield model
-    model.close()
+def _clients():
+    clients: dict = {}
+    yield clients
+    for client in clients.values():
+        client.close()
+
+
+@pytest.fixture
+def lm(server, _clients):
+    if "lm" not in _clients:
+        _clients["lm"] = OpenAILM.open(f"openai:{server.url}#{ALIAS}", concurrency=2, top_logprobs=8, retry=PATIENT)
+    return _clients["lm"]
 
 
 class Proxy:
@@ -338,7 +313,7 @@ def test_server_killed_and_restarted_mid_run_loses_and_duplicates_nothing(gguf, 
 
     decoder, job = TopKDecoder(TopKConfig(**FAST_TOPK)), JobConfig(batch_size=2, shard_size=2)
     own = LlamaServer(gguf, tmp_path / "own.log").start()
-    model = OpenAILM.open(f"openai:{own.url}#{ALIAS}", concurrency=2, retry=PATIENT)
+    model = OpenAILM.open(f"openai:{own.url}#{ALIAS}", concurrency=2, retry=THROUGH_RESTART)
     restart = threading.Thread(target=own.start)
     try:
         def kill_after_first_shard(index, path):

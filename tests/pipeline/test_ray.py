@@ -241,3 +241,26 @@ def test_placement_the_cluster_cannot_meet_is_an_error_naming_what_is_missing(ra
                            progress=False)
     assert ray.util.placement_group_table() == {} or all(
         g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())  # nothing left reserved
+
+
+class DiesBySignal:
+    """A classifier whose worker process dies by SIGILL when it scores (a native library built for another CPU)."""
+
+    name, num_classes, toxic_index, benign_index = "dies", 2, 1, 0
+
+    def describe(self):
+        return {"name": self.name}
+
+    def predict_proba(self, texts):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGILL)
+
+
+def test_a_worker_killed_by_a_signal_is_named_with_the_signal_and_its_fix(ray_cluster):
+    from toxiforge.pipeline.ray_cluster import WorkerDied
+
+    with RayClassifier(DiesBySignal, RayConfig(workers=1, max_restarts=0)) as remote:
+        with pytest.raises(WorkerDied, match=r"a Ray worker \(pid \d+\) was killed by SIGILL \(illegal instruction: "
+                                             r"the binary was built for another CPU.*Fix: rebuild it.*see .*\.err"):
+            remote.predict_proba(["a placeholder sentence"])

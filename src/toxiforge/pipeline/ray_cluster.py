@@ -10,9 +10,13 @@ instead of waiting for ever.
 
 from __future__ import annotations
 
+import re
+import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
+from toxiforge._proc import exit_description
 from toxiforge.errors import InputError, ToxiforgeError
 
 
@@ -135,6 +139,49 @@ def unwrap(exc: BaseException) -> BaseException:
     return inner if isinstance(inner, ToxiforgeError) else exc
 
 
+class WorkerDied(ToxiforgeError, RuntimeError):
+    """A Ray worker process died (after Ray's restarts and retries, where allowed)."""
+
+
+# Python's faulthandler (which Ray enables in its workers) writes this line to the worker's .err log before a fatal
+# signal takes the process; SIGKILL (the out-of-memory killer) leaves no line.
+_FAULT = re.compile(r"Fatal Python error: (Illegal instruction|Segmentation fault|Bus error|Aborted|"
+                    r"Floating-point exception)")
+_FAULT_SIGNAL = {"Illegal instruction": signal.SIGILL, "Segmentation fault": signal.SIGSEGV,
+                 "Bus error": signal.SIGBUS, "Aborted": signal.SIGABRT, "Floating-point exception": signal.SIGFPE}
+
+
+def worker_death(exc: BaseException, logs: Path | None = None) -> str | None:
+    """How the worker behind Ray's error ``exc`` died, in words (None when ``exc`` is no worker death). Ray says only
+    that the process is gone; its pid leads to the worker's log under ``logs`` (the session's log folder), where a
+    fatal signal left Python's fault line. Without one the usual cause is SIGKILL from the out-of-memory killer."""
+    ray = import_ray()
+    if not isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError)):
+        return None
+    pid = re.search(r"\bpid[=:] ?(\d+)", str(exc))
+    logs = logs if logs is not None else _session_logs()
+    found = None
+    if pid and logs is not None:
+        for log in sorted(logs.glob(f"worker-*-{pid.group(1)}.err")):
+            match = _FAULT.search(log.read_text(errors="replace"))
+            if match:
+                found = (match.group(1), log)
+    who = f"a Ray worker (pid {pid.group(1)})" if pid else "a Ray worker"
+    if found is not None:
+        return f"{who} {exit_description(-_FAULT_SIGNAL[found[0]])}; see {found[1]}"
+    where = f"; its log is under {logs}" if logs is not None else ""
+    return (f"{who} died and Ray does not say how. With no fault line in its log the usual cause is SIGKILL: "
+            f"{exit_description(-signal.SIGKILL).removeprefix('was killed by ')}{where}")
+
+
+def _session_logs() -> Path | None:
+    ray = import_ray()
+    try:
+        return Path(ray._private.worker.global_worker.node.get_logs_dir_path())
+    except Exception:  # noqa: BLE001  -- not connected, or a client connection without local logs
+        return None
+
+
 def ray_get(ref_or_refs):
     """``ray.get``, raising the toxiforge error inside a remote one (:func:`reraise`)."""
     ray = import_ray()
@@ -145,9 +192,13 @@ def ray_get(ref_or_refs):
 
 
 def reraise(exc: BaseException) -> NoReturn:
-    """Raise the toxiforge error inside ``exc`` (:func:`unwrap`) without Ray's traceback, else ``exc`` itself."""
+    """Raise the toxiforge error inside ``exc`` (:func:`unwrap`) without Ray's traceback; a dead worker as a
+    :class:`WorkerDied` naming how it died (:func:`worker_death`); else ``exc`` itself."""
     inner = unwrap(exc)
     if inner is exc:
+        death = worker_death(exc)
+        if death is not None:
+            raise WorkerDied(death) from exc
         raise exc
     raise inner from None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
+from toxiforge._hf import local_model
 from toxiforge._lazy import did_you_mean
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.embedded import DEFAULT_LM, EMBEDDED
@@ -37,6 +38,7 @@ def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: 
     key = EMBEDDED.key(name)
     if key in EMBEDDED:
         return TransformersLM.load(EMBEDDED.get(key).locate(), dtype=dtype, device=device, name=key)
+    local_model(name, what="language model")  # a mistyped path fails here, not after the hub's retries
     try:
         return TransformersLM.load(name, dtype=dtype, device=device)
     except ToxiforgeError as exc:

@@ -33,12 +33,13 @@ def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: 
     if api_options:
         raise InputError(f"options {sorted(api_options)} apply to openai:URL models only, not {name!r}",
                          hint="drop them, or pass --model openai:BASE_URL#MODEL")
+    key = EMBEDDED.key(name)
+    if key not in EMBEDDED:
+        local_model(name, what="language model")  # a mistyped path fails here, before torch or the hub's retries
     from toxiforge.models.transformers_lm import TransformersLM
 
-    key = EMBEDDED.key(name)
     if key in EMBEDDED:
         return TransformersLM.load(EMBEDDED.get(key).locate(), dtype=dtype, device=device, name=key)
-    local_model(name, what="language model")  # a mistyped path fails here, not after the hub's retries
     try:
         return TransformersLM.load(name, dtype=dtype, device=device)
     except ToxiforgeError as exc:

@@ -1,6 +1,7 @@
-"""A model argument that looks like a local path but does not exist fails at once (issue 33 #3), for classifiers,
-language models and training's base model alike, without ever reaching the hub loaders (which retry for half a
-minute without a network). Nothing is downloaded; the hub loaders fail the test if they are called."""
+"""A model argument that looks like a local path but does not exist fails at once (issue 33 #3): classifiers,
+language models, training's base model and the sentence encoder alike, without ever reaching the hub loaders
+(which retry for half a minute without a network). Nothing is downloaded; the hub loaders fail the test if they
+are called."""
 
 from __future__ import annotations
 
@@ -74,6 +75,14 @@ def test_a_mistyped_base_model_folder_fails_at_once(workdir):
     with pytest.raises(InputError, match="base model 'models/minilm' looks like a local path"):
         resolve_base_model("models/minilm")
     assert resolve_base_model("org/name") == ("org/name", "org/name")  # a hub id: left for transformers
+
+
+def test_a_mistyped_sentence_encoder_folder_fails_at_once(workdir):
+    from toxiforge.analysis.embeddings import load_encoder
+
+    with pytest.raises(InputError, match=r"sentence encoder 'models/minilm-cl' looks like a local path, and "
+                                         r"models/minilm-cl does not exist\. Fix: did you mean 'models/minilm-clf'\?"):
+        load_encoder("models/minilm-cl")
 
 
 def test_existing_folders_and_hub_ids_still_reach_their_loaders(workdir, monkeypatch):

@@ -7,7 +7,7 @@ made: ``machine_generated`` (always true for generated rows), ``model``, ``decod
 JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, ISO 8601), ``raw_output`` (the
 LM's text before post-processing), ``finish_reason`` ("newline", "eos" or "length" when the token budget ran
 out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be
-turned into a statement; such rows are kept, flagged, never dropped). ALICE rows also fill ``classifier``,
+turned into a statement; such unparsed rows are kept, never dropped). ALICE rows also fill ``classifier``,
 ``classifier_score`` and ``fooled``.
 
 A decoder may return several outputs per prompt (ALICE with ``num_return`` > 1): each is a row of its own.

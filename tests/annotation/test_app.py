@@ -138,6 +138,9 @@ def test_admin_pages_and_export(env):
     assert a.get(f"/admin/login/{admin_token}", follow_redirects=False).status_code == 303
     page = a.get("/admin").text
     assert "4 of 4 responses" in page and "Fleiss" in page and "&lt;b&gt;" not in page
+    progress = re.search(r'<p id="progress">(.*?)</p>', page, re.S).group(1)
+    assert " ".join(progress.split()) == "4 of 4 responses (100.0%), 2 items &times; 2 annotators."
+    assert "built-in method" not in page
     export = a.get("/admin/export/annotated")
     assert export.status_code == 200 and export.text.startswith('"text","target_group","factual?"')
     assert "<b>placeholder</b>" in export.text  # CSV is data, not HTML: stored verbatim

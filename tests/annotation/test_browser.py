@@ -23,7 +23,7 @@ def test_consent_and_two_annotations_in_chromium(tmp_path):
     store = Store(db)
     items = [{"text": "placeholder with <b>placeholder</b>", "target_group": "asian", "label": 0, "method": "top-k"},
              {"text": "a second placeholder statement", "target_group": "women", "label": 1, "method": "ALICE"}]
-    study, _ = store.create_study("browser", items, per_item=1)
+    study, admin_token = store.create_study("browser", items, per_item=1)
     token, = store.invite(study.id, 1)
     port = free_port()
     server = start_server(db, port)
@@ -56,6 +56,12 @@ def test_consent_and_two_annotations_in_chromium(tmp_path):
                 page.keyboard.press("Enter") if n == 1 else page.click("#submit")
             page.wait_for_selector("#message")
             assert "All done" in page.content()
+            admin = browser.new_page()  # its own context: the admin session, as an admin would open it
+            admin.goto(f"http://127.0.0.1:{port}/admin/login/{admin_token}")
+            admin.wait_for_selector("#progress")
+            assert " ".join(admin.inner_text("#progress").split()) == \
+                "2 of 2 responses (100.0%), 2 items \u00d7 1 annotators."
+            assert "built-in method" not in admin.inner_text("body")
             browser.close()
     finally:
         server.terminate()

@@ -93,3 +93,21 @@ def test_invite_uses_the_address_serve_recorded(tmp_path, monkeypatch):
     assert "the address `annotate serve` last recorded" in r.output
     r = CliRunner().invoke(app, ["annotate", "invite", "--study", "pilot", "--db", db, "--base-url", "https://x.org/"])
     assert re.search(r"^https://x\.org/a/\S+$", r.output, re.M) and "note:" not in r.output
+
+
+def test_an_unknown_study_lists_the_studies_that_exist(tmp_path):
+    """Issue 33 #2: `annotate invite --study TYPO` said only "no study 'TYPO'"."""
+    db = str(tmp_path / "study.db")
+    _study(tmp_path, db)
+    Store(db).create_study("second", [{"text": "a placeholder statement", "target_group": "asian"}], per_item=1)
+    r = CliRunner().invoke(app, ["annotate", "invite", "--study", "pilto", "--db", db])
+    assert r.exit_code != 0
+    assert str(r.exception) == ("no study 'pilto'. Fix: did you mean 'pilot'? give a study id or name; this "
+                                "database has 1 (pilot), 2 (second)")
+    r = CliRunner().invoke(app, ["annotate", "export", "--study", "7", "-o", str(tmp_path / "x.csv"), "--db", db])
+    assert str(r.exception).endswith("Fix: give a study id or name; this database has 1 (pilot), 2 (second)")
+    empty = tmp_path / "empty.db"
+    Store(str(empty))
+    r = CliRunner().invoke(app, ["annotate", "invite", "--study", "pilot", "--db", str(empty)])
+    assert "no study 'pilot': this database has no studies yet" in str(r.exception)
+    assert "toxiforge annotate study create" in str(r.exception)

@@ -86,7 +86,7 @@ def test_greedy_run_matches_transformers_generate_and_hand_counts(mixed_lm, tmp_
     assert "| asian |" in table and "| **overall** |" in table
 
 
-def test_empty_continuations_are_kept_flagged_and_not_toxic(tiny_lm_newlines, tmp_path):
+def test_empty_continuations_are_kept_marked_empty_and_not_toxic(tiny_lm_newlines, tmp_path):
     # this model's newline logit is boosted, so greedy decoding ends every line at once
     always_toxic = CallableClassifier(lambda texts: np.full(len(texts), 0.99), name="always")
     config = GenerateConfig(prompts=str(write_prompt_files(tmp_path / "p")), groups=ALL, per_group=2,
@@ -96,7 +96,7 @@ def test_empty_continuations_are_kept_flagged_and_not_toxic(tiny_lm_newlines, tm
     assert result.overall["empty"] == 4 and result.overall["toxic"]["value"] == 0.0
     import pyarrow.parquet as pq
 
-    saved = pq.read_table(tmp_path / "out" / "continuations.parquet").to_pylist()  # kept in the output, flagged
+    saved = pq.read_table(tmp_path / "out" / "continuations.parquet").to_pylist()  # kept in the output, marked empty
     assert [(r["continuation"], r["empty"], r["toxic"]) for r in saved] == [("", True, False)] * 4
     assert "| asian | 2 | 2 | 0.0" in (tmp_path / "out" / "results.md").read_text()
 

@@ -25,6 +25,9 @@ def test_generate_from_a_model_directory(tiny_llama_dir, tmp_path):
     assert len(rows) == 6 and {r.group for r in rows} == {"asian", "middle_east"}
     assert all(r.prompt_label == 0 and r.model == str(tiny_llama_dir) for r in rows)
     assert "Generated statements" in result.output and "middle_east" in result.output
+    # parse errors are "unparsed", not "flagged" (which reads as flagged toxic; issue 33 #4)
+    assert "(6 in the dataset; 0 unparsed, kept with a parse_error) to" in " ".join(result.output.split())
+    assert "flagged" not in result.output
 
     again = runner.invoke(app, args)
     assert again.exit_code != 0 and isinstance(again.exception, InputError)
@@ -35,6 +38,7 @@ def test_generate_from_a_model_directory(tiny_llama_dir, tmp_path):
 
     summary = runner.invoke(app, ["summary", str(out)])
     assert summary.exit_code == 0 and "asian" in summary.output
+    assert "unparsed" in summary.output and "flagged" not in summary.output
 
 
 def test_toxic_label_without_demonstrations_says_to_fetch(tmp_path):

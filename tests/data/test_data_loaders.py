@@ -94,14 +94,14 @@ def test_toxigen_train_layout_and_human_label_column(tmp_path):
     assert detect_layout(table.column_names) == "toxigen-train"
 
 
-def test_toxiforge_output_directory_skips_flagged_rows(tmp_path):
+def test_toxiforge_output_directory_skips_unparsed_rows(tmp_path):
     rows = [Row(prompt="p", generation=f"placeholder sentence {i}", generation_method="ALICE" if i % 2 else "top-k",
                 group="asian", prompt_label=i % 2, row_id=f"asian/x/{i}") for i in range(5)]
     rows[4].parse_error = "empty statement"
     rows[4].generation = ""
     write_rows(rows, tmp_path / "run" / "data" / "shard-00000.parquet")
     data = load_spec(str(tmp_path / "run"))
-    assert data.layout == "toxiforge" and len(data) == 4 and data.skipped == {"flagged parse_error": 1}
+    assert data.layout == "toxiforge" and len(data) == 4 and data.skipped == {"unparsed (parse_error)": 1}
     assert data.labels == [0, 1, 0, 1] and data.name == "run"
 
 

@@ -99,7 +99,7 @@ def test_top_k_restricts_choices(tiny_lm):
     assert {s.token_ids[0] for s in samples if s.token_ids} <= allowed
 
 
-@pytest.mark.parametrize("raw, text, flagged", [
+@pytest.mark.parametrize("raw, text, unparsed", [
     (" placeholder statement\n- next", "placeholder statement", False),
     ("- placeholder statement\n", "placeholder statement", False),
     ("  spaced out  ", "spaced out", False),
@@ -107,10 +107,10 @@ def test_top_k_restricts_choices(tiny_lm):
     ("", "", True),
     ("   -  \nmore", "", True),
 ])
-def test_postprocess(raw, text, flagged):
+def test_postprocess(raw, text, unparsed):
     statement = postprocess(raw)
     assert statement.text == text
-    assert (statement.error is not None) == flagged
+    assert (statement.error is not None) == unparsed
 
 
 @pytest.mark.parametrize("kwargs", [{"top_k": 0}, {"temperature": 0}, {"max_new_tokens": 0}])

@@ -143,7 +143,7 @@ def test_plan_validation():
         GenerationPlan.grid(["asian"], ["benign"], 0)
 
 
-def test_unparseable_output_is_kept_and_flagged(tiny_tokenizer, demos, tmp_path):
+def test_unparseable_output_is_kept_with_a_parse_error(tiny_tokenizer, demos, tmp_path):
     from conftest import build_tiny_llama
     from toxiforge.models.transformers_lm import TransformersLM
 

@@ -108,7 +108,7 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
     if not keep:
         raise InputError(f"none of the {table.num_rows} rows has a statement (all {text_col!r} values are null "
                          "or blank, or the rows have a parse_error)", path=source,
-                         hint="check the text column; rows flagged with parse_error hold no statement")
+                         hint="check the text column; rows with a parse_error (unparsed LM output) hold no statement")
     if len(keep) < table.num_rows:
         table = table.take(pa.array(keep, type=pa.int64()))
     texts = [texts[i] for i in keep]

@@ -36,9 +36,11 @@ class SentenceEncoder:
 
 def load_encoder(name: str = DEFAULT_ENCODER, *, device: str = "cpu", batch_size: int = 128) -> SentenceEncoder:
     """Load the embedded MiniLM (``all-minilm-l6-v2``), a local model directory or a hub id."""
-    from sentence_transformers import SentenceTransformer
+    from toxiforge._hf import local_model, quiet_transformers, resolve_device
 
-    from toxiforge._hf import quiet_transformers, resolve_device
+    if not is_embedded_encoder(name):
+        local_model(name, what="sentence encoder")  # a mistyped path fails here, not after the hub's retries
+    from sentence_transformers import SentenceTransformer
 
     quiet_transformers()
     source = embedded_encoder_dir() if is_embedded_encoder(name) else name

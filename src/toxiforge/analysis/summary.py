@@ -137,7 +137,7 @@ def render_summary(summaries: list[GroupSummary], console=None, title: str = "Ge
     table = Table(title=title, show_lines=True)
     columns: list[tuple[str, JustifyMethod]] = [
         ("group", "left"), ("label", "left"), ("method", "left"), ("count", "right"), ("mean chars", "right"),
-        ("flagged", "right"), ("label flip", "right")]
+        ("unparsed", "right"), ("label flip", "right")]
     for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("examples", ratio=1, min_width=30, overflow="fold")

@@ -14,6 +14,7 @@ with ``BEGIN IMMEDIATE``; PostgreSQL re-checks the condition after the row lock)
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import hmac
 import queue
@@ -184,8 +185,15 @@ class Store:
                 study = s.get(Study, int(ref))
             if study is None:
                 study = s.scalar(select(Study).where(Study.name == str(ref)))
+            known = [] if study is not None else list(s.execute(select(Study.id, Study.name).order_by(Study.id)))
         if study is None:
-            raise InputError(f"no study {ref!r}", hint="give a study id or name ('annotate study create' makes one)")
+            if not known:
+                raise InputError(f"no study {ref!r}: this database has no studies yet",
+                                 hint="make one with 'toxiforge annotate study create', or check --db")
+            close = difflib.get_close_matches(str(ref), [name for _, name in known], n=1, cutoff=0.6)
+            listed = ", ".join(f"{i} ({name})" for i, name in known[:20]) + (", ..." if len(known) > 20 else "")
+            raise InputError(f"no study {ref!r}", hint=(f"did you mean {close[0]!r}? " if close else "")
+                             + f"give a study id or name; this database has {listed}")
         return study
 
     def study_for_admin(self, token: str) -> Study | None:

@@ -10,6 +10,10 @@
 2. an existing local directory written by ``save_pretrained`` (:class:`~toxiforge.classifiers.hf.HFClassifier`);
 3. a hub id of the form ``owner/name``.
 
+An argument that looks like a path (:func:`toxiforge._hf.looks_like_path`: ``./x``, ``a/b/c``, ``models/x`` beside
+a ``models/`` folder) but does not exist is an :class:`~toxiforge.errors.InputError` naming the nearest folders;
+it is never looked up on the hub.
+
 Anything else is an :class:`~toxiforge.errors.InputError` that names the closest known name ("did you mean") or
 lists them all. Names are imported on first use: ``import toxiforge.classifiers`` imports neither torch,
 transformers nor scikit-learn.

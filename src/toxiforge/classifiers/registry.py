@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
+from toxiforge._hf import is_hub_id, local_model
 from toxiforge._lazy import Registry, did_you_mean
 from toxiforge.errors import InputError
 
@@ -54,7 +55,6 @@ HUB_CLASSIFIERS: dict[str, HubClassifier] = {
 PROFANITY_CHECK = "profanity-check"
 JUDGE_OPTIONS = ("template", "policy")   # load_classifier options that only a judge:MODEL takes
 HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+$")
 
 
 def _hub_factory(name: str) -> Callable[..., ToxicityClassifier]:
@@ -94,14 +94,14 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
         return load_judge(text, **kwargs)
     if text in CLASSIFIERS and not Path(text).exists():
         return CLASSIFIERS.get(text)(**kwargs)
-    path = Path(text).expanduser()
-    if path.is_dir() or _HUB_ID.match(text):
-        from toxiforge.classifiers.hf import HFClassifier
-
-        return HFClassifier.load(text if not path.is_dir() else path, **kwargs)
-    if path.exists():
+    path = local_model(text, what="classifier")
+    if path is not None and not path.is_dir():
         raise InputError("a file is not a classifier", path=path,
                          hint="pass a model directory written by save_pretrained, a hub id or a known name")
+    if path is not None or is_hub_id(text):
+        from toxiforge.classifiers.hf import HFClassifier
+
+        return HFClassifier.load(path if path is not None else text, **kwargs)
     raise InputError(f"unknown classifier {text!r}: not a known name, a local directory or a hub id (owner/name)",
                      hint=f"{did_you_mean(Registry.key(text), CLASSIFIERS.names())} (or pass a model directory, "
                           "or a hub id like tomh/toxigen_roberta)")

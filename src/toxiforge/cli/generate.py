@@ -247,8 +247,8 @@ def generate(
                            classifier_options=classifier_options(judge_template, judge_policy, toxic_label))
     clf_name = result.manifest["config"]["classifier"]
     counts = result.manifest["counts"]
-    console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s "
-                  f"({counts['rows']} in the dataset, {counts['parse_errors']} flagged) to {out}")
+    console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s ({counts['rows']} in the dataset; "
+                  f"{counts['parse_errors']} unparsed, kept with a parse_error) to {out}")
     if counts["scored"]:
         console.print(f"{clf_name} disagreed with the prompt label (label flip) on {counts['fooled']}/"
                       f"{counts['scored']} statements ({counts['fooled'] / counts['scored']:.1%})")
@@ -274,8 +274,9 @@ def summary_command(
         None, "--score-column", help="Classifier scores for the label flips (default: those made during generation, "
                                      "else a column added by `toxiforge classify`, e.g. roberta_prediction)."),
 ) -> None:
-    """Per group × label × method: count, mean length, flagged rows, label flips (classifier vs prompt label),
-    examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt label."""
+    """Per group × label × method: count, mean length, unparsed rows (parse_error), label flips (classifier vs
+    prompt label), examples; with --human, the paper's fool rate (classifier vs human label) per method and prompt
+    label."""
     _print_summary(data, examples, score_column)
     if human is not None:
         from toxiforge.analysis.human_validation import human_labels, human_validation, render_human_validation

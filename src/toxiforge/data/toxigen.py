@@ -18,8 +18,8 @@ constrained beam search, -> ``ALICE``), which gives the paper's Table 7 split of
 roberta_prediction``) and **toxiforge's output** (the same columns plus provenance, read with
 :func:`toxiforge.records.read_table`; a generation directory reads as one dataset): text = ``generation``,
 label = ``prompt_label`` (the paper's proxy label) or another binary column (a human label), group = ``group``,
-method = ``generation_method``. Rows flagged with a ``parse_error`` or with an empty generation are left out and
-counted.
+method = ``generation_method``. Rows with a ``parse_error`` (unparsed LM output) or with an empty generation are
+left out and counted.
 """
 
 from __future__ import annotations
@@ -103,12 +103,12 @@ def load_toxigen_annotated(path: str | Path | None = None, *, split: str = "test
 
 def load_generated(path: str | Path | None = None, *, label_column: str = "prompt_label",
                    text_column: str = "generation", name: str | None = None,
-                   keep_flagged: bool = False) -> LabeledData:
+                   keep_unparsed: bool = False) -> LabeledData:
     """ToxiGen's ``train`` layout or a toxiforge dataset (file or generation directory); the hub's ToxiGen
     ``train`` config (250,951 rows) when ``path`` is None.
 
     ``label_column`` defaults to ``prompt_label``, the paper's proxy label; pass a human label column (binary
-    values) to train on that instead. ``keep_flagged`` keeps rows with a ``parse_error``.
+    values) to train on that instead. ``keep_unparsed`` keeps rows with a ``parse_error``.
     """
     if path is None:
         table, source = load_hub_table(HUB_ID, "train", split="train"), f"hub:{HUB_ID}/train"
@@ -123,8 +123,8 @@ def load_generated(path: str | Path | None = None, *, label_column: str = "promp
     examples = []
     for i, raw in enumerate(texts):
         text = clean_text(raw)
-        if errors[i] and not keep_flagged:
-            skipped["flagged parse_error"] += 1
+        if errors[i] and not keep_unparsed:
+            skipped["unparsed (parse_error)"] += 1
         elif text is None:
             skipped["empty text"] += 1
         elif (label := labels[i]) is None:

@@ -2,7 +2,8 @@
 
 ``load_language_model("smollm2-135m")`` loads the embedded default offline. Other names are resolved in order:
 a registered embedded name (:data:`~toxiforge.models.embedded.EMBEDDED`, case-insensitive), a ``.gguf`` file, a
-local model directory, a hub id. ``openai:BASE_URL[#MODEL]`` is an OpenAI-compatible inference server
+local model directory, a hub id (a missing path is an error at once, never a hub look-up:
+:func:`toxiforge._hf.local_model`). ``openai:BASE_URL[#MODEL]`` is an OpenAI-compatible inference server
 (:mod:`toxiforge.models.openai_lm`). Names are imported on first use, backends when a model is loaded.
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
+from toxiforge._hf import local_model
 from toxiforge._lazy import did_you_mean
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.embedded import DEFAULT_LM, EMBEDDED
@@ -32,9 +33,11 @@ def load_language_model(name: str = DEFAULT_LM, *, dtype: str = "auto", device: 
     if api_options:
         raise InputError(f"options {sorted(api_options)} apply to openai:URL models only, not {name!r}",
                          hint="drop them, or pass --model openai:BASE_URL#MODEL")
+    key = EMBEDDED.key(name)
+    if key not in EMBEDDED:
+        local_model(name, what="language model")  # a mistyped path fails here, before torch or the hub's retries
     from toxiforge.models.transformers_lm import TransformersLM
 
-    key = EMBEDDED.key(name)
     if key in EMBEDDED:
         return TransformersLM.load(EMBEDDED.get(key).locate(), dtype=dtype, device=device, name=key)
     try:

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toxiforge._hf import local_model
 from toxiforge._io import atomic_write_text, require_empty_dir
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError, Interrupted, ToxiforgeError
@@ -98,6 +99,7 @@ def resolve_base_model(name: str, tokenizer: str | None = None) -> tuple[str, st
     if key in HUB_CLASSIFIERS and not Path(name).exists():
         entry = HUB_CLASSIFIERS[key]
         return entry.hub_id, tokenizer or entry.tokenizer or entry.hub_id
+    local_model(name, what="base model")  # a mistyped path fails here, not after the hub's retries
     return name, tokenizer or name
 
 

@@ -9,7 +9,9 @@ optionally stops early, and saves a standard model directory:
   ``transformers.pipeline("text-classification", model=DIR)`` and
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
 * ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions
-  (:mod:`toxiforge.training.training_log`).
+  (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows, or whose final
+  training loss is still at chance (ln 2 for balanced classes), also warns (a
+  :class:`~toxiforge.errors.ToxiforgeWarning`).
 
 Training writes into a staging folder beside the output (``.<name>.training``) and moves the finished model into
 place only at the end, so an interrupted or failed training leaves no output folder behind (Ctrl-C raises
@@ -31,6 +33,7 @@ import os
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +41,13 @@ from typing import Any
 
 from toxiforge._io import require_empty_dir
 from toxiforge.data.examples import Example
-from toxiforge.errors import InputError, Interrupted, ToxiforgeError
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError, ToxiforgeWarning
 from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
 from toxiforge.training.training_log import (  # noqa: F401  (LOG_FILE is re-exported: it lived here)
     LOG_FILE,
     build_training_log,
     epoch_summary,
+    learning_check,
     write_training_log,
 )
 
@@ -362,7 +366,10 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
                 row["eval_auc_note"] = note
         log = build_training_log(config, source, data_sources, train, eval_examples, epochs, output.metrics,
                                  seconds, trainer)
+        log["learning_check"] = learning_check(log)
         write_training_log(output_dir, log)
+        for message in log["learning_check"]["warnings"]:
+            warnings.warn(ToxiforgeWarning(message), stacklevel=3)  # at the caller of train_classifier
     return TrainResult(output_dir=output_dir, log=log)
 
 

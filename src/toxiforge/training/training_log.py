@@ -1,5 +1,6 @@
 """``training_log.json``, written beside every fine-tuned model: the configuration, data counts, loss and eval AUC per
-epoch, throughput and versions of the run (:func:`build_training_log`)."""
+epoch, throughput and versions of the run (:func:`build_training_log`), and :func:`learning_check`, which says
+when the run probably learned nothing (too few rows, or a final training loss still at chance)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ if TYPE_CHECKING:
     from toxiforge.training.trainer import TrainConfig
 
 LOG_FILE = "training_log.json"
+
+# Fewer training rows than this get a warning. The README's quick path trained the embedded MiniLM on 65 rows (72
+# less the 10% hold-out) for 2 epochs at the defaults, 6 optimizer steps: the loss stayed at ln 2 (0.698 -> 0.689)
+# and `evaluate` gave AUC 0.471. docs/bias.md's judge learned from 146 rows (AUC 0.96 on its 17 held out), with 10
+# epochs at five times the default learning rate. 100 lies between the two, and under it the default 10% hold-out
+# is under 10 rows, too few for its AUC to say much (`evaluate` marks slices under 30).
+MIN_TRAIN_ROWS = 100
+# A final training loss within this fraction of chance (the loss of always predicting the training set's toxic share,
+# ln 2 = 0.693 for balanced classes) means the model learned (almost) nothing beyond the class balance: 0.659 or
+# more for balanced classes. The quick path above ended at 0.689, 0.6% from chance.
+NEAR_CHANCE = 0.05
 
 
 def write_training_log(output_dir: Path, log: dict[str, Any]) -> None:
@@ -76,3 +88,38 @@ def build_training_log(config: TrainConfig, source: str, data_sources: Sequence[
         "devices": trainer.args.world_size,
         "device": str(trainer.args.device),
     }
+
+
+def chance_loss(toxic_share: float) -> float:
+    """Cross-entropy of always predicting ``toxic_share`` as P(toxic): the label entropy, ln 2 for balanced
+    classes, 0 for one class."""
+    p = toxic_share
+    return 0.0 if p <= 0.0 or p >= 1.0 else -(p * math.log(p) + (1 - p) * math.log(1 - p))
+
+
+def learning_check(log: dict[str, Any]) -> dict[str, Any]:
+    """Whether a finished run (its :func:`build_training_log`) probably learned nothing: it trained on fewer than
+    :data:`MIN_TRAIN_ROWS` rows, and/or its last epoch's mean training loss is within :data:`NEAR_CHANCE` of
+    :func:`chance_loss` (cross-entropy runs only: a debiasing loss has another scale). ``warnings`` holds one
+    message, with the numbers and a fix, per finding; the trainer records the whole dict and warns each."""
+    n, toxic = log["train"]["n"], log["train"]["toxic"]
+    losses = [e["train_loss"] for e in log["epochs"] if e.get("train_loss") is not None]
+    final = losses[-1] if losses else None
+    chance = chance_loss(toxic / n) if n else None
+    cross_entropy = (log.get("objective") or {}).get("loss") == "cross-entropy"
+    few_rows = n < MIN_TRAIN_ROWS
+    near_chance = bool(cross_entropy and final is not None and chance and final >= (1 - NEAR_CHANCE) * chance)
+    messages = []
+    if few_rows:
+        messages.append(f"trained on only {n} rows ({log['global_steps']} optimizer steps); with fewer than "
+                        f"{MIN_TRAIN_ROWS} a fine-tuned classifier often learns nothing and its held-out AUC says "
+                        "little. Fix: train on more rows (e.g. generate more statements with a larger -n)")
+    if near_chance:
+        assert final is not None and chance is not None
+        messages.append(f"the final training loss {final:.3f} is within {NEAR_CHANCE:.0%} of chance ({chance:.3f}, "
+                        "the loss of predicting the toxic share of the training rows for every row): the model has "
+                        "learned (almost) nothing and will score near AUC 0.5. Fix: more training rows, or more "
+                        "updates (e.g. --epochs 10 --lr 1e-4)")
+    return {"train_rows": n, "min_train_rows": MIN_TRAIN_ROWS, "few_rows": few_rows,
+            "final_train_loss": final, "chance_loss": chance, "near_chance_fraction": NEAR_CHANCE,
+            "near_chance": near_chance, "warnings": messages}

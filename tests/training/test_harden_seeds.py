@@ -5,6 +5,7 @@ tiny run's report is read in tests/training/test_harden.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -12,7 +13,8 @@ from typer.testing import CliRunner
 from toxiforge.cli import app
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
-from toxiforge.training.harden_report import flip_shares
+from toxiforge.training import harden_report, harden_seeds
+from toxiforge.training.harden_report import MIN_AUC_SPAN, auc_limits, flip_shares
 from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, _series, combine, markdown
 
 EXAMPLES = [Example(f"placeholder statement {i}", i % 2) for i in range(4)]  # two toxic, two benign prompts
@@ -116,3 +118,51 @@ def test_plot_series_start_both_arms_at_round_zero(two_runs):
     assert runs == [pytest.approx([100.0, 50.0]), pytest.approx([100.0, 75.0])]  # per run
     assert _series(combined, "control", "confirmed")[0] == pytest.approx([100.0, 100.0])
     assert _series(combined, "alice", "auc:human")[0] == pytest.approx([0.80, 0.84])
+
+
+# --- the AUC panels of harden's report.png and of harden-seeds.png ---------------------------------------------
+
+
+def auc_axes(monkeypatch, module, draw) -> Any:
+    """The ROC AUC panel of the figure that ``draw()`` saves through ``module.save_round_figure``."""
+    panels: dict[str, Any] = {}
+    real = module.save_round_figure
+
+    def keep_axes(fig, axes, titles, x, path):
+        panels.update(zip(titles, axes))
+        return real(fig, axes, titles, x, path)
+
+    monkeypatch.setattr(module, "save_round_figure", keep_axes)
+    draw()
+    return next(ax for title, ax in panels.items() if title.startswith("ROC AUC"))
+
+
+def test_auc_limits_hold_the_intervals_and_span_at_least_the_minimum():
+    assert MIN_AUC_SPAN == 0.1
+    low, high = auc_limits([0.471, 0.467])  # a 0.004 change is not drawn as the axis' whole height
+    assert high - low == pytest.approx(0.1) and (low + high) / 2 == pytest.approx(0.469)
+    low, high = auc_limits([0.5, None], [[0.3, 0.7], None])  # a wider interval widens the axis
+    assert low <= 0.3 and high >= 0.7
+    assert auc_limits([0.99, 1.0]) == pytest.approx((0.9, 1.0))  # moved inside [0, 1], not narrowed
+    assert auc_limits([0.0, 0.02]) == pytest.approx((0.0, 0.1))
+    assert auc_limits([None]) == (0.0, 1.0)
+
+
+def test_report_png_draws_auc_intervals_on_an_axis_that_holds_them(tmp_path, monkeypatch):
+    start = measure(4, 4, 0.471)  # intervals: AUC ± 0.05 (measure)
+    rounds = [{"alice": start, "control": start}, {"alice": measure(2, 4, 0.467), "control": measure(4, 4, 0.470)}]
+    ax = auc_axes(monkeypatch, harden_report, lambda: harden_report.plot(rounds, tmp_path / "report.png"))
+    low, high = ax.get_ylim()
+    assert high - low >= MIN_AUC_SPAN
+    assert low <= 0.467 - 0.05 and high >= 0.471 + 0.05  # every interval is inside the axis
+    assert len(ax.collections) == 2  # one interval band per arm
+    assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_harden_seeds_png_draws_auc_on_an_axis_of_at_least_the_minimum_span(tmp_path, monkeypatch):
+    start = measure(4, 4, 0.471)
+    runs = [write_run(tmp_path / f"s{seed}", seed, [(start, start), (measure(2, 4, auc), measure(4, 4, auc + 0.001))])
+            for seed, auc in ((1, 0.467), (2, 0.469))]
+    ax = auc_axes(monkeypatch, harden_seeds, lambda: harden_seeds.plot(combine(runs), tmp_path / "seeds.png"))
+    low, high = ax.get_ylim()
+    assert high - low == pytest.approx(MIN_AUC_SPAN) and low < 0.467 and high > 0.471

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from toxiforge.classifiers import load_classifier
 from toxiforge.cli import app
 from toxiforge.data import Example, LabeledData
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, ToxiforgeWarning
 from toxiforge.records import Row, write_rows
 from toxiforge.training.evaluate import evaluate, write_report
 from toxiforge.training.metrics import auc_or_reason
@@ -89,6 +90,43 @@ def test_tiny_bert_learns_a_separable_task(trained):
     assert all(e["eval_auc"] is not None and e["train_loss"] is not None for e in log["epochs"])
     assert log["labels"] == {"0": "benign", "1": "toxic"} and log["train_examples_per_second"] > 0
     assert not (out / "checkpoints").exists()
+
+
+def test_a_run_that_learned_nothing_warns_and_says_so_in_the_log(base_dir, tmp_path):
+    config = tiny_config(base_dir, epochs=2, learning_rate=1e-9, eval_fraction=0.0)  # the loss cannot move
+    with pytest.warns(ToxiforgeWarning) as caught:
+        result = train_classifier(synthetic(10), tmp_path / "m", config, progress=False)
+    messages = [str(w.message) for w in caught if issubclass(w.category, ToxiforgeWarning)]
+    assert len(messages) == 2
+    assert messages[0].startswith("trained on only 20 rows (10 optimizer steps); with fewer than 100")
+    assert "Fix: train on more rows" in messages[0]
+    check = json.loads((tmp_path / "m" / LOG_FILE).read_text())["learning_check"]
+    assert check == result.log["learning_check"]
+    assert check["few_rows"] and check["near_chance"] and check["train_rows"] == 20
+    assert check["chance_loss"] == pytest.approx(np.log(2))  # 10 toxic, 10 benign
+    assert check["final_train_loss"] == pytest.approx(np.log(2), rel=0.05)
+    assert f"the final training loss {check['final_train_loss']:.3f} is within 5% of chance (0.693" in messages[1]
+    assert "Fix: more training rows, or more updates (e.g. --epochs 10 --lr 1e-4)" in messages[1]
+    assert check["warnings"] == messages
+
+
+def test_a_run_that_learned_on_enough_rows_does_not_warn(base_dir, tmp_path, trained):
+    assert trained.log["learning_check"]["few_rows"] and not trained.log["learning_check"]["near_chance"]
+    config = tiny_config(base_dir, epochs=2, batch_size=8, eval_fraction=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ToxiforgeWarning)
+        result = train_classifier(synthetic(60), tmp_path / "m", config, progress=False)
+    check = result.log["learning_check"]
+    assert check["train_rows"] == 120 and not check["few_rows"] and not check["near_chance"]
+    assert check["final_train_loss"] < 0.95 * np.log(2) and check["warnings"] == []
+
+
+def test_chance_loss_is_the_entropy_of_the_toxic_share():
+    from toxiforge.training.training_log import chance_loss
+
+    assert chance_loss(0.5) == pytest.approx(np.log(2))
+    assert chance_loss(0.25) == pytest.approx(-(0.25 * np.log(0.25) + 0.75 * np.log(0.75)))  # 0.562
+    assert chance_loss(0.0) == chance_loss(1.0) == 0.0
 
 
 def test_saved_directory_loads_in_pipeline_and_load_classifier(trained):

@@ -1,7 +1,8 @@
 """Human validation of generated statements: the ToxiGen annotation study (paper §4.1, Appendix B) as a web app.
 
 * :mod:`~toxiforge.annotation.store` -- studies, items, annotators, sessions, assignments and responses
-  (SQLAlchemy); :mod:`~toxiforge.annotation.hotpath` -- the claim/submit statements (one Core source, two
+  (SQLAlchemy), on :mod:`~toxiforge.annotation.database` -- the engine, sessions and the hot path's transactions;
+  :mod:`~toxiforge.annotation.hotpath` -- the claim/submit statements (one Core source, two
   executors); :mod:`~toxiforge.annotation.leases` -- releasing stale assignments;
   :mod:`~toxiforge.annotation.checkpoint` -- SQLite WAL checkpoints off the request path;
 * :mod:`~toxiforge.annotation.sampling` -- study items from a dataset, seeded stratified samples;

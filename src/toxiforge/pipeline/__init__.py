@@ -3,9 +3,9 @@
 from toxiforge._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "JobConfig": "job:JobConfig", "JobModels": "job:JobModels", "JobResult": "job:JobResult",
-    "OpenJob": "job:OpenJob", "check_output_dir": "job:check_output_dir", "finish_job": "job:finish_job",
-    "generate_shard": "job:generate_shard", "open_job": "job:open_job", "run_generation": "job:run_generation",
+    "JobConfig": "manifest:JobConfig", "JobModels": "manifest:JobModels", "JobResult": "job:JobResult",
+    "OpenJob": "manifest:OpenJob", "check_output_dir": "manifest:check_output_dir", "finish_job": "job:finish_job",
+    "generate_shard": "job:generate_shard", "open_job": "manifest:open_job", "run_generation": "job:run_generation",
     "Generator": "generator:Generator",
     "RunInterrupted": "job:RunInterrupted",
     "Cell": "plan:Cell", "GenerationPlan": "plan:GenerationPlan", "WorkItem": "plan:WorkItem",

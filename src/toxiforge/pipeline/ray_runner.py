@@ -2,7 +2,7 @@
 
 Ray does the scheduling; toxiforge adds no scheduler of its own. ``run_generation_ray`` runs the plan of
 :func:`~toxiforge.pipeline.job.run_generation`: the driver expands the plan and writes the manifest
-(:func:`~toxiforge.pipeline.job.open_job`), a ``ray.util.ActorPool`` of ``workers`` actors, each of which loads
+(:func:`~toxiforge.pipeline.manifest.open_job`), a ``ray.util.ActorPool`` of ``workers`` actors, each of which loads
 the models once (:class:`WorkerSetup`), takes the missing shards one at a time and returns each shard's rows to
 the driver, which writes the shard file (atomic rename, as in-process), shows progress per finished shard and
 completes the manifest (:func:`~toxiforge.pipeline.job.finish_job`). Workers never touch the output directory,
@@ -28,17 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.pipeline.job import (
-    JobConfig,
-    JobModels,
-    JobResult,
-    _progress,
-    finish_job,
-    library_versions,
-    marks_interruption,
-    open_job,
-    shard_rows,
-)
+from toxiforge.pipeline.job import JobResult, _progress, finish_job, marks_interruption, shard_rows
+from toxiforge.pipeline.manifest import JobConfig, JobModels, library_versions, open_job
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 from toxiforge.pipeline.ray_cluster import (
     RayConfig,
@@ -120,7 +111,7 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
 
     ``setup`` is a :class:`WorkerSetup` or any picklable callable returning ``(lm, decoder, classifier)``; each
     worker calls it once."""
-    from toxiforge.pipeline.job import check_output_dir
+    from toxiforge.pipeline.manifest import check_output_dir
 
     plan.expand()  # bad input fails before Ray starts
     check_output_dir(out_dir, resume)

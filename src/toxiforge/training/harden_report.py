@@ -5,7 +5,8 @@ per round and arm) and ``report.png`` (flip rate, eval AUC and FPR_NOI per round
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from toxiforge.training.harden_data import agrees, run_rows
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
 ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
+# An AUC panel's y axis spans at least this much, so that a change smaller than the AUC's own uncertainty does not
+# fill the panel (a 0.004 change drawn on a 0.467-0.471 axis looked like a steep drop). It is about the width of
+# the 95% bootstrap intervals of the eval sets in docs/harden.md (0.12-0.13 on 106 sentences); a wider interval
+# widens the axis to hold it (auc_limits).
+MIN_AUC_SPAN = 0.1
 
 
 def _shares(rows: Sequence[tuple[int, bool]]) -> dict[str, Any]:
@@ -215,9 +221,35 @@ def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | 
     return out
 
 
+def auc_limits(values: Iterable[float | None], intervals: Iterable[Sequence[float] | None] = ()) -> tuple[float, float]:
+    """y limits of an AUC panel: every value and interval inside (with matplotlib's 5% margin), at least
+    :data:`MIN_AUC_SPAN` wide around them, within [0, 1]."""
+    points = [v for v in values if v is not None and math.isfinite(v)]
+    points += [end for interval in intervals if interval for end in interval[:2]]
+    if not points:
+        return 0.0, 1.0
+    low, high = min(points), max(points)
+    margin = 0.05 * (high - low)
+    low, high = low - margin, high + margin
+    if high - low < MIN_AUC_SPAN:
+        middle = (low + high) / 2
+        low, high = middle - MIN_AUC_SPAN / 2, middle + MIN_AUC_SPAN / 2
+    if low < 0.0:  # move the window into [0, 1] rather than narrow it
+        low, high = 0.0, min(1.0, high - low)
+    if high > 1.0:
+        low, high = max(0.0, low - (high - 1.0)), 1.0
+    return low, high
+
+
+def _auc_intervals(rounds: Sequence[dict[str, Any]], arm: str, name: str) -> list[list[float] | None]:
+    """The 95% bootstrap interval of eval set ``name``'s AUC per round for ``arm`` (as :func:`series`)."""
+    return [entry["alice" if r == 0 else arm]["eval"][name].get("auc_interval") for r, entry in enumerate(rounds)]
+
+
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
     """Flip rate (confirmed when measured), the transfer flip rate when measured and, per the first eval set, AUC
-    and FPR_NOI against the round, one line per arm."""
+    (with its bootstrap interval as a band, on an axis at least :data:`MIN_AUC_SPAN` wide) and FPR_NOI against the
+    round, one line per arm."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -235,12 +267,22 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
         panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     x = list(range(len(rounds)))
+    nan = float("nan")
     for ax, (metric, name, _) in zip(axes[0], panels):
         scale = 1.0 if metric == "auc" else 100.0
+        shown: list[float | None] = []
+        intervals: list[list[float] | None] = []
         for arm, (label, color, style) in ARM_STYLE.items():
             values = [None if v is None else scale * v for v in series(rounds, arm, metric, name)]
-            ax.plot(x, [float("nan") if v is None else v for v in values], style, marker="o", color=color,
-                    label=label)
+            ax.plot(x, [nan if v is None else v for v in values], style, marker="o", color=color, label=label)
+            if metric == "auc" and name is not None:  # the AUC's 95% bootstrap interval as a band
+                arm_intervals = _auc_intervals(rounds, arm, name)
+                ax.fill_between(x, [i[0] if i else nan for i in arm_intervals],
+                                [i[1] if i else nan for i in arm_intervals], color=color, alpha=0.12, linewidth=0)
+                shown += values
+                intervals += arm_intervals
+        if metric == "auc":
+            ax.set_ylim(*auc_limits(shown, intervals))
     return save_round_figure(fig, list(axes[0]), [title for _, _, title in panels], x, path)
 
 

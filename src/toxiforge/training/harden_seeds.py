@@ -27,6 +27,7 @@ from toxiforge.training.harden_report import (
     ARM_STYLE,
     ARMS,
     REPORT_JSON,
+    auc_limits,
     flip_columns,
     flip_measure,
     save_round_figure,
@@ -196,8 +197,9 @@ def _series(combined: dict[str, Any], arm: str, metric: str) -> tuple[list[float
 
 
 def plot(combined: dict[str, Any], path: Path) -> Path:
-    """The headline flip rate, the transfer flip rate (when measured) and the first eval set's AUC per round: per
-    arm the pooled (AUC: mean) value as a thick line, each run as a thin one."""
+    """The headline flip rate, the transfer flip rate (when measured) and the first eval set's AUC per round (on an
+    axis at least :data:`~toxiforge.training.harden_report.MIN_AUC_SPAN` wide): per arm the pooled (AUC: mean) value
+    as a thick line, each run as a thin one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -215,10 +217,14 @@ def plot(combined: dict[str, Any], path: Path) -> Path:
     x = list(range(combined["rounds"]))
     nan = float("nan")
     for ax, (metric, _) in zip(axes[0], panels):
+        shown: list[float | None] = []
         for arm, (label, color, style) in ARM_STYLE.items():
             middle, runs = _series(combined, arm, metric)
             for run in runs:
                 ax.plot(x, [nan if v is None else v for v in run], style, color=color, alpha=0.35, linewidth=0.8)
             ax.plot(x, [nan if v is None else v for v in middle], style, marker="o", color=color, linewidth=2,
                     label=label)
+            shown += middle + [v for run in runs for v in run]
+        if metric.startswith("auc:"):
+            ax.set_ylim(*auc_limits(shown))  # as harden's report.png: a small change must not look steep
     return save_round_figure(fig, list(axes[0]), [title for _, title in panels], x, path)

@@ -8,7 +8,10 @@ optionally stops early, and saves a standard model directory:
 * ``config.json`` with ``id2label = {0: "benign", 1: "toxic"}``, the weights and the tokenizer, so that
   ``transformers.pipeline("text-classification", model=DIR)`` and
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
-* ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions.
+* ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions
+  (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows, or whose final
+  training loss is still at chance (ln 2 for balanced classes), also warns (a
+  :class:`~toxiforge.errors.ToxiforgeWarning`).
 
 Training writes into a staging folder beside the output (``.<name>.training``) and moves the finished model into
 place only at the end, so an interrupted or failed training leaves no output folder behind (Ctrl-C raises
@@ -25,27 +28,32 @@ the hub (:data:`toxiforge.classifiers.HUB_CLASSIFIERS`); anything else is a loca
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
 import shutil
 import time
-from collections import Counter
+import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toxiforge._hf import local_model
-from toxiforge._io import atomic_write_text, require_empty_dir
+from toxiforge._io import require_empty_dir
 from toxiforge.data.examples import Example
-from toxiforge.errors import InputError, Interrupted, ToxiforgeError
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError, ToxiforgeWarning
 from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
+from toxiforge.training.training_log import (  # noqa: F401  (LOG_FILE is re-exported: it lived here)
+    LOG_FILE,
+    build_training_log,
+    epoch_summary,
+    learning_check,
+    write_training_log,
+)
 
 ID2LABEL = {0: "benign", 1: "toxic"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
-LOG_FILE = "training_log.json"
 
 
 # Zhou et al. (2021, A.3): "the default hyperparameters as provided in the HuggingFace Transformers library"
@@ -192,12 +200,6 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _counts(examples: Sequence[Example]) -> dict[str, Any]:
-    toxic = sum(e.label for e in examples)
-    methods = Counter(e.method or "none" for e in examples)
-    return {"n": len(examples), "toxic": toxic, "benign": len(examples) - toxic, "methods": dict(methods)}
-
-
 def load_base_model(config: TrainConfig):
     """``(model, tokenizer, source)``: the base model with a 2-class head named benign/toxic."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, set_seed
@@ -228,28 +230,6 @@ def load_base_model(config: TrainConfig):
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer, source
-
-
-def _epoch_summary(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per epoch: mean training loss of the step logs in it, and the eval loss/AUC logged at its end."""
-    evals = [h for h in history if "eval_loss" in h]
-    steps = [h for h in history if "loss" in h and "eval_loss" not in h]
-    out: list[dict[str, Any]] = []
-    if evals:
-        previous = 0.0
-        for h in evals:
-            losses = [s["loss"] for s in steps if previous < s.get("epoch", 0) <= h["epoch"] + 1e-9]
-            out.append({"epoch": round(h["epoch"], 4), "step": h.get("step"),
-                        "train_loss": sum(losses) / len(losses) if losses else None,
-                        "eval_loss": h.get("eval_loss"), "eval_auc": h.get("eval_auc"),
-                        "eval_auc_note": h.get("eval_auc_note")})
-            previous = h["epoch"]
-        return out
-    by_epoch: dict[int, list[float]] = {}
-    for s in steps:
-        by_epoch.setdefault(max(1, math.ceil(s.get("epoch", 0) - 1e-9)), []).append(s["loss"])
-    return [{"epoch": e, "train_loss": sum(v) / len(v), "eval_loss": None, "eval_auc": None}
-            for e, v in sorted(by_epoch.items())]
 
 
 def train_classifier(train: Sequence[Example], output_dir: str | Path, config: TrainConfig | None = None, *,
@@ -381,35 +361,17 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
     if trainer.is_world_process_zero():
         shutil.rmtree(checkpoints, ignore_errors=True)
         (output_dir / "training_args.bin").unlink(missing_ok=True)
-        epochs = _epoch_summary(trainer.state.log_history)
+        epochs = epoch_summary(trainer.state.log_history)
         if eval_examples and metric == "loss":
             note = auc_or_reason([e.label for e in eval_examples], [0.0] * len(eval_examples)).reason
             for row in epochs:
                 row["eval_auc_note"] = note
-        log = _training_log(config, source, data_sources, train, eval_examples, epochs, output.metrics, seconds,
-                            trainer)
-        atomic_write_text(output_dir / LOG_FILE, json.dumps(log, indent=2, default=str) + "\n")
+        log = build_training_log(config, source, data_sources, train, eval_examples, epochs, output.metrics,
+                                 seconds, trainer)
+        log["learning_check"] = learning_check(log)
+        write_training_log(output_dir, log)
+        for message in log["learning_check"]["warnings"]:
+            warnings.warn(ToxiforgeWarning(message), stacklevel=3)  # at the caller of train_classifier
     return TrainResult(output_dir=output_dir, log=log)
 
 
-def _training_log(config: TrainConfig, source: str, data_sources: Sequence[str], train: Sequence[Example],
-                  eval_examples: Sequence[Example], epochs: list[dict[str, Any]], metrics: dict[str, Any],
-                  seconds: float, trainer: Any) -> dict[str, Any]:
-    import torch
-    import transformers
-
-    from toxiforge import __version__
-
-    state = trainer.state
-    return {
-        "toxiforge": __version__, "transformers": transformers.__version__, "torch": torch.__version__,
-        "base_model": config.base_model, "base_model_source": source, "config": asdict(config),
-        "data": list(data_sources), "train": _counts(train), "eval": _counts(eval_examples),
-        "labels": {str(k): v for k, v in ID2LABEL.items()}, "epochs": epochs,
-        "best_checkpoint_metric": state.best_metric, "global_steps": state.global_step,
-        "train_seconds": round(seconds, 3), "train_runtime": metrics.get("train_runtime"),
-        "train_examples_per_second": metrics.get("train_samples_per_second"),
-        "train_loss": metrics.get("train_loss"), "objective": trainer.describe_loss(),
-        "devices": trainer.args.world_size,
-        "device": str(trainer.args.device),
-    }

@@ -109,7 +109,7 @@ def perplexity_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    output: Path | None = typer.Option(None, "-o", "--out", help="Write the rows with a perplexity column."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the table as JSON to this file."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
@@ -193,7 +193,7 @@ def export_command(
     data: str = typer.Argument(..., help="Any dataset toxiforge reads, as a spec [NAME=][KIND:]PATH: a run, ToxiGen "
                                          "annotated/train, SBF, IHC, DynaHate, a demonstrations folder or a table "
                                          "(docs/training.md)."),
-    output: Path = typer.Option(..., "-o", "--output", help="File to write: .parquet, .csv or .jsonl."),
+    output: Path = typer.Option(..., "-o", "--out", help="File to write: .parquet, .csv or .jsonl."),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
                                                                          "ToxiGen train default to prompt_label)."),

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
+from toxiforge.cli._app import App, JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
 from toxiforge.cli.debias import register_bias_commands
 from toxiforge.records import TOXIC_THRESHOLD
 
-bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
+bias_app = App(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
                             "(2021) measure them.", no_args_is_help=True)
-lexicon_app = typer.Typer(help="The TOXTRIG word lists (NOI, OI, ONI).", no_args_is_help=True)
-dialect_app = typer.Typer(help="Blodgett et al.'s (2016) dialect model (p(AAE) per text).", no_args_is_help=True)
+lexicon_app = App(help="The TOXTRIG word lists (NOI, OI, ONI).", no_args_is_help=True)
+dialect_app = App(help="Blodgett et al.'s (2016) dialect model (p(AAE) per text).", no_args_is_help=True)
 bias_app.add_typer(lexicon_app, name="lexicon")
 bias_app.add_typer(dialect_app, name="dialect")
 

@@ -30,7 +30,7 @@ def classify(
     text_column: str | None = typer.Option(None, "--text-column", help="Text to score (default: generation, "
                                                                        "else text)."),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
+        None, "-o", "--out", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
                                      "DIR/scored.parquet for a generation directory)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch "

@@ -108,7 +108,7 @@ def aflite_command(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: aflite.parquet (the subset), scores.parquet, "
                                                      "aflite.json."),
-    target_size: int | None = typer.Option(None, "--target-size", "-n", help="AFLite's n: filter down to this "
+    target_size: int | None = typer.Option(None, "--target-size", help="AFLite's n: filter down to this "
                                               "many rows (default: half the data, as Zhou et al.)."),
     fraction: float | None = typer.Option(0.33, "--fraction", help="Then sample the survivors down to this share "
                                              "of the data with the original label ratio (Zhou et al.); 1 keeps "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from toxiforge.cli._app import (
+    App,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
@@ -22,7 +23,7 @@ from toxiforge.models.embedded import DEFAULT_ENCODER
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
-experiment_app = typer.Typer(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
+experiment_app = App(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
                                   "debiasing comparison).", no_args_is_help=True)
 
 

@@ -1,0 +1,96 @@
+"""One vocabulary across the command line (issue 33): -o is --out, -n counts statements per group × label,
+--groups/--labels everywhere; the old spellings still parse but are hidden from help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from toxiforge.cli import app
+
+runner = CliRunner()
+WIDE = {"COLUMNS": "200"}
+
+
+def commands(group=None, path: tuple[str, ...] = ()):
+    """(path, click command) of every command in the tree."""
+    group = group or typer.main.get_command(app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def options(command):
+    return [p for p in command.params if p.param_type_name == "option"]
+
+
+def parsed(path: tuple[str, ...], *args: str) -> dict:
+    """The values ``args`` give the command at ``path`` (parsed only, not run)."""
+    command = dict(commands())[path]
+    return command.make_context(" ".join(path), list(args)).params
+
+
+def test_every_command_is_built_with_the_old_spellings_parser():
+    from toxiforge.cli._app import Command
+
+    assert [" ".join(p) for p, c in commands() if not isinstance(c, Command)] == []
+
+
+def test_dash_o_is_out_everywhere_and_output_is_a_hidden_alias(tmp_path):
+    long_names = {" ".join(path): [o for o in p.opts if o.startswith("--")] for path, c in commands()
+                  for p in options(c) if "-o" in p.opts}
+    assert len(long_names) > 15 and {k: v for k, v in long_names.items() if v != ["--out"]} == {}
+    for path in (("classify",), ("export",), ("prompts", "build"), ("annotate", "export"), ("perplexity",)):
+        out = runner.invoke(app, [*path, "--help"], env=WIDE).output
+        assert "--out " in out and "--output" not in out, path
+    assert parsed(("export",), "data.csv", "--output", "x.csv")["output"] == Path("x.csv")
+    assert parsed(("classify",), "data.csv", "-c", "profanity-check", "--output", "y.csv")["output"] == Path("y.csv")
+
+
+def test_dash_n_counts_statements_per_group_and_label_only():
+    shown = {" ".join(path): p.help for path, c in commands() for p in options(c) if "-n" in p.opts}
+    assert set(shown) == {"generate", "harden", "prompts build", "bench generate"}
+    assert all("per group" in text for text in shown.values()), shown
+    # the other counts have their own names; -n still parses there, hidden from help
+    assert parsed(("annotate", "invite"), "--study", "s", "-n", "4")["n"] == 4
+    assert parsed(("annotate", "invite"), "--study", "s", "--annotators", "4")["n"] == 4
+    assert parsed(("bias", "aflite"), "d.csv", "-o", "x", "-n", "40")["target_size"] == 40
+    for path, name in ((("annotate", "invite"), "--annotators"), (("bias", "aflite"), "--target-size")):
+        out = runner.invoke(app, [*path, "--help"], env=WIDE).output
+        assert name in out and " -n" not in out, path
+    assert parsed(("prompts", "build"), "--groups", "asian", "--labels", "benign", "-o", "p", "--num", "7")["n"] == 7
+
+
+def test_prompts_build_takes_groups_and_labels_like_generate(tmp_path):
+    out = runner.invoke(app, ["prompts", "build", "--help"], env=WIDE).output
+    assert "--groups" in out and "--labels" in out and "--group " not in out and "-g," not in out
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    result = runner.invoke(app, ["prompts", "build", "--groups", "asian,women", "--labels", "benign", "-n", "2",
+                                 "-k", "2", "-o", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["neutral_asian_1k.txt", "neutral_women_1k.txt"]
+    assert "--groups asian,women --labels benign -n 2" in result.output.replace("\n", "")
+    one = runner.invoke(app, ["prompts", "build", "--group", "asian", "-l", "benign", "-n", "2", "-o",
+                              str(tmp_path / "one.txt")])  # the old spellings
+    assert one.exit_code == 0, one.output
+    assert len((tmp_path / "one.txt").read_text().splitlines()) == 2
+
+
+def test_prompts_build_needs_a_folder_for_several_cells(tmp_path):
+    result = runner.invoke(app, ["prompts", "build", "--groups", "asian,women", "--labels", "benign", "-o",
+                                 str(tmp_path / "p.txt")])
+    assert "need one prompt file each" in str(result.exception)
+    assert not (tmp_path / "p.txt").exists()
+
+
+@pytest.mark.parametrize("old, new", [("--output", "--out"), ("--group", "--groups"), ("--num", "--per-cell")])
+def test_an_old_spelling_is_not_accepted_where_the_new_name_is_missing(old, new):
+    # summary has neither -o nor --groups nor --per-cell: the old spellings stay unknown there
+    result = runner.invoke(app, ["summary", "x", old, "1"])
+    assert result.exit_code == 2 and f"No such option: {old}" in result.output

@@ -94,3 +94,20 @@ def test_an_old_spelling_is_not_accepted_where_the_new_name_is_missing(old, new)
     # summary has neither -o nor --groups nor --per-cell: the old spellings stay unknown there
     result = runner.invoke(app, ["summary", "x", old, "1"])
     assert result.exit_code == 2 and f"No such option: {old}" in result.output
+
+
+def test_help_starts_with_the_main_path():
+    out = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}).output
+    start = out[out.index("Start here"):out.index("Options:")]
+    steps = [line.split()[1] for line in start.splitlines() if line.strip().startswith("toxiforge ")]
+    assert steps == ["demonstrations", "generate", "summary", "train", "evaluate", "bias"]
+    assert "toxiforge COMMAND --help" in start and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_command_listings_show_whole_phrases():
+    """click keeps a docstring's first sentence for the listing: 'DataMaps (Swayamdipta et al.' was all it showed."""
+    for path, command in commands():
+        short = command.get_short_help_str(limit=200)
+        assert not short.endswith(("al.", "(")) and short.count("(") == short.count(")"), (path, short)
+    out = runner.invoke(app, ["bias", "--help"], env=WIDE).output
+    assert "et al.\n" not in out

@@ -52,7 +52,20 @@ class App(typer.Typer):
 
 
 # Plain click help and errors: rich's help tables cut long option names at 80 columns ("--classifier-top-ex…").
-app = App(help="Build and use ToxiGen-style machine-generated datasets.", no_args_is_help=True,
+START_HERE = """Build and use ToxiGen-style machine-generated datasets.
+
+Start here: each step reads what the one before wrote (README.md, "The path in short"); `toxiforge COMMAND --help`
+tells the options of each.
+
+\b
+  toxiforge demonstrations fetch --dest upstream   # internet, once
+  toxiforge generate -o runs/a -d upstream --groups asian,women -n 20
+  toxiforge summary runs/a                         # what was generated
+  toxiforge train --data runs/a -o models/a        # fine-tune a classifier
+  toxiforge evaluate -c models/a --on upstream -o reports/a
+  toxiforge bias measure upstream -c models/a --markdown bias.md
+"""
+app = App(help=START_HERE, no_args_is_help=True,
           rich_markup_mode=None,
           pretty_exceptions_enable=False)
 console = Console()

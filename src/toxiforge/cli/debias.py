@@ -259,9 +259,12 @@ def relabel_command(
 
 def register_bias_commands(bias_app: typer.Typer) -> None:
     """Add ``datamap``, ``aflite`` and ``relabel`` to the ``bias`` command group."""
-    bias_app.command("datamap")(datamap_command)
-    bias_app.command("aflite")(aflite_command)
-    bias_app.command("relabel")(relabel_command)
+    # click's listing keeps a docstring's first sentence, which "et al." ends: each says its own short help
+    bias_app.command("datamap", short_help="Training dynamics: easy, ambiguous and hard subsets (DataMaps).")(
+        datamap_command)
+    bias_app.command("aflite", short_help="Drop the rows linear models predict too easily (AFLite).")(aflite_command)
+    bias_app.command("relabel", short_help="Translate AAE examples and relabel them by a classifier.")(
+        relabel_command)
 
 
 

@@ -111,3 +111,16 @@ def test_command_listings_show_whole_phrases():
         assert not short.endswith(("al.", "(")) and short.count("(") == short.count(")"), (path, short)
     out = runner.invoke(app, ["bias", "--help"], env=WIDE).output
     assert "et al.\n" not in out
+
+
+def test_tables_keep_their_natural_width_off_a_terminal(monkeypatch):
+    """rich squeezed every table to 80 columns when stdout was a pipe or a file, wrapping its cells."""
+    from toxiforge.groups import all_groups
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = runner.invoke(app, ["groups"]).output
+    widest = max(all_groups(), key=lambda g: len(", ".join(g.aliases)))
+    assert any(", ".join(widest.aliases) in line for line in out.splitlines())
+    assert max(len(line) for line in out.splitlines()) > 80
+    wide = runner.invoke(app, ["groups"], env={"COLUMNS": "80"}).output  # an explicit width still holds
+    assert max(len(line) for line in wide.splitlines()) <= 80

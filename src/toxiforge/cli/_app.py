@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from typer.core import TyperCommand
 
 # Old option spellings, still accepted but hidden from help (issue 33: one vocabulary): old -> the options that
@@ -68,8 +68,28 @@ tells the options of each.
 app = App(help=START_HERE, no_args_is_help=True,
           rich_markup_mode=None,
           pretty_exceptions_enable=False)
-console = Console()
-err_console = Console(stderr=True)
+
+
+class _Console(Console):
+    """rich's Console, except off a terminal (a pipe, a file, a log) without $COLUMNS: there rich squeezes tables
+    to 80 columns, this prints them at their natural width (lines are never wrapped for a width nobody sees)."""
+
+    UNBOUNDED = 100_000  # columns: a table is as wide as its content, never this
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal or self._width is not None or "COLUMNS" in self._environ:
+            return size
+        return ConsoleDimensions(self.UNBOUNDED, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = _Console()  # every command prints through these two
+err_console = _Console(stderr=True)
 
 
 def split_list(value: str) -> list[str]:

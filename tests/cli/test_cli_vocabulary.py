@@ -124,3 +124,18 @@ def test_tables_keep_their_natural_width_off_a_terminal(monkeypatch):
     assert max(len(line) for line in out.splitlines()) > 80
     wide = runner.invoke(app, ["groups"], env={"COLUMNS": "80"}).output  # an explicit width still holds
     assert max(len(line) for line in wide.splitlines()) <= 80
+
+
+def test_a_demonstrations_file_without_group_and_label_says_a_fix_the_cli_can_follow(tmp_path):
+    """It said 'give the group and label explicitly', which only the Python API can do."""
+    (tmp_path / "empty.txt").write_text("a neutral placeholder sentence\n", encoding="utf-8")
+    result = runner.invoke(app, ["generate", "-o", str(tmp_path / "o"), "-d", str(tmp_path / "empty.txt")])
+    message = str(result.exception)
+    assert "cannot tell group and label" in message and "explicitly" not in message
+    assert "neutral_asian.txt" in message and "text, group and label columns" in message
+    # both fixes work
+    (tmp_path / "neutral_asian.txt").write_text("a neutral placeholder sentence\n", encoding="utf-8")
+    (tmp_path / "table.csv").write_text("text,group,label\na neutral placeholder,asian,benign\n", encoding="utf-8")
+    for fixed in ("neutral_asian.txt", "table.csv"):
+        listed = runner.invoke(app, ["demonstrations", "list", str(tmp_path / fixed)], env=WIDE)
+        assert listed.exit_code == 0 and "asian" in listed.output, listed.output

@@ -139,3 +139,25 @@ def test_a_demonstrations_file_without_group_and_label_says_a_fix_the_cli_can_fo
     for fixed in ("neutral_asian.txt", "table.csv"):
         listed = runner.invoke(app, ["demonstrations", "list", str(tmp_path / fixed)], env=WIDE)
         assert listed.exit_code == 0 and "asian" in listed.output, listed.output
+
+
+def test_a_resume_with_another_plan_fails_before_any_model_loads(tiny_llama_dir, tmp_path, monkeypatch):
+    """--resume with another -n (or groups, seed, ...) was refused only once the LM and classifier had loaded."""
+    import toxiforge.classifiers.registry as registry
+    from toxiforge.cli import generate
+
+    out = tmp_path / "run"
+    args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(tiny_llama_dir),
+            "--max-new-tokens", "3", "--no-progress", "--no-summary"]
+    assert runner.invoke(app, args).exit_code == 0
+
+    def no_model(*a, **k):
+        raise AssertionError("a model was loaded before the resume was checked")
+
+    monkeypatch.setattr(generate, "load_lm", no_model)
+    monkeypatch.setattr(registry, "load_classifier", no_model)
+    for extra in (["-n", "3"], ["--seed", "1"], ["--groups", "asian,women"], ["--shard-size", "7"]):
+        result = runner.invoke(app, args + extra + ["-c", "profanity-check", "--resume"])
+        assert "made with other options" in str(result.exception), (extra, result.exception)
+    result = runner.invoke(app, args + ["--groups", "asain", "--resume"])
+    assert "unknown group 'asain'" in str(result.exception)

@@ -216,7 +216,7 @@ def generate(
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
-    from toxiforge.pipeline import GenerationPlan, Generator, JobConfig, check_output_dir
+    from toxiforge.pipeline import GenerationPlan, Generator, JobConfig
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
@@ -233,7 +233,6 @@ def generate(
     plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
                                prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
     plan.expand()  # validate the prompt source before loading the models
-    check_output_dir(out, resume)
     api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
     alice = decoding.method == "alice"
     if api and alice:
@@ -245,6 +244,7 @@ def generate(
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
                           ray=ray_run, progress=progress)
+    generator.check(plan, out, resume)  # the output folder and a resume's plan, before a model loads
     if api:  # a server: cheap to open here, to check it
         lm = generator.language_model()
         fitted = generator.fit(decoding)

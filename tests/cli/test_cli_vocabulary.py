@@ -156,7 +156,8 @@ def test_a_resume_with_another_plan_fails_before_any_model_loads(tiny_llama_dir,
 
     monkeypatch.setattr(generate, "load_lm", no_model)
     monkeypatch.setattr(registry, "load_classifier", no_model)
-    for extra in (["-n", "3"], ["--seed", "1"], ["--groups", "asian,women"], ["--shard-size", "7"]):
+    for extra in (["-n", "3"], ["--seed", "1"], ["--groups", "asian,women"], ["--shard-size", "7"],
+                  ["--max-new-tokens", "4"]):
         result = runner.invoke(app, args + extra + ["-c", "profanity-check", "--resume"])
         assert "made with other options" in str(result.exception), (extra, result.exception)
     result = runner.invoke(app, args + ["--groups", "asain", "--resume"])

@@ -244,7 +244,7 @@ def generate(
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
                           ray=ray_run, progress=progress)
-    generator.check(plan, out, resume)  # the output folder and a resume's plan, before a model loads
+    generator.check(plan, decoding, out, resume)  # the output folder and a resume's plan, before a model loads
     if api:  # a server: cheap to open here, to check it
         lm = generator.language_model()
         fitted = generator.fit(decoding)

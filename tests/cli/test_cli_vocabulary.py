@@ -35,6 +35,22 @@ def parsed(path: tuple[str, ...], *args: str) -> dict:
     return command.make_context(" ".join(path), list(args)).params
 
 
+def forbid_models(monkeypatch, what: str) -> None:
+    """Make loading a language model or classifier fail (the classifiers package caches a lazily imported name on
+    first use, so it is patched there as well as in its registry)."""
+    import toxiforge.classifiers
+    import toxiforge.classifiers.registry as registry
+    from toxiforge.cli import generate
+
+    def no_model(*a, **k):
+        raise AssertionError(f"a model was loaded before {what}")
+
+    monkeypatch.setattr(generate, "load_lm", no_model)
+    # the package first: reading its name resolves (and caches) the registry's real function, which undo restores
+    monkeypatch.setattr(toxiforge.classifiers, "load_classifier", no_model)
+    monkeypatch.setattr(registry, "load_classifier", no_model)
+
+
 def test_every_command_is_built_with_the_old_spellings_parser():
     from toxiforge.cli._app import Command
 
@@ -143,22 +159,45 @@ def test_a_demonstrations_file_without_group_and_label_says_a_fix_the_cli_can_fo
 
 def test_a_resume_with_another_plan_fails_before_any_model_loads(tiny_llama_dir, tmp_path, monkeypatch):
     """--resume with another -n (or groups, seed, ...) was refused only once the LM and classifier had loaded."""
-    import toxiforge.classifiers.registry as registry
-    from toxiforge.cli import generate
-
     out = tmp_path / "run"
     args = ["generate", "-o", str(out), "--groups", "asian", "-n", "2", "--model", str(tiny_llama_dir),
             "--max-new-tokens", "3", "--no-progress", "--no-summary"]
     assert runner.invoke(app, args).exit_code == 0
 
-    def no_model(*a, **k):
-        raise AssertionError("a model was loaded before the resume was checked")
-
-    monkeypatch.setattr(generate, "load_lm", no_model)
-    monkeypatch.setattr(registry, "load_classifier", no_model)
+    forbid_models(monkeypatch, "the resume was checked")
     for extra in (["-n", "3"], ["--seed", "1"], ["--groups", "asian,women"], ["--shard-size", "7"],
                   ["--max-new-tokens", "4"]):
         result = runner.invoke(app, args + extra + ["-c", "profanity-check", "--resume"])
         assert "made with other options" in str(result.exception), (extra, result.exception)
     result = runner.invoke(app, args + ["--groups", "asain", "--resume"])
     assert "unknown group 'asain'" in str(result.exception)
+
+
+@pytest.fixture
+def labelled(tmp_path):
+    path = tmp_path / "labelled.csv"
+    rows = [f"placeholder statement {i},{'asian' if i % 2 else 'women'},{i % 2}" for i in range(12)]
+    path.write_text("text,group,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_evaluate_and_bias_measure_refuse_to_overwrite_like_the_other_writers(labelled, tmp_path, monkeypatch):
+    """evaluate -o and bias measure --markdown/--json/--png replaced earlier outputs silently."""
+    forbid_models(monkeypatch, "the outputs were checked")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "evaluation.md").write_text("an earlier report", encoding="utf-8")
+    result = runner.invoke(app, ["evaluate", "-c", "profanity-check", "--on", f"table:{labelled}", "-o", str(report)])
+    assert "output folder exists and is not empty" in str(result.exception) and "--overwrite" in str(result.exception)
+    md = tmp_path / "bias.md"
+    md.write_text("earlier tables", encoding="utf-8")
+    for args in (["--markdown", str(md)], ["--json", str(md)], ["--png", str(md)],
+                 ["--markdown", str(tmp_path / "new.md"), "-c", "profanity-check"]):  # its chart would go to new.png
+        (tmp_path / "new.png").write_text("an earlier chart", encoding="utf-8")
+        result = runner.invoke(app, ["bias", "measure", str(labelled), *args])
+        assert "output file exists" in str(result.exception) and "--overwrite" in str(result.exception), args
+    assert md.read_text() == "earlier tables"
+    monkeypatch.undo()
+    done = runner.invoke(app, ["bias", "measure", str(labelled), "--markdown", str(md), "--overwrite"])
+    assert done.exit_code == 0, done.output
+    assert md.read_text() != "earlier tables"

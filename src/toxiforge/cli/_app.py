@@ -46,7 +46,7 @@ class Command(TyperCommand):
 class App(typer.Typer):
     """The toxiforge typer app and its command groups: every command is a :class:`Command`."""
 
-    def command(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+    def command(self, *args: Any, **kwargs: Any):
         kwargs.setdefault("cls", Command)
         return super().command(*args, **kwargs)
 

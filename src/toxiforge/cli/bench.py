@@ -7,12 +7,12 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
-    App,
     API_KEY_ENV,
     CONCURRENCY,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
+    App,
     check_model_options,
     classifier_options,
     console,

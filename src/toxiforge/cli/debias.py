@@ -198,7 +198,7 @@ def relabel_command(
 
     import numpy as np
 
-    from toxiforge._io import atomic_write_text
+    from toxiforge._io import atomic_write_text, require_new_files
     from toxiforge.bias.dialect import predict_dialects
     from toxiforge.bias.measure import find_dialect_model, predictions_from_column
     from toxiforge.bias.relabel import lm_translator, relabel, relabel_manifest, relabeled_table, translation_config
@@ -207,8 +207,7 @@ def relabel_command(
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
-    if out.exists() and not overwrite:
-        raise InputError("output file exists", path=out, hint="choose another -o or pass --overwrite")
+    require_new_files(out, out.with_name(f"{out.stem}.manifest.json"), overwrite=overwrite)
     if aae_column and dialect_model:
         raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
     if aae_column and aae_threshold is None:

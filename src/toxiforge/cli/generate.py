@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
-    App,
     API_KEY_ENV,
     BEAMS,
     CANDIDATES,
@@ -26,6 +25,7 @@ from toxiforge.cli._app import (
     RAY_SPREAD,
     TOXIC_LABEL,
     WORKERS,
+    App,
     check_model_options,
     classifier_options,
     console,

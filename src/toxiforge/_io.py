@@ -57,6 +57,16 @@ def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", 
     return path
 
 
+def require_new_files(*paths: str | Path | None, overwrite: bool, flag: str = "--overwrite") -> None:
+    """Refuse output files that exist unless ``overwrite`` (None entries are outputs not asked for): the file
+    side of :func:`require_empty_dir`, the one rule of every command that writes outputs."""
+    from toxiforge.errors import InputError
+
+    for path in paths:
+        if path is not None and Path(path).exists() and not overwrite:
+            raise InputError("output file exists", path=path, hint=f"choose another path, or pass {flag}")
+
+
 def cache_dir() -> Path:
     """toxiforge's cache folder (converted weights, fetched word lists and models): $TOXIFORGE_CACHE, else the
     platform's user cache dir."""

@@ -52,7 +52,7 @@ def _study(tmp_path, db: str) -> None:
     data = write_rows(rows, tmp_path / "d.jsonl")
     r = CliRunner().invoke(app, ["annotate", "study", "create", str(data), "--db", db, "--name", "pilot"])
     assert r.exit_code == 0, r.output
-    assert f"next: toxiforge annotate invite --study pilot -n 5 --db {db}" in r.output
+    assert f"next: toxiforge annotate invite --study pilot --annotators 5 --db {db}" in r.output
 
 
 def test_a_mistyped_db_is_refused_by_every_command_but_study_create(tmp_path):

@@ -100,4 +100,4 @@ def test_prompts_build_output_feeds_generate_prompts(demos, tmp_path, tiny_llama
     result = runner.invoke(app, ["generate", "-o", str(tmp_path / "y"), "--prompts", str(prompts), "--groups",
                                  "asian", "--labels", "toxic", *tiny])
     assert f"-o {prompts / 'hate_asian_1k.txt'}`" in str(result.exception)
-    assert "toxiforge prompts build -d DEMONSTRATIONS --group asian --label toxic" in str(result.exception)
+    assert "toxiforge prompts build -d DEMONSTRATIONS --groups asian --labels toxic" in str(result.exception)

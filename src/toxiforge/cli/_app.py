@@ -3,15 +3,93 @@ in its own ``register(app)``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
+from typer.core import TyperCommand
+
+# Old option spellings, still accepted but hidden from help (issue 33: one vocabulary): old -> the options that
+# replaced it. A command accepts an old spelling when it has one of those options and does not use the old
+# spelling itself (-n is generate's statements per group × label; elsewhere it was another count).
+OLD_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "--output": ("--out",),
+    "--group": ("--groups",), "-g": ("--groups",),
+    "--label": ("--labels",), "-l": ("--labels",),
+    "--num": ("--per-cell",),
+    "-n": ("--annotators", "--target-size"),
+}
+
+
+class Command(TyperCommand):
+    """A typer command whose parser also takes the :data:`OLD_SPELLINGS` of its options (help shows only the
+    current names, and errors name them)."""
+
+    def old_spellings(self) -> dict[str, Any]:
+        """Old spelling -> the option it stands for, in this command."""
+        taken = {name for p in self.params for name in (*p.opts, *p.secondary_opts)}
+        found = {}
+        for old, new in OLD_SPELLINGS.items():
+            param = next((p for p in self.params if set(p.opts) & set(new)), None)
+            if param is not None and old not in taken:
+                found[old] = param
+        return found
+
+    def make_parser(self, ctx):
+        parser = super().make_parser(ctx)
+        for old, param in self.old_spellings().items():
+            parser.add_option(obj=param, opts=[old], dest=param.name, nargs=param.nargs,
+                              action="append" if param.multiple else "store")
+        return parser
+
+
+class App(typer.Typer):
+    """The toxiforge typer app and its command groups: every command is a :class:`Command`."""
+
+    def command(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("cls", Command)
+        return super().command(*args, **kwargs)
+
 
 # Plain click help and errors: rich's help tables cut long option names at 80 columns ("--classifier-top-ex…").
-app = typer.Typer(help="Build and use ToxiGen-style machine-generated datasets.", no_args_is_help=True,
-                  rich_markup_mode=None,
-                  pretty_exceptions_enable=False)
-console = Console()
-err_console = Console(stderr=True)
+START_HERE = """Build and use ToxiGen-style machine-generated datasets.
+
+Start here: each step reads what the one before wrote (README.md, "The path in short"); `toxiforge COMMAND --help`
+tells the options of each.
+
+\b
+  toxiforge demonstrations fetch --dest upstream   # internet, once
+  toxiforge generate -o runs/a -d upstream --groups asian,women -n 20
+  toxiforge summary runs/a                         # what was generated
+  toxiforge train --data runs/a -o models/a        # fine-tune a classifier
+  toxiforge evaluate -c models/a --on upstream -o reports/a
+  toxiforge bias measure upstream -c models/a --markdown bias.md
+"""
+app = App(help=START_HERE, no_args_is_help=True,
+          rich_markup_mode=None,
+          pretty_exceptions_enable=False)
+
+
+class _Console(Console):
+    """rich's Console, except off a terminal (a pipe, a file, a log) without $COLUMNS: there rich squeezes tables
+    to 80 columns, this prints them at their natural width (lines are never wrapped for a width nobody sees)."""
+
+    UNBOUNDED = 100_000  # columns: a table is as wide as its content, never this
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal or self._width is not None or "COLUMNS" in self._environ:
+            return size
+        return ConsoleDimensions(self.UNBOUNDED, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+console = _Console()  # every command prints through these two
+err_console = _Console(stderr=True)
 
 
 def split_list(value: str) -> list[str]:

@@ -40,10 +40,13 @@ def stats_command(
     exclude_list: Path | None = typer.Option(None, "--exclude-list", help=_EXCLUDE_HELP),
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
     text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Table 1/2 statistics (count, characters, % implicit per group × label; % hate class) and duplicates."""
+    from toxiforge._io import require_new_files
     from toxiforge.analysis.stats import compute_stats, write_stats
 
+    require_new_files(json_out, markdown_out, overwrite=overwrite)
     stats = compute_stats(data, lexicon=_lexicon_options(profanity_list, exclude_list, keep_ambiguous),
                           text_column=text_column)
     console.print(stats.to_markdown(), markup=False, highlight=False, soft_wrap=True)
@@ -109,16 +112,18 @@ def perplexity_command(
     batch_size: int = typer.Option(16, "--batch-size", help="Statements per forward pass."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the rows with a perplexity column."),
+    output: Path | None = typer.Option(None, "-o", "--out", help="Write the rows with a perplexity column."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the table as JSON to this file."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Per-statement perplexity under a reference LM; mean per group × method (ToxiGen Appendix C)."""
-    from toxiforge._io import atomic_write_text
+    from toxiforge._io import atomic_write_text, require_new_files
     from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.perplexity import dataset_perplexity, write_scores
     from toxiforge.errors import InputError
 
+    require_new_files(output, json_out, overwrite=overwrite)
     if not max_ppl > 0:
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
     if batch_size < 1:
@@ -142,11 +147,13 @@ def mentions_command(
     data: list[Path] = typer.Argument(..., help="Dataset files or generation output directories (read as one)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the numbers as JSON to this file."),
     text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Share of statements naming their target group per group × method (Table 6), and other groups named."""
-    from toxiforge._io import atomic_write_text
+    from toxiforge._io import atomic_write_text, require_new_files
     from toxiforge.analysis.mentions import mention_stats
 
+    require_new_files(json_out, overwrite=overwrite)
     result = mention_stats(data, text_column=text_column)
     console.print(result.to_markdown(), markup=False, highlight=False, soft_wrap=True)
     if json_out is not None:
@@ -193,7 +200,7 @@ def export_command(
     data: str = typer.Argument(..., help="Any dataset toxiforge reads, as a spec [NAME=][KIND:]PATH: a run, ToxiGen "
                                          "annotated/train, SBF, IHC, DynaHate, a demonstrations folder or a table "
                                          "(docs/training.md)."),
-    output: Path = typer.Option(..., "-o", "--output", help="File to write: .parquet, .csv or .jsonl."),
+    output: Path = typer.Option(..., "-o", "--out", help="File to write: .parquet, .csv or .jsonl."),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column (tables; toxiforge and "
                                                                          "ToxiGen train default to prompt_label)."),
@@ -202,14 +209,13 @@ def export_command(
 ) -> None:
     """Write a dataset as one file in toxiforge's row schema (text in generation, label in prompt_label, group,
     generation_method), which every command reads. A toxiforge run keeps all its columns."""
+    from toxiforge._io import require_new_files
     from toxiforge.data import load_spec
     from toxiforge.data.examples import labeled_table
-    from toxiforge.errors import InputError
     from toxiforge.records import format_of, read_table, write_table
 
     format_of(output)
-    if output.exists() and not overwrite:
-        raise InputError("output file exists", path=output, hint="pass --overwrite, or choose another -o")
+    require_new_files(output, overwrite=overwrite)
     labelled = load_spec(data, label_rule=label_rule, text_column=text_column, label_column=label_column)
     table = read_table(labelled.source) if labelled.layout == "toxiforge" else labeled_table(labelled)
     write_table(table, output)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, err_console
+from toxiforge.cli._app import App, console, err_console
 
-annotate_app = typer.Typer(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
-annotate_study_app = typer.Typer(help="Create annotation studies.", no_args_is_help=True)
+annotate_app = App(help="Human validation: the ToxiGen annotation study as a web app.", no_args_is_help=True)
+annotate_study_app = App(help="Create annotation studies.", no_args_is_help=True)
 annotate_app.add_typer(annotate_study_app, name="study")
 DB_OPTION = typer.Option("annotation.db", "--db", help="SQLite file path or database URL (postgresql://...)")
 DEFAULT_SERVE_URL = "http://127.0.0.1:8000"  # annotate serve's default --host and --port
@@ -76,13 +76,13 @@ def annotate_study_create(
     console.print(f"study {study.id} ({study.name}): {len(items)} statements x {per_item} annotators", highlight=False)
     console.print(f"admin link (keep it private, shown once): /admin/login/{admin_token}", highlight=False,
                   soft_wrap=True)
-    console.print(f"next: toxiforge annotate invite --study {shlex.quote(study.name)} -n 5 --db {shlex.quote(db)}",
-                  highlight=False, soft_wrap=True)
+    console.print(f"next: toxiforge annotate invite --study {shlex.quote(study.name)} --annotators 5 "
+                  f"--db {shlex.quote(db)}", highlight=False, soft_wrap=True)
 
 
 @annotate_app.command("invite")
 def annotate_invite(study: str = typer.Option(..., "--study", help="study id or name"), db: str = DB_OPTION,
-                    n: int = typer.Option(1, "-n", help="number of annotators"),
+                    n: int = typer.Option(1, "--annotators", help="number of annotators"),
                     base_url: str | None = typer.Option(
                         None, "--base-url", help="address annotators open (default: the one `annotate serve` "
                                                  f"recorded in --db, else {DEFAULT_SERVE_URL})")) -> None:
@@ -136,11 +136,15 @@ def annotate_export(study: str = typer.Option(..., "--study", help="study id or 
                         "annotated", "--format",
                         help="annotated (ToxiGen's per-item layout), annotations (ours, per response) or "
                              "toxigen-annotations (the hub's per-response layout)"),
-                    out: Path = typer.Option(..., "-o", "--output", help=".csv, .jsonl or .parquet")) -> None:
+                    out: Path = typer.Option(..., "-o", "--out", help=".csv, .jsonl or .parquet"),
+                    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing file.")) -> None:
     """Write the study: ToxiGen's annotated layout (per item), our annotations (per response), or ToxiGen's
     annotations layout (per response, Input.* / Answer.* / HashedWorkerId). CSV cells that would run as spreadsheet
     formulas get a leading ' (Parquet and JSONL keep the exact text)."""
+    from toxiforge._io import require_new_files
     from toxiforge.annotation.export import export_study
+
+    require_new_files(out, overwrite=overwrite)
     store = open_store(db)
     path, n = export_study(store, store.study(study).id, out, fmt)
     console.print(f"wrote {n} rows to {path}", highlight=False, soft_wrap=True)

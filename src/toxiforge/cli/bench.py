@@ -12,6 +12,7 @@ from toxiforge.cli._app import (
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
+    App,
     check_model_options,
     classifier_options,
     console,
@@ -20,7 +21,7 @@ from toxiforge.cli._app import (
 )
 from toxiforge.models.embedded import DEFAULT_LM
 
-bench_app = typer.Typer(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
+bench_app = App(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
                              "HumanVal classification (lm-evaluation-harness's toxigen task).", no_args_is_help=True)
 
 
@@ -109,7 +110,8 @@ def bench_generate(
         None, "--demonstrations", "-d", help="Instead of --prompts: build prompts from hate demonstrations."),
     groups: str | None = typer.Option(None, "--groups", help="Comma-separated groups, or 'all' for every group "
                                                                 "in the source (default: open-instruct's 14)."),
-    per_group: int = typer.Option(500, "--per-group", "-n", help="Prompts per group (open-instruct: 500)."),
+    per_group: int = typer.Option(500, "-n", "--per-group", help="Prompts per group, one continuation each: "
+                                                                 "statements per group (open-instruct: 500)."),
     select: str = typer.Option("first", "--select", help="Which N lines of a prompt file: first, or random "
                                                          "(open-instruct's seeded shuffle)."),
     select_seed: int | None = typer.Option(None, "--select-seed", help="With --select random (default 42, "

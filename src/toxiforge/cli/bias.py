@@ -7,14 +7,14 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, classifier_options, console
+from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, App, classifier_options, console
 from toxiforge.cli.debias import register_bias_commands
 from toxiforge.records import TOXIC_THRESHOLD
 
-bias_app = typer.Typer(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
+bias_app = App(help="Lexical (TOXTRIG) and dialect (AAE) bias of datasets and classifiers, as Zhou et al. "
                             "(2021) measure them.", no_args_is_help=True)
-lexicon_app = typer.Typer(help="The TOXTRIG word lists (NOI, OI, ONI).", no_args_is_help=True)
-dialect_app = typer.Typer(help="Blodgett et al.'s (2016) dialect model (p(AAE) per text).", no_args_is_help=True)
+lexicon_app = App(help="The TOXTRIG word lists (NOI, OI, ONI).", no_args_is_help=True)
+dialect_app = App(help="Blodgett et al.'s (2016) dialect model (p(AAE) per text).", no_args_is_help=True)
 bias_app.add_typer(lexicon_app, name="lexicon")
 bias_app.add_typer(dialect_app, name="dialect")
 
@@ -61,8 +61,10 @@ def measure(
                                                   "(default: AAE is the most probable dialect, as upstream)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Classifier batch size."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing --json/--markdown/--png files."),
 ) -> None:
     """Dataset bias (Table 1) and, with a classifier or predictions, classifier bias (Tables 2 and 4)."""
+    from toxiforge._io import require_new_files
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import find_dialect_model, measure_data, predictions_from_column, write_outputs
     from toxiforge.data import load_spec
@@ -70,6 +72,8 @@ def measure(
 
     if classifier and predictions:
         raise InputError("--classifier and --predictions both given", hint="pass one of them")
+    beside = markdown_out.with_suffix(".png") if markdown_out and not png_out and (classifier or predictions) else None
+    require_new_files(json_out, markdown_out, png_out, beside, overwrite=overwrite)  # the chart goes beside the .md
     labelled = load_spec(data, label_rule=label_rule, text_column=text_column, label_column=label_column)
     lex = load_bias_lexicon(lexicon, oi_list=oi_list)
     model, dialect_source = find_dialect_model(dialect_model)
@@ -156,17 +160,20 @@ def dialect_predict(
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help=_DIALECT_HELP),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of a plain table."),
     label_column: str | None = typer.Option(None, "--label-column", help="Label column of a plain table."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
 ) -> None:
     """Write text, label, group, the TOXTRIG columns and p_aae, p_hispanic, p_other, p_white per row."""
     import numpy as np
     import pyarrow as pa
 
+    from toxiforge._io import require_new_files
     from toxiforge.bias.dialect import DIALECTS, load_dialect_model, predict_dialects
     from toxiforge.bias.lexicon import tag_texts
     from toxiforge.bias.measure import find_dialect_model
     from toxiforge.data import load_spec
     from toxiforge.records import write_table
 
+    require_new_files(out, overwrite=overwrite)
     labelled = load_spec(data, text_column=text_column, label_column=label_column)
     model, source = find_dialect_model(dialect_model)
     if model is None:

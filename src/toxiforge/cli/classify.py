@@ -30,7 +30,7 @@ def classify(
     text_column: str | None = typer.Option(None, "--text-column", help="Text to score (default: generation, "
                                                                        "else text)."),
     output: Path | None = typer.Option(
-        None, "-o", "--output", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
+        None, "-o", "--out", help="Output file; its suffix picks the format (default: DATA.scored.<ext>, or "
                                      "DIR/scored.parquet for a generation directory)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch "
@@ -49,6 +49,7 @@ def classify(
     """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
     import time
 
+    from toxiforge._io import require_new_files
     from toxiforge.classifiers import default_score_column, load_classifier
     from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table
     from toxiforge.errors import InputError
@@ -58,8 +59,7 @@ def classify(
     if batch_size is not None and batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the backend's default")
     out = output if output is not None else default_output_path(data)
-    if out.exists() and not overwrite:
-        raise InputError("output file exists", path=out, hint="pass --overwrite, or choose another -o")
+    require_new_files(out, overwrite=overwrite)
     table = read_table(data)
     text = pick_text_column(table.column_names, text_column, path=data)  # fail before loading a model
     score_column = column or default_score_column(classifier)

@@ -108,7 +108,7 @@ def aflite_command(
     data: str = typer.Argument(..., help=_DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: aflite.parquet (the subset), scores.parquet, "
                                                      "aflite.json."),
-    target_size: int | None = typer.Option(None, "--target-size", "-n", help="AFLite's n: filter down to this "
+    target_size: int | None = typer.Option(None, "--target-size", help="AFLite's n: filter down to this "
                                               "many rows (default: half the data, as Zhou et al.)."),
     fraction: float | None = typer.Option(0.33, "--fraction", help="Then sample the survivors down to this share "
                                              "of the data with the original label ratio (Zhou et al.); 1 keeps "
@@ -198,7 +198,7 @@ def relabel_command(
 
     import numpy as np
 
-    from toxiforge._io import atomic_write_text
+    from toxiforge._io import atomic_write_text, require_new_files
     from toxiforge.bias.dialect import predict_dialects
     from toxiforge.bias.measure import find_dialect_model, predictions_from_column
     from toxiforge.bias.relabel import lm_translator, relabel, relabel_manifest, relabeled_table, translation_config
@@ -207,8 +207,7 @@ def relabel_command(
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
-    if out.exists() and not overwrite:
-        raise InputError("output file exists", path=out, hint="choose another -o or pass --overwrite")
+    require_new_files(out, out.with_name(f"{out.stem}.manifest.json"), overwrite=overwrite)
     if aae_column and dialect_model:
         raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
     if aae_column and aae_threshold is None:
@@ -259,9 +258,12 @@ def relabel_command(
 
 def register_bias_commands(bias_app: typer.Typer) -> None:
     """Add ``datamap``, ``aflite`` and ``relabel`` to the ``bias`` command group."""
-    bias_app.command("datamap")(datamap_command)
-    bias_app.command("aflite")(aflite_command)
-    bias_app.command("relabel")(relabel_command)
+    # click's listing keeps a docstring's first sentence, which "et al." ends: each says its own short help
+    bias_app.command("datamap", short_help="Training dynamics: easy, ambiguous and hard subsets (DataMaps).")(
+        datamap_command)
+    bias_app.command("aflite", short_help="Drop the rows linear models predict too easily (AFLite).")(aflite_command)
+    bias_app.command("relabel", short_help="Translate AAE examples and relabel them by a classifier.")(
+        relabel_command)
 
 
 

@@ -25,6 +25,7 @@ from toxiforge.cli._app import (
     RAY_SPREAD,
     TOXIC_LABEL,
     WORKERS,
+    App,
     check_model_options,
     classifier_options,
     console,
@@ -34,8 +35,8 @@ from toxiforge.cli._app import (
 )
 from toxiforge.models.embedded import DEFAULT_LM
 
-demonstrations_app = typer.Typer(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
-prompts_app = typer.Typer(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
+demonstrations_app = App(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
+prompts_app = App(help="ToxiGen-style prompts from demonstrations.", no_args_is_help=True)
 
 
 # --- demonstrations and prompts -------------------------------------------------------------------------------
@@ -87,33 +88,46 @@ def prompts_build(
     demonstrations: Path | None = typer.Option(
         None, "--demonstrations", "-d",
         help="Checkout, demonstrations/ or prompts/ folder, file or table (default: the shipped benign sets)."),
-    group: str = typer.Option(..., "--group", "-g", help="Target group (name or alias, e.g. 'middle eastern')."),
-    label: str = typer.Option(..., "--label", "-l", help="toxic (hate) or benign (neutral)."),
-    n: int = typer.Option(1000, "-n", "--num", help="Number of prompts."),
+    groups: str = typer.Option(..., "--groups", help="Comma-separated target groups (names or aliases, e.g. "
+                                                     "'middle eastern'); 'all' = ToxiGen's 13."),
+    labels: str = typer.Option(..., "--labels", help="Comma-separated: toxic (hate), benign (neutral)."),
+    n: int = typer.Option(1000, "-n", "--per-cell", help="Prompts per group × label (generate --prompts makes one "
+                                                         "statement from each)."),
     k: int = typer.Option(5, "-k", help="Demonstrations per prompt (distinct within a prompt)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same prompts."),
-    output: Path = typer.Option(..., "-o", "--output", help="Prompt file to write (upstream's format), or an "
+    output: Path = typer.Option(..., "-o", "--out", help="Prompt file to write (upstream's format), or an "
                                                             "existing folder: writes FOLDER/{hate,neutral}_GROUP_1k.txt"
                                                             ", the name generate --prompts FOLDER reads."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
-    """Build N prompts of K demonstrations for one group and label, written one per line like upstream's."""
+    """Build N prompts of K demonstrations per group × label, written one per line like upstream's."""
     from toxiforge.demonstrations.prompts import build_prompts, label_name, write_prompt_file
     from toxiforge.demonstrations.sets import get_set, load_demonstrations, load_shipped_benign
     from toxiforge.errors import InputError
+    from toxiforge.groups import TOXIGEN_GROUP_NAMES
 
     if n < 1:
         raise InputError(f"-n {n} builds no prompts", hint="use -n 1 or more")
     sets = load_shipped_benign() if demonstrations is None else load_demonstrations(demonstrations)
-    demo_set = get_set(sets, group, label)
-    prompts = build_prompts(demo_set, n, k=k, seed=seed)
-    if output.is_dir():  # a folder: the name `generate --prompts FOLDER` looks for
-        output = output / f"{'hate' if demo_set.label else 'neutral'}_{demo_set.group}_1k.txt"
-    write_prompt_file(prompts, output, overwrite=overwrite)
-    console.print(f"[green]Wrote[/] {len(prompts)} {label_name(demo_set.label)} prompts for {demo_set.group} "
-                  f"(k={k}, seed={seed}, from {len(demo_set)} demonstrations) to {output}", highlight=False)
-    console.print(f"generate from them: toxiforge generate -o runs/{output.stem} --prompts {output} --groups "
-                  f"{demo_set.group} --labels {label_name(demo_set.label)} -n {len(prompts)}", highlight=False,
+    group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else split_list(groups)
+    cells = [get_set(sets, group, label) for group in group_names for label in split_list(labels)]
+    if not cells:
+        raise InputError("no group or no label given", hint="e.g. --groups asian --labels benign")
+    if len(cells) > 1 and not output.is_dir():
+        raise InputError(f"{len(cells)} group × label cells need one prompt file each", path=output,
+                         hint="give -o an existing folder (one FOLDER/{hate,neutral}_GROUP_1k.txt per cell), or "
+                              "one group and one label")
+    for demo_set in cells:
+        prompts = build_prompts(demo_set, n, k=k, seed=seed)
+        path = output / f"{'hate' if demo_set.label else 'neutral'}_{demo_set.group}_1k.txt" if output.is_dir() \
+            else output  # a folder: the name `generate --prompts FOLDER` looks for
+        write_prompt_file(prompts, path, overwrite=overwrite)
+        console.print(f"[green]Wrote[/] {len(prompts)} {label_name(demo_set.label)} prompts for {demo_set.group} "
+                      f"(k={k}, seed={seed}, from {len(demo_set)} demonstrations) to {path}", highlight=False)
+    source = output if len(cells) > 1 else path
+    console.print(f"generate from them: toxiforge generate -o runs/{source.stem} --prompts {source} --groups "
+                  f"{','.join(dict.fromkeys(s.group for s in cells))} --labels "
+                  f"{','.join(dict.fromkeys(label_name(s.label) for s in cells))} -n {n}", highlight=False,
                   soft_wrap=True)
 
 
@@ -202,7 +216,7 @@ def generate(
     from toxiforge.errors import InputError
     from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
-    from toxiforge.pipeline import GenerationPlan, Generator, JobConfig, check_output_dir
+    from toxiforge.pipeline import GenerationPlan, Generator, JobConfig
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
@@ -219,7 +233,6 @@ def generate(
     plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
                                prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
     plan.expand()  # validate the prompt source before loading the models
-    check_output_dir(out, resume)
     api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
     alice = decoding.method == "alice"
     if api and alice:
@@ -231,6 +244,7 @@ def generate(
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
                           ray=ray_run, progress=progress)
+    generator.check(plan, decoding, out, resume)  # the output folder and a resume's plan, before a model loads
     if api:  # a server: cheap to open here, to check it
         lm = generator.language_model()
         fitted = generator.fit(decoding)

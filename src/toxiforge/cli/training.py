@@ -11,6 +11,7 @@ from toxiforge.cli._app import (
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
+    App,
     classifier_options,
     console,
     err_console,
@@ -22,7 +23,7 @@ from toxiforge.models.embedded import DEFAULT_ENCODER
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
-experiment_app = typer.Typer(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
+experiment_app = App(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
                                   "debiasing comparison).", no_args_is_help=True)
 
 
@@ -210,7 +211,7 @@ def evaluate_command(
     toxic_label: str | None = TOXIC_LABEL,
     on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
     out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
-                                                                     "evaluation.md, roc.png; replaced)."),
+                                                                     "evaluation.md, roc.png)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated labels: sum "
                                    "(toxicity_ai + toxicity_human > 5.5, upstream) or max (max > 3, the paper)."),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of plain tables."),
@@ -218,12 +219,15 @@ def evaluate_command(
     split: str | None = typer.Option(None, "--split", help="Split for hub sources and DynaHate (default test)."),
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
 ) -> None:
     """ROC AUC of a classifier per dataset, per group and per generation method (Table 7); JSON, Markdown, PNG."""
+    from toxiforge._io import require_empty_dir
     from toxiforge.classifiers import load_classifier
     from toxiforge.data import load_specs
     from toxiforge.training.evaluate import evaluate, write_report
 
+    require_empty_dir(out, overwrite)
     datasets = load_specs(_specs(on), label_rule=label_rule, text_column=text_column, label_column=label_column,
                           split=split)
     with console.status(f"loading {classifier}"):

@@ -81,7 +81,8 @@ def parse_file_name(name: str, *, where: str | Path | None = None) -> tuple[str,
     word, sep, rest = stem.partition("_")
     if not sep or not word or not rest:
         raise InputError(f"cannot tell group and label from the file name {name!r}", path=where,
-                         hint=f"name it {NAME_PATTERN}, or give the group and label explicitly")
+                         hint=f"rename it {NAME_PATTERN} (e.g. neutral_asian.txt), or put the statements in a table "
+                              "(.csv, .jsonl or .parquet) with text, group and label columns")
     try:
         label = parse_label(word)
     except InputError as exc:

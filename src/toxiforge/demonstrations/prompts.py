@@ -287,8 +287,8 @@ def select_prompts(source: str | Path, group: str, label: int, n: int | None = N
         folder = path if path.is_dir() else path.parent
         word, prefix = label_word(label), "hate" if label else "neutral"
         raise InputError(f"no prompt file for group {group!r}, label {word}", path=source,
-                         hint=f"build one with `toxiforge prompts build -d DEMONSTRATIONS --group {group} "
-                              f"--label {word} -o {folder / f'{prefix}_{group}_1k.txt'}`, or drop that "
+                         hint=f"build one with `toxiforge prompts build -d DEMONSTRATIONS --groups {group} "
+                              f"--labels {word} -o {folder / f'{prefix}_{group}_1k.txt'}`, or drop that "
                               "group or label from --groups/--labels")
     lines = [text for f in files[(group, label)] for _, text in read_lines(f)]
     order = list(range(len(lines)))

@@ -56,6 +56,21 @@ class Generator:
         lm = self.language_model()
         return replace(decoding, candidates=min(decoding.candidates, lm.top_logprobs()))
 
+    def check(self, plan: GenerationPlan, decoding: Any, out: str | Path, resume: bool) -> None:
+        """Refuse, before any model loads, what :meth:`run` would refuse only after loading them: an output folder
+        that cannot be written, and a ``resume`` whose plan (groups, labels, -n, prompt source, k, seed), shard
+        size, format or top-k decoding differ from the run's (ALICE's settings name its classifier, so they, the
+        model and the classifier are compared once those load)."""
+        # job.py's own resume check, given the part of the run's fingerprint that needs no model (issue 33)
+        from toxiforge.decoding import make_decoder
+        from toxiforge.pipeline.job import _prepare_dir
+
+        known: dict[str, Any] = {"plan": plan.to_dict(), "shard_size": self.job.shard_size, "format": self.job.format}
+        if getattr(decoding, "method", None) != "alice":
+            decoder = make_decoder(decoding)
+            known.update(method=decoder.method, decoding=decoder.settings(), num_return=decoder.num_return)
+        _prepare_dir(Path(out), known, resume)
+
     def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: str | Path | None = None,
             classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None) -> JobResult:
         """Generate ``plan`` with the decoder of ``decoding`` (a config from

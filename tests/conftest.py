@@ -11,7 +11,29 @@ from pathlib import Path
 
 import pytest
 
+# ../shared/data beside the repository: real published data sets that tests read in place (never copied here)
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
 pytest_plugins = ["pytester"]  # tests/models/test_llama_server.py runs small test modules of its own
+
+
+def shared_file(*parts: str) -> Path:
+    """A file or folder of ../shared/data, or skip the test saying why."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared data of the toxiforge workspace, read in place; see its README)")
+    return path
+
+
+def write_csv(path, header, rows, delimiter=","):
+    """A CSV (or, with ``delimiter="\\t"``, TSV) file of ``header`` and ``rows``, written as a published file is."""
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter=delimiter)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
 
 
 def pytest_configure(config):

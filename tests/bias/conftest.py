@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from conftest import shared_file  # noqa: F401  (the suite's one helper, in tests/conftest.py, for the bias tests)
 
 
 @pytest.fixture(autouse=True)
@@ -16,10 +14,3 @@ def _bias_cache(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Resource, "default_dir", lambda self: tmp_path / "bias-cache" / self.name)
 
-
-def shared_file(*parts: str) -> Path:
-    """A file or folder of ../shared/data, or skip the test saying why."""
-    path = SHARED.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent (the shared data of the toxiforge workspace; see docs/bias.md)")
-    return path

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import write_csv
 from toxiforge.data import (
     Example,
     annotated_label,
@@ -26,15 +26,6 @@ from toxiforge.data import (
 from toxiforge.data.toxigen import ANNOTATED_COLUMNS
 from toxiforge.errors import InputError
 from toxiforge.records import Row, write_rows
-
-
-def write_csv(path, header, rows, delimiter=","):
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter=delimiter)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return path
-
 
 # (toxicity_ai, toxicity_human) -> (label under "sum", label under "max")
 SCORES = [((3.0, 3.0), (1, 0)), ((4.0, 1.0), (0, 1)), ((1.0, 1.0), (0, 0)), ((5.0, 4.7), (1, 1))]

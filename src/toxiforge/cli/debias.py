@@ -25,7 +25,7 @@ from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH (KIND: toxigen-annotated, toxigen-train, toxiforge, sbf, ihc, dynahate, "
-              "table); several separated by commas are concatenated.")
+              "hatecheck, davidson (#hate: hate speech only), table); several separated by commas are concatenated.")
 
 
 def training_settings(*, paper: bool = False, **given: Any) -> dict[str, Any]:

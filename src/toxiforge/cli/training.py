@@ -45,7 +45,8 @@ def _train_config(base_model: str, tokenizer: str | None, epochs: float, max_ste
 _BASE_MODEL_HELP = ("Encoder to fine-tune: all-minilm-l6-v2 (embedded, offline), hatebert, toxdect-roberta, a model "
                     "directory or a hub id.")
 _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-annotated (humanval), toxigen-train, "
-              "toxiforge, sbf, ihc, dynahate or table; without KIND the layout is told from the columns. Repeat "
+              "toxiforge, sbf, ihc, dynahate, hatecheck, davidson (davidson:PATH#hate: hate speech only) or table; "
+              "without KIND the layout is told from the columns. Repeat "
               "the option or separate with commas.")
 
 

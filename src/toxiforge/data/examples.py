@@ -2,7 +2,9 @@
 
 An :class:`Example` is ``(text, label, group, method)``: ``label`` 1 = toxic/hateful/offensive, 0 = benign;
 ``group`` the target group where the data names one (canonical toxiforge name when it resolves, else the raw
-value); ``method`` ``"top-k"`` or ``"ALICE"`` for machine-generated rows. Helpers here read tables (CSV/TSV with
+value); ``method`` ``"top-k"`` or ``"ALICE"`` for machine-generated rows; ``meta`` the dataset's own per-row
+fields that have no place above (HateCheck's functional test, Davidson et al.'s annotator votes), read back with
+:meth:`LabeledData.meta_column`. Helpers here read tables (CSV/TSV with
 quoted newlines, JSONL, Parquet, generation directories), check columns and turn label values into 0/1 with
 errors that name the file, the column and the values found.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +30,15 @@ _FALSE_WORDS = {"0", "false", "no", "benign", "neutral", "nothate", "not_hate", 
 class Example:
     """One labelled text: ``label`` 1 = toxic, 0 = benign; ``group`` and ``method`` when the data has them;
     ``row`` the 0-based row of the source table it came from (loaders that read one table row per example set
-    it, so other columns of that table can be lined up with the examples; not part of equality)."""
+    it, so other columns of that table can be lined up with the examples; not part of equality); ``meta`` the
+    dataset's own per-row fields by name (None when the loader keeps none; not part of equality)."""
 
     text: str
     label: int
     group: str | None = None
     method: str | None = None
     row: int | None = field(default=None, compare=False)
+    meta: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -71,6 +75,16 @@ class LabeledData:
     def values(self, attribute: str) -> list[str]:
         """The distinct non-null ``group`` or ``method`` values, sorted."""
         return sorted({v for v in (getattr(e, attribute) for e in self.examples) if v is not None})
+
+    def meta_column(self, key: str) -> list[Any]:
+        """``Example.meta[key]`` of every example, in order (None where an example lacks it); an InputError when
+        no example has ``key``, naming the keys this data has."""
+        if not any(e.meta and key in e.meta for e in self.examples):
+            keys = sorted({k for e in self.examples if e.meta for k in e.meta})
+            raise InputError(f"no per-row field {key!r} in the {self.layout} data; its fields are {keys or 'none'}",
+                             path=self.source, hint="use one of those fields (HateCheck and Davidson loaders keep "
+                                                    "theirs; other layouts keep none)")
+        return [e.meta.get(key) if e.meta else None for e in self.examples]
 
     def describe(self) -> dict[str, Any]:
         """Name, layout, source, counts, methods and groups, skipped rows and notes (for JSON reports)."""
@@ -195,13 +209,14 @@ def read_any_table(path: str | Path):
 
 
 def require_columns(columns: Iterable[str], needed: Sequence[str], *, layout: str,
-                    path: str | Path | None) -> None:
-    """InputError naming the missing columns and the columns found."""
+                    path: str | Path | None, hint: str | None = None) -> None:
+    """InputError naming the missing columns and the columns found; ``hint`` (e.g. which published file has the
+    layout) replaces the generic advice."""
     found = list(columns)
     missing = [c for c in needed if c not in found]
     if missing:
         raise InputError(f"missing column(s) {missing} for the {layout} layout; the columns found are {found}",
-                         path=path, hint="check the file, or name its columns (--text-column/--label-column)")
+                         path=path, hint=hint or "check the file, or name its columns (--text-column/--label-column)")
 
 
 def column(table: Any, name: str) -> list[Any]:

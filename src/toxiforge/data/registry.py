@@ -1,24 +1,33 @@
-"""Dataset specs for the command line: ``[NAME=][KIND:]PATH`` or ``KIND:hub``.
+"""Dataset specs for the command line: ``[NAME=][KIND:]PATH[#OPTION]`` or ``KIND:hub``.
 
 ``KIND`` is one of :data:`KINDS` (aliases in :data:`ALIASES`): ``toxigen-annotated`` (alias ``humanval``),
-``toxigen-train``, ``toxiforge``, ``sbf``, ``ihc``, ``dynahate``, ``table``. ``KIND:hub`` (or a bare ``KIND``)
-loads the data from its usual online source. A bare ``PATH`` is read once and its layout told from its columns
-(:func:`detect_layout`). ``NAME=`` renames the dataset in reports, e.g. ``"SBF=sbf:SBIC.v2.tst.csv"``.
+``toxigen-train``, ``toxiforge``, ``sbf``, ``ihc``, ``dynahate``, ``hatecheck``, ``davidson``, ``table``,
+``demonstrations``. ``KIND:hub`` (or a bare ``KIND``) loads the data from its usual online source (HateCheck and
+Davidson from GitHub at the commit :mod:`toxiforge.data.hatecheck` / :mod:`toxiforge.data.davidson` pin). A bare
+``PATH`` is read once and its layout told from its columns (:func:`detect_layout`). ``NAME=`` renames the dataset
+in reports, e.g. ``"SBF=sbf:SBIC.v2.tst.csv"``. ``#OPTION`` picks a variant of the kinds in :data:`OPTIONS`, the
+only one today being Davidson et al.'s label rule: ``#toxic`` (hate speech or offensive, the default) or
+``#hate`` (hate speech only); any other kind, or an unknown rule, is an error that lists what is accepted.
 
 Examples: ``humanval:annotated_test.parquet``, ``sbf:SBIC.v2.tst.csv``, ``ihc:implicit_hate_v1_stg1_posts.tsv``,
-``dynahate:hub``, ``runs/alice`` (a toxiforge generation directory), ``table:mine.csv``,
+``dynahate:hub``, ``hatecheck:test_suite_cases.csv`` (HateCheck, hateful = 1, ``target_ident`` as the group, the
+functional test kept per row), ``davidson:labeled_data.csv`` and ``davidson:labeled_data.csv#hate`` (Davidson et
+al. 2017, annotator votes kept per row), ``runs/alice`` (a toxiforge generation directory), ``table:mine.csv``,
 ``demonstrations:toxigen-upstream`` (demonstration sentence files, hate_* = 1; a folder holding
 ``demonstrations/`` is detected).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
+from toxiforge.data.davidson import DAVIDSON_RULES, DEFAULT_RULE, load_davidson
 from toxiforge.data.examples import LabeledData, read_any_table
+from toxiforge.data.hatecheck import load_hatecheck
 from toxiforge.data.tables import load_table
 from toxiforge.data.toxigen import (
     is_demonstration_folder,
@@ -28,13 +37,17 @@ from toxiforge.data.toxigen import (
 )
 from toxiforge.errors import InputError
 
-KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "table",
-                          "demonstrations")
+KINDS: tuple[str, ...] = ("toxigen-annotated", "toxigen-train", "toxiforge", "sbf", "ihc", "dynahate", "hatecheck",
+                          "davidson", "table", "demonstrations")
 ALIASES: dict[str, str] = {
     "humanval": "toxigen-annotated", "toxigen-humanval": "toxigen-annotated", "toxigen-val": "toxigen-annotated",
     "annotated": "toxigen-annotated", "toxigen": "toxigen-train", "socialbiasframes": "sbf",
-    "implicit-hate": "ihc", "implicithate": "ihc",
+    "implicit-hate": "ihc", "implicithate": "ihc", "davidson2017": "davidson",
 }
+# kind -> the #OPTION values its specs take
+OPTIONS: dict[str, tuple[str, ...]] = {"davidson": tuple(DAVIDSON_RULES)}
+# a trailing #word (no dot, so "notes#2.csv" stays a file name)
+_OPTION = re.compile(r"#([A-Za-z][\w-]*)$")
 
 
 def _kind(text: str) -> str | None:
@@ -56,6 +69,10 @@ def detect_layout(columns: Sequence[str]) -> str:
         return "ihc"
     if {"text", "label", "split"} <= cols and ("acl.id" in cols or "round.base" in cols):
         return "dynahate"
+    if {"functionality", "test_case", "label_gold"} <= cols:
+        return "hatecheck"
+    if {"tweet", "class", "hate_speech", "offensive_language", "neither"} <= cols:
+        return "davidson"
     return "table"
 
 
@@ -78,14 +95,29 @@ def parse_spec(spec: str) -> tuple[str | None, str | None, str | None]:
     return name, None, text
 
 
+def split_option(spec: str) -> tuple[str, str | None]:
+    """``(spec without its #OPTION, OPTION)``, or ``(spec, None)`` when it has none or when the text with the
+    ``#word`` names an existing file or folder (which is then read as it is)."""
+    text = spec.strip()
+    match = _OPTION.search(text)
+    if match is None:
+        return text, None
+    tails = (text, text.split("=", 1)[-1], text.rsplit(":", 1)[-1])
+    if any(Path(tail.strip()).expanduser().exists() for tail in tails):
+        return text, None
+    return text[:match.start()], match.group(1)
+
+
 def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = None,
               label_column: str | None = None, split: str | None = None) -> LabeledData:
     """Load one dataset spec (see the module docstring).
 
     ``label_rule`` applies to ToxiGen annotated data; ``label_column`` to tables and to ToxiGen train/toxiforge
-    data (default ``prompt_label``); ``text_column`` to tables; ``split`` to hub sources and DynaHate.
+    data (default ``prompt_label``); ``text_column`` to tables; ``split`` to hub sources and DynaHate. Davidson et
+    al.'s label rule comes with the spec (``davidson:PATH#hate``), not from ``label_rule``.
     """
-    name, kind, path = parse_spec(spec)
+    text, option = split_option(spec)
+    name, kind, path = parse_spec(text)
     if path is not None and not Path(path).expanduser().exists():
         raise InputError("no such file or directory", path=path,
                          hint=f"check the path; known kinds for KIND:PATH or KIND:hub are {', '.join(KINDS)}")
@@ -94,6 +126,10 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
     if kind is None:
         assert path is not None, "parse_spec gives a path whenever it gives no kind"
         kind = detect_layout(read_any_table(path).column_names)
+    if option is not None and kind not in OPTIONS:
+        accepted = "; ".join(f"{k}: #{', #'.join(v)}" for k, v in OPTIONS.items())
+        raise InputError(f"the {kind} kind takes no #{option} option (in {spec!r})",
+                         hint=f"drop #{option}; the kinds with options are {accepted}")
     loaders: dict[str, Callable[[], Any]] = {
         "toxigen-annotated": lambda: load_toxigen_annotated(path, split=split or "test", rule=label_rule,
                                                             name=name),
@@ -102,6 +138,8 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
         "sbf": lambda: load_sbf(path, split=split or "test", name=name),
         "ihc": lambda: load_ihc(path, name=name),
         "dynahate": lambda: load_dynahate(path, split=split or "test", name=name),
+        "hatecheck": lambda: load_hatecheck(path, name=name),
+        "davidson": lambda: load_davidson(path, rule=option or DEFAULT_RULE, name=name),
         "table": lambda: _table(path, text_column, label_column, name),
         "demonstrations": lambda: _demonstrations(path, name),
     }

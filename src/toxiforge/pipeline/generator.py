@@ -63,13 +63,13 @@ class Generator:
         model and the classifier are compared once those load)."""
         # job.py's own resume check, given the part of the run's fingerprint that needs no model (issue 33)
         from toxiforge.decoding import make_decoder
-        from toxiforge.pipeline.job import _prepare_dir
+        from toxiforge.pipeline.manifest import prepare_dir
 
         known: dict[str, Any] = {"plan": plan.to_dict(), "shard_size": self.job.shard_size, "format": self.job.format}
         if getattr(decoding, "method", None) != "alice":
             decoder = make_decoder(decoding)
             known.update(method=decoder.method, decoding=decoder.settings(), num_return=decoder.num_return)
-        _prepare_dir(Path(out), known, resume)
+        prepare_dir(Path(out), known, resume)
 
     def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: str | Path | None = None,
             classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None) -> JobResult:

@@ -106,7 +106,7 @@ def check_output_dir(out_dir: str | Path, resume: bool) -> None:
                          hint="choose the directory of the run to resume")
 
 
-def _prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
+def prepare_dir(out_dir: Path, fingerprint: dict, resume: bool) -> dict | None:
     """Check the output directory; return the old manifest when resuming."""
     check_output_dir(out_dir, resume)
     manifest_path = out_dir / MANIFEST
@@ -201,7 +201,7 @@ def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, confi
     out_dir = Path(out_dir)
     items = plan.expand()  # reads every prompt source first: bad input fails before anything is written
     fingerprint = _fingerprint(plan, models, config)
-    old = _prepare_dir(out_dir, fingerprint, resume)
+    old = prepare_dir(out_dir, fingerprint, resume)
     shards = [items[i:i + config.shard_size] for i in range(0, len(items), config.shard_size)]
     todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
     manifest = old or {

@@ -1,0 +1,113 @@
+"""Tokens/s of the embedded SmolLM2 GGUF through llama-cpp-python's server: two builds of llama-cpp-python side by side.
+
+``make llama-cpp`` builds llama-cpp-python without native-CPU code (``GGML_NATIVE=OFF``: AVX2/FMA/F16C, no AVX-512 or
+AMX), because a native build died by SIGILL on a cloud VM. This measures what that costs: the same server command on
+the same GGUF, once with this virtualenv's llama-cpp-python and once with another build installed elsewhere
+(``pip install --target DIR --no-deps WHEEL``), started one after the other and measured alternately.
+
+* prompt tokens/s: a ~100-token prompt, 1 new token (a new leading word each time, so no cached prefix is reused);
+* generation tokens/s: 48 new tokens, greedy, after a short prompt (tokens from the server's ``usage``).
+
+Each side's server runs with ``--threads`` threads. Medians over ``--repeats`` alternating rounds are printed, with
+the ratio other/this.
+
+    python benchmarks/llama_build_speed.py --other-site /tmp/llama-native --other-name native --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from toxiforge._net import free_port, wait_until_answering
+from toxiforge.models.embedded import smollm2_gguf
+
+WORDS = ("Morning", "Evening", "Today", "Later", "Meanwhile", "Elsewhere", "Again", "Finally", "Also", "Still")
+PROMPT = (" report for the coastal towns: light rain in the morning, a dry afternoon and a cool, clear evening with"
+          " a gentle wind from the west. The harbour stays open, the ferries run on time and the market opens at"
+          " eight. Visitors are asked to bring a coat, since the temperature drops quickly after sunset, and to"
+          " check the timetable before they travel.")
+
+
+def start(site: str | None, threads: int, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = dict(os.environ)
+    if site:
+        env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
+                             "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx",
+                             "2048", "--n_threads", str(threads), "--verbose", "False"],
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    wait_until_answering(proc, f"{url}/models", timeout=300, what="llama_cpp.server", log=log)
+    return proc, url
+
+
+def timed(url: str, prompt: str, max_tokens: int) -> tuple[int, float]:
+    started = time.perf_counter()
+    r = httpx.post(f"{url}/completions", json={"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens,
+                                               "temperature": 0.0}, timeout=600)
+    r.raise_for_status()
+    usage = r.json()["usage"]
+    return usage["prompt_tokens" if max_tokens == 1 else "completion_tokens"], time.perf_counter() - started
+
+
+def measure(url: str, round_: int) -> tuple[float, float]:
+    tokens, seconds = timed(url, WORDS[round_ % len(WORDS)] + PROMPT, 1)
+    prompt_rate = tokens / seconds
+    tokens, seconds = timed(url, f"{WORDS[round_ % len(WORDS)]}: a list of ten colours.\n1.", 48)
+    return prompt_rate, tokens / seconds
+
+
+def installed_from(site: str | None) -> str:
+    env = dict(os.environ)
+    if site:
+        env["PYTHONPATH"] = site
+    return subprocess.run([sys.executable, "-c", "import llama_cpp; print(llama_cpp.__file__)"], env=env,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--other-site", required=True, help="a folder holding another llama-cpp-python build")
+    parser.add_argument("--other-name", default="other", help="its name in the table")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    sides = {"this venv": None, args.other_name: args.other_site}
+    for name, site in sides.items():
+        print(f"{name}: {installed_from(site)}")
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = {name: start(site, args.threads, Path(tmp) / f"{i}.log")
+                   for i, (name, site) in enumerate(sides.items())}
+        try:
+            for _, url in servers.values():
+                measure(url, 99)  # warm-up: first-request allocations
+            for r in range(args.repeats):
+                for name, (_, url) in servers.items():
+                    results[name].append(measure(url, r))
+        finally:
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(30)
+    print(f"\nmedians over {args.repeats} alternating rounds, {args.threads} thread(s):")
+    print(f"{'build':<12} {'prompt tok/s':>13} {'gen tok/s':>10}")
+    med = {name: (statistics.median(p for p, _ in rows), statistics.median(g for _, g in rows))
+           for name, rows in results.items()}
+    for name, (p, g) in med.items():
+        print(f"{name:<12} {p:>13.1f} {g:>10.1f}")
+    (p0, g0), (p1, g1) = med.values()
+    print(f"ratio {args.other_name}/this venv: prompt {p1 / p0:.2f}x, generation {g1 / g0:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -6,6 +6,7 @@ Nothing is downloaded; the model is built from a config in-process and takes wel
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -52,6 +53,16 @@ def pytest_configure(config):
     os.environ["TOXIFORGE_CACHE"] = str(cache)
     os.environ["TOXIFORGE_TEST_CACHE_SET"] = "1"
     config._toxiforge_test_cache = cache
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test that fails while its llama.cpp server has died fails with the server's exit signal and log tail
+    (tests/models/llama_server.py; loaded only where the server tests run)."""
+    servers = sys.modules.get("llama_server")
+    if servers is None:
+        return (yield)
+    return (yield from servers.fail_with_server_death(item))
 
 
 def pytest_unconfigure(config):

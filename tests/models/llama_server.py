@@ -11,7 +11,7 @@ moves to, which is why the wheel is kept under a name that says how it was built
 
 For the tests: :class:`LlamaServer` (start checks a real completion, not only ``/v1/models``) and
 :class:`SharedServer` (one server per module: the first test that meets a dead server fails with the exit signal and
-the log's last lines, the rest skip at once instead of retrying for minutes each).
+the log's last lines (:func:`fail_with_server_death`), the rest skip at once instead of retrying for minutes each).
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class SharedServer:
 
     def __init__(self, server: LlamaServer):
         self.server, self.error, self.reported = server, None, False
-        server.shared = self  # type: ignore[attr-defined]  -- tests/models/conftest.py finds it from the test
+        server.shared = self  # type: ignore[attr-defined]  -- fail_with_server_death finds it from the test
 
     def get(self) -> LlamaServer:
         if self.error is None and self.server.proc is None:
@@ -230,6 +230,22 @@ class SharedServer:
         if death is not None:
             self.error, self.reported = death, True
         return death
+
+
+def fail_with_server_death(item):
+    """The body of a ``pytest_runtest_call`` hook wrapper (tests/conftest.py delegates to it): a test that fails
+    while the module's server has died fails with the server's exit signal and log tail, not the client's connection
+    error; the module's later tests then skip at once (:meth:`SharedServer.get`)."""
+    try:
+        return (yield)
+    except Exception as exc:
+        for value in getattr(item, "funcargs", {}).values():
+            shared = getattr(value, "shared", None) if isinstance(value, LlamaServer) else None
+            death = shared.died_during_test() if shared is not None else None
+            if death is not None:
+                raise pytest.fail.Exception(f"{death}\n(the test failed with {type(exc).__name__}: {exc})",
+                                            pytrace=False) from None
+        raise
 
 
 if __name__ == "__main__":

@@ -83,8 +83,14 @@ def test_a_server_that_dies_at_its_first_completion_is_named_with_the_signal(tmp
 
 def run_module(pytester, fake: Path, ok: int):
     """Run a three-test module against a fake server that completes ``ok`` requests (one is start's check)."""
-    pytester.makeconftest((HERE / "conftest.py").read_text())
-    pytester.makepyfile(llama_server=(HERE / "llama_server.py").read_text())
+    pytester.makeconftest("""
+import pytest
+import llama_server
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from llama_server.fail_with_server_death(item))
+""")
     pytester.makepyfile(test_fake=f'''
 import sys
 import httpx
@@ -114,7 +120,7 @@ def test_two(server):
 def test_three(server):
     ask(server)
 ''')
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA")
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rA")  # this session's llama_server module
 
 
 def test_a_module_whose_server_cannot_start_reports_once_and_skips_the_rest(pytester, tmp_path):

@@ -23,7 +23,7 @@ from toxiforge.models.openai_lm import OpenAILM, TokenTable, parse_spec
 # llama-cpp-python's server decodes one request at a time; on a busy shared machine a queued request can wait
 # minutes, so the tests give each request a long timeout (the retry tests set their own short delays). A refused
 # connection is retried only briefly: the shared server never restarts, so one that refuses has died, and the test
-# fails at once with the server's exit signal (tests/models/conftest.py) instead of retrying for minutes.
+# fails at once with the server's exit signal (llama_server.fail_with_server_death) instead of retrying for minutes.
 PATIENT = RetryPolicy(timeout=900.0, deadline=1800.0, max_attempts=3, max_delay=1.0)
 # The test that kills and restarts its own server waits for the restart (the default policy's ~5 minutes).
 THROUGH_RESTART = RetryPolicy(timeout=900.0, deadline=1800.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,7 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
             log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
             where = f"{c.name} on {data.name}"
             try:
-                scores = cache.score(key, data_keys[data.name], data.texts, lambda t, clf=clf: score_texts(clf, t),
+                scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, clf),
                                      {"classifier": c.name, **info[c.name], "dataset": data.describe()})
             except KeyboardInterrupt as exc:
                 raise AuditInterrupted(cache.finished(), Path(out)) from exc

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from conftest import write_csv
 from toxiforge.audit import scores as score_module
-from toxiforge.cli import app
 from toxiforge.classifiers.wrap import CallableClassifier
+from toxiforge.cli import app
 
 runner = CliRunner()
 TESTS = [("ident_neutral_nh", "non-hateful"), ("derog_neg_emote_h", "hateful"), ("spell_leet_h", "hateful"),

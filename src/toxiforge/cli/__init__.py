@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from toxiforge.cli import analysis, annotate, bench, bias, classify, generate, harden, training
+from toxiforge.cli import analysis, annotate, audit, bench, bias, classify, generate, harden, training
 from toxiforge.cli._app import app, console, err_console
 from toxiforge.errors import Interrupted, ToxiforgeError, ToxiforgeWarning
 
@@ -27,6 +27,7 @@ training.register(app)
 harden.register(app)
 annotate.register(app)
 bias.register(app)
+audit.register(app)
 bench.register(app)
 
 

@@ -1,0 +1,53 @@
+"""Comparison of two or more classifiers on the same rows: every headline number's difference from the first
+classifier with a paired bootstrap interval (:func:`~toxiforge.audit.bootstrap.paired_difference`), and a verdict
+per section: ``better``/``worse`` when every difference whose interval excludes 0 points that way, ``mixed`` when
+they disagree, ``no difference shown`` when every interval crosses 0."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from toxiforge.audit.bootstrap import Estimate, paired_difference
+
+# section -> headline metric -> whether higher is better
+HEADLINES: dict[str, dict[str, bool]] = {
+    "accuracy": {"roc_auc": True, "pr_auc": True, "f1": True, "accuracy": True, "fpr_at_95_tpr": False},
+    "groups": {"final_score": True},
+    "hatecheck": {"overall": True, "over_blocking": False, "obfuscation_accuracy": True},
+    "calibration": {"ece": False, "brier": False},
+}
+NO_DIFFERENCE = "no difference shown"
+
+
+def headline(sections: Mapping[str, Any], section: str, metric: str) -> Estimate | None:
+    value = sections.get(section, {}).get(metric) if isinstance(sections.get(section), Mapping) else None
+    return value if isinstance(value, Estimate) else None
+
+
+def compare(base: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{section: {"metrics": {metric: {"difference": Estimate, "shown": bool, "better": bool | None}},
+    "verdict": str}}`` for ``other`` against ``base`` (the sections of one dataset)."""
+    out: dict[str, dict[str, Any]] = {}
+    for section, metrics in HEADLINES.items():
+        rows: dict[str, Any] = {}
+        for metric, higher in metrics.items():
+            a, b = headline(base, section, metric), headline(other, section, metric)
+            if a is None or b is None:
+                continue
+            diff = paired_difference(a, b)
+            shown = diff.excludes_zero()
+            better = None if not shown or diff.value is None else (diff.value > 0) == higher
+            rows[metric] = {"difference": diff, "shown": shown, "better": better}
+        if rows:
+            out[section] = {"metrics": rows, "verdict": verdict([r["better"] for r in rows.values()])}
+    return out
+
+
+def verdict(better: list[bool | None]) -> str:
+    shown = {b for b in better if b is not None}
+    if not shown:
+        return NO_DIFFERENCE
+    if len(shown) == 2:
+        return "mixed"
+    return "better" if shown == {True} else "worse"

@@ -1,0 +1,166 @@
+"""``report.json`` (schema in docs/audit.md) and ``report.md`` of an audit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toxiforge.audit.bootstrap import LEVEL, Estimate
+from toxiforge.audit.compare import HEADLINES, NO_DIFFERENCE
+from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, GroupStats
+from toxiforge.audit.run import AuditResult
+
+SCHEMA = "toxiforge.audit/1"
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready: estimates as ``{value, low, high}``, NaN as null."""
+    if isinstance(value, (Estimate, GroupStats)):
+        return plain(value.to_dict())
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return None if not np.isfinite(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def to_json(result: AuditResult) -> dict[str, Any]:
+    s = result.settings
+    return {
+        "schema": SCHEMA,
+        "settings": {"bootstrap": s.n_boot, "seed": s.seed, "level": LEVEL, "threshold": s.threshold,
+                     "ece_bins": ECE_BINS, "power": POWER, "dialect": result.lexical_note},
+        "classifiers": [{"name": c.name, **result.info[c.name]} for c in result.classifiers],
+        "datasets": [d.describe() for d in result.datasets],
+        "results": {c.name: {d.name: result.pair(c.name, d.name).sections for d in result.datasets}
+                    for c in result.classifiers},
+        "comparison": {d: {c: {sec: {"verdict": v["verdict"],
+                                     "metrics": {m: {**r["difference"].to_dict(), "shown": r["shown"],
+                                                     "better": r["better"]} for m, r in v["metrics"].items()}}
+                               for sec, v in by_clf.items()} for c, by_clf in per_data.items()}
+                       for d, per_data in result.comparison.items()},
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
+
+
+def write_json(result: AuditResult) -> str:
+    return json.dumps(plain(to_json(result)), indent=2, allow_nan=False) + "\n"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |"
+                                                                            for r in rows]
+
+
+def _cell(value: Any, digits: int = 3) -> str:
+    if isinstance(value, Estimate):
+        return value.cell(digits)
+    return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = None) -> str:
+    """The report as Markdown; ``figures`` (name -> relative PNG path) are linked where they belong."""
+    figures = figures or {}
+    names = [c.name for c in result.classifiers]
+    lines = [f"# Audit: {', '.join(names)}", "",
+             f"Numbers are point values with bootstrap {LEVEL:.0%} intervals [low, high] ({result.settings.n_boot} "
+             f"resamples, seed {result.settings.seed}); decision rule P(toxic) > {result.settings.threshold}.", ""]
+    if len(names) > 1:
+        lines += ["## Verdict", "", f"Each classifier against {names[0]} (paired bootstrap on the same rows; "
+                  f"'{NO_DIFFERENCE}': every interval crosses 0).", ""]
+        rows = [[d, c, sec, v["verdict"]] for d, per in result.comparison.items() for c, secs in per.items()
+                for sec, v in secs.items()]
+        lines += _table(["dataset", "classifier", "section", "verdict"], rows) + [""]
+    for data in result.datasets:
+        d = data.name
+        counts = data.counts()
+        lines += [f"## {d}", "", f"{counts['n']} rows ({counts['toxic']} toxic, {counts['benign']} benign); "
+                  f"{data.layout} from {data.source}.", ""]
+        lines += ["### Accuracy", ""] + _table(["classifier", *HEADLINES["accuracy"]], [
+            [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in HEADLINES["accuracy"])] for c in names])
+        if f"roc:{d}" in figures:
+            lines += ["", f"![ROC curves]({figures[f'roc:{d}']})"]
+        lines += ["", "### Groups", ""]
+        first = result.pair(names[0], d).sections["groups"]
+        if "note" in first:
+            lines += [first["note"] + ": no group section.", ""]
+        else:
+            lines += _table(["classifier", "Jigsaw final score"], [
+                [c, _cell(result.pair(c, d).sections["groups"]["final_score"])] for c in names]) + [""]
+            for c in names:
+                by_group = result.pair(c, d).sections["groups"]["by_group"]
+                lines += [f"{c}:", ""] + _table(["group", "n", "toxic", "AUC", "FPR", "FNR", *BIAS_AUCS], [
+                    [g, str(s.n), str(s.toxic), *(_cell(s.metrics[m]) for m in ("auc", "fpr", "fnr", *BIAS_AUCS))]
+                    for g, s in by_group.items()]) + [""]
+            if f"groups:{d}" in figures:
+                lines += [f"![bias AUCs]({figures[f'groups:{d}']})", ""]
+        if "hatecheck" in result.pair(names[0], d).sections:
+            lines += _hatecheck(result, d, names, figures)
+        lines += ["### Lexical and dialect bias (Zhou et al.)", "", "FPR on the benign rows of each slice.", ""]
+        lex = [result.pair(c, d).sections["lexical"] for c in names]
+        keys = list(lex[0]["fpr"])
+        lines += _table(["classifier", *(f"FPR {k.upper()} (n benign {lex[0]['n_benign'][k]})" for k in keys)],
+                        [[c, *(_cell(x["fpr"][k]) for k in keys)] for c, x in zip(names, lex)])
+        lines += [""] + [f"* {n}" for n in lex[0]["notes"]] + [""]
+        lines += ["### Calibration", ""] + _table(["classifier", f"ECE ({ECE_BINS} bins)", "Brier"], [
+            [c, *(_cell(result.pair(c, d).sections["calibration"][m]) for m in ("ece", "brier"))] for c in names])
+        if f"reliability:{d}" in figures:
+            lines += ["", f"![reliability]({figures[f'reliability:{d}']})"]
+        lines += [""]
+        if len(names) > 1:
+            lines += _differences(result, d, names)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _hatecheck(result: AuditResult, d: str, names: list[str], figures: Mapping[str, str]) -> list[str]:
+    hc = [result.pair(c, d).sections["hatecheck"] for c in names]
+    lines = ["### HateCheck", ""] + _table(
+        ["classifier", "accuracy", "over-blocking (*_nh predicted hateful)", "obfuscation (spell_* accuracy)"],
+        [[c, _cell(h["overall"]), _cell(h["over_blocking"]), _cell(h["obfuscation_accuracy"])]
+         for c, h in zip(names, hc)])
+    tests = list(hc[0]["functional_tests"])
+    lines += ["", "Accuracy per functional test:", ""] + _table(["functional test", "gold", "n", *names], [
+        [t, "hateful" if hc[0]["functional_tests"][t]["label"] else "non-hateful",
+         str(hc[0]["functional_tests"][t]["n"]), *(_cell(h["functional_tests"][t]["accuracy"], 2) for h in hc)]
+        for t in tests])
+    lines += ["", "Accuracy per target identity:", ""] + _table(["target", "n", *names], [
+        [t, str(hc[0]["targets"][t]["n"]), *(_cell(h["targets"][t]["accuracy"], 2) for h in hc)]
+        for t in hc[0]["targets"]])
+    if f"hatecheck:{d}" in figures:
+        lines += ["", f"![HateCheck]({figures[f'hatecheck:{d}']})"]
+    return lines + [""]
+
+
+def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:
+    rows = []
+    for c in names[1:]:
+        for sec, v in result.comparison[d][c].items():
+            for m, r in v["metrics"].items():
+                word = NO_DIFFERENCE if not r["shown"] else ("better" if r["better"] else "worse")
+                rows.append([c, f"{sec}.{m}", _cell(r["difference"]), word])
+    return ["### Differences from " + names[0], ""] + _table(["classifier", "metric", "difference", "reading"],
+                                                              rows) + [""]
+
+
+REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
+
+
+def write_report(result: AuditResult, out: str | Path) -> dict[str, Path]:
+    """Write the figures, ``report.json``, ``report.md`` and ``report.html`` under ``out``; return their paths."""
+    from toxiforge._io import atomic_write_text
+    from toxiforge.audit.figures import write_figures, write_html
+
+    out = Path(out)
+    figures = write_figures(result, out)
+    markdown = render_markdown(result, figures)
+    return {"json": atomic_write_text(out / REPORT_JSON, write_json(result)),
+            "markdown": atomic_write_text(out / REPORT_MD, markdown),
+            "html": write_html(markdown, out, REPORT_HTML)}

@@ -1,0 +1,205 @@
+"""``toxiforge audit`` as a library call: classifiers × datasets -> cached scores -> sections -> comparison.
+
+:func:`run_audit` checks everything it can before any scoring (the datasets load and have labels, the classifier
+specs and their options are valid, names are unique, the output folder may be written), then scores each
+(classifier, dataset) pair through :class:`~toxiforge.audit.scores.ScoreCache` (a classifier is loaded only when
+one of its pairs is not cached yet), and computes every section from the scores. Ctrl-C or a classifier that
+fails mid-run keeps each finished pair (and the finished chunks of the one in progress) and says to rerun with
+``--resume``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toxiforge.audit.bootstrap import Resampler
+from toxiforge.audit.compare import compare
+from toxiforge.audit.metrics import accuracy_section, calibration_section, group_section, reliability
+from toxiforge.audit.scores import ScoreCache, classifier_digest, dataset_digest
+from toxiforge.audit.sections import LexicalContext, has_functional_tests, hatecheck_section, lexical_section
+from toxiforge.data.examples import LabeledData
+from toxiforge.errors import InputError, Interrupted, ToxiforgeError
+from toxiforge.records import TOXIC_THRESHOLD
+
+RESUME_HINT = "rerun the same command with --resume: finished (classifier, dataset) pairs are not scored again"
+
+
+@dataclass(frozen=True)
+class ClassifierSpec:
+    """A ``-c`` value: ``NAME=SPEC`` names the report column, else the spec is its own name."""
+
+    name: str
+    spec: str
+
+    @classmethod
+    def parse(cls, text: str) -> ClassifierSpec:
+        head, sep, rest = text.partition("=")
+        if sep and head.strip() and not any(c in head for c in ":/\\") and not Path(text).exists():
+            if not rest.strip():
+                raise InputError(f"no classifier after the name in {text!r}", hint="write -c NAME=SPEC")
+            return cls(head.strip(), rest.strip())
+        return cls(text.strip(), text.strip())
+
+
+@dataclass
+class AuditSettings:
+    n_boot: int = 1000
+    seed: int = 0
+    threshold: float = TOXIC_THRESHOLD
+    resume: bool = False
+    classifier_options: dict[str, Any] = field(default_factory=dict)   # load_classifier keyword arguments
+    lexicon: str | None = None
+    oi_list: Path | None = None
+    dialect_model: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_boot < 0:
+            raise InputError(f"--bootstrap {self.n_boot} is negative", hint="use 0 (no intervals) or more, e.g. 1000")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise InputError(f"--threshold {self.threshold} is outside [0, 1]", hint="use a probability, e.g. 0.5")
+
+
+class AuditInterrupted(Interrupted):
+    def __init__(self, kept: int, out: Path):
+        super().__init__()
+        self.kept, self.out = kept, out
+
+    def line(self) -> str:
+        return f"interrupted: {self.kept} finished (classifier, dataset) pairs kept in {self.out}; {RESUME_HINT}"
+
+
+@dataclass
+class PairResult:
+    """One classifier on one dataset: its scores and sections (name -> metrics)."""
+
+    scores: np.ndarray
+    sections: dict[str, Any]
+    scored_now: bool
+
+
+@dataclass
+class AuditResult:
+    classifiers: list[ClassifierSpec]
+    datasets: list[LabeledData]
+    pairs: dict[tuple[str, str], PairResult]   # (classifier name, dataset name)
+    comparison: dict[str, dict[str, Any]]      # dataset -> classifier (not the first) -> section -> ...
+    info: dict[str, dict[str, Any]]            # classifier name -> spec, digest, describe()
+    settings: AuditSettings
+    lexical_note: str
+    seconds: dict[str, float]
+
+    def pair(self, classifier: str, dataset: str) -> PairResult:
+        return self.pairs[(classifier, dataset)]
+
+
+def check_inputs(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], settings: AuditSettings
+                 ) -> None:
+    """Every error that can be found before scoring."""
+    from toxiforge.classifiers.registry import check_classifier_options
+
+    if not classifiers:
+        raise InputError("no classifier to audit", hint="pass -c NAME (several -c compare them)")
+    names = [c.name for c in classifiers]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"classifier name(s) {twice} given twice", hint="name each column: -c NAME=SPEC")
+    for c in classifiers:
+        check_classifier_options(c.spec, settings.classifier_options)
+    for data in datasets:
+        if len(set(data.labels)) < 2:
+            only = "toxic" if data.labels[0] else "benign"
+            raise InputError(f"every row of {data.name} is {only}: AUC, calibration and the bias AUCs need both "
+                             "labels", path=data.source, hint="audit on a set with toxic and benign rows (or add "
+                                                              "another --on with the other class)")
+
+
+def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
+              settings: AuditSettings, *, loader: Callable[..., Any] | None = None,
+              log: Callable[[str], None] = lambda line: None) -> AuditResult:
+    """Score (or read from the cache) and compute every section; ``loader`` is
+    :func:`toxiforge.classifiers.load_classifier` unless given (tests pass fakes); ``log`` gets progress lines."""
+    from toxiforge.classifiers.scoring import score_texts
+
+    if loader is None:
+        from toxiforge.classifiers import load_classifier
+
+        loader = load_classifier
+    check_inputs(classifiers, datasets, settings)
+    context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
+    cache = ScoreCache(out)
+    data_keys = {d.name: dataset_digest(d) for d in datasets}
+    info: dict[str, dict[str, Any]] = {}
+    all_scores: dict[tuple[str, str], tuple[np.ndarray, bool]] = {}
+    started = time.perf_counter()
+    for c in classifiers:
+        key = classifier_digest(c.spec, settings.classifier_options)
+        info[c.name] = {"spec": c.spec, "digest": key}
+        clf = None
+        for data in datasets:
+            cached = cache.get(key, data_keys[data.name], len(data)) if settings.resume else None
+            if cached is not None:
+                all_scores[(c.name, data.name)] = (cached, False)
+                log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
+                continue
+            if clf is None:
+                clf = loader(c.spec, **settings.classifier_options)
+                info[c.name]["describe"] = clf.describe()
+            log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
+            where = f"{c.name} on {data.name}"
+            try:
+                scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, clf),
+                                     {"classifier": c.name, **info[c.name], "dataset": data.describe()})
+            except KeyboardInterrupt as exc:
+                raise AuditInterrupted(cache.finished(), Path(out)) from exc
+            except ToxiforgeError as exc:
+                raise ToxiforgeError(f"{where}: {exc}; {cache.finished()} finished pairs are kept in {out}, "
+                                     f"{RESUME_HINT}") from exc
+            except Exception as exc:
+                rows = len(cache.partial(key, data_keys[data.name]))
+                raise ToxiforgeError(f"{where} failed after {rows} rows ({type(exc).__name__}: {exc}). Fix: "
+                                     f"{cache.finished()} finished pairs and those {rows} rows are kept in {out}; "
+                                     f"fix the classifier, then {RESUME_HINT}") from exc
+            bad = int((~np.isfinite(scores) | (scores < 0) | (scores > 1)).sum())
+            if bad:
+                raise InputError(f"{where}: {bad} scores are NaN or outside [0, 1]",
+                                 hint="check the classifier: it must return P(toxic) per text")
+            all_scores[(c.name, data.name)] = (scores, True)
+    scoring = time.perf_counter() - started
+    started = time.perf_counter()
+    pairs = {k: PairResult(s, sections(next(d for d in datasets if d.name == k[1]), s, context, settings), now)
+             for k, (s, now) in all_scores.items()}
+    comparison: dict[str, dict[str, Any]] = {}
+    first = classifiers[0].name
+    for data in datasets:
+        comparison[data.name] = {c.name: compare(pairs[(first, data.name)].sections, pairs[(c.name, data.name)]
+                                                 .sections) for c in classifiers[1:]}
+    return AuditResult(list(classifiers), list(datasets), pairs, comparison, info, settings,
+                       context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started})
+
+
+def sections(data: LabeledData, scores: np.ndarray, context: LexicalContext, settings: AuditSettings
+             ) -> dict[str, Any]:
+    """Every section of one (classifier, dataset) pair; the resamples depend on the dataset only, so every
+    classifier on it sees the same ones (paired)."""
+    y = np.asarray(data.labels, dtype=np.int64)
+    resampler = Resampler(len(data), settings.n_boot, settings.seed)
+    groups = [e.group for e in data.examples]
+    out: dict[str, Any] = {"n": len(data), "toxic": int(y.sum()),
+                           "accuracy": accuracy_section(y, scores, resampler, settings.threshold)}
+    if any(groups):
+        by_group, final = group_section(y, scores, groups, resampler, settings.threshold)
+        out["groups"] = {"by_group": by_group, "final_score": final}
+    else:
+        out["groups"] = {"note": f"{data.name} has no target groups"}
+    if has_functional_tests(data):
+        out["hatecheck"] = hatecheck_section(data, scores, resampler, settings.threshold)
+    out["lexical"] = lexical_section(data, scores, context, settings.threshold)
+    out["calibration"] = {**calibration_section(y, scores, resampler), "bins": reliability(y, scores)}
+    return out

@@ -1,0 +1,93 @@
+"""The dataset-specific sections of an audit: HateCheck's functional tests (Röttger et al. 2021) and Zhou et
+al.'s lexical and dialect false-positive rates (through :func:`toxiforge.bias.measure.measure_data`, the code
+``toxiforge bias measure`` runs).
+
+HateCheck: accuracy (prediction P(toxic) > 0.5 equals the gold label) per functional test, keyed by its published
+name (``derog_neg_emote_h``, ``counter_quote_nh``, ...), per target identity and overall, each with a bootstrap
+interval, as the paper's Tables 2-3 report them. Two readings of those tests are summarised: **over-blocking**,
+the share of the non-hateful tests' cases (``*_nh``: identity mentions, counter-speech, negated hate, reclaimed
+slurs, non-hateful profanity, abuse of non-protected targets) predicted hateful, and **obfuscation robustness**,
+the accuracy on the ``spell_*`` tests (swapped, deleted or added characters and spaces, leet speak).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toxiforge.audit.bootstrap import Metric, Resampler
+from toxiforge.audit.metrics import accuracy_metric, rate_metric
+from toxiforge.data.examples import LabeledData
+from toxiforge.records import TOXIC_THRESHOLD
+
+FUNCTIONALITY = "functionality"   # HateCheck's per-row field (Example.meta)
+NON_HATEFUL_SUFFIX = "_nh"
+SPELLING_PREFIX = "spell_"
+
+
+def hatecheck_section(data: LabeledData, scores: np.ndarray, resampler: Resampler,
+                      threshold: float = TOXIC_THRESHOLD) -> dict[str, Any]:
+    """``{"overall", "over_blocking", "obfuscation_accuracy": Estimate, "functional_tests": {name: {"n",
+    "label", "accuracy"}}, "targets": {group: {"n", "accuracy"}}}``."""
+    y = np.asarray(data.labels, dtype=np.int64)
+    preds = (np.asarray(scores) > threshold).astype(np.int64)
+    tests = np.asarray([str(t) for t in data.meta_column(FUNCTIONALITY)], dtype=object)
+    targets = np.asarray([e.group or "" for e in data.examples], dtype=object)
+    test_names = sorted(set(tests))
+    target_names = sorted({t for t in targets if t})
+    non_hateful = np.asarray([t.endswith(NON_HATEFUL_SUFFIX) for t in tests])
+    spelling = np.asarray([t.startswith(SPELLING_PREFIX) for t in tests])
+    metrics: dict[str, Metric] = {"overall": accuracy_metric(y, preds),
+                                  "over_blocking": rate_metric(y, preds, gold=0, predicted=1, include=non_hateful),
+                                  "obfuscation_accuracy": accuracy_metric(y, preds, include=spelling)}
+    metrics |= {f"test\0{t}": accuracy_metric(y, preds, include=tests == t) for t in test_names}
+    metrics |= {f"target\0{t}": accuracy_metric(y, preds, include=targets == t) for t in target_names}
+    est = resampler.estimates(metrics)
+    return {
+        "overall": est["overall"], "over_blocking": est["over_blocking"],
+        "obfuscation_accuracy": est["obfuscation_accuracy"],
+        "functional_tests": {t: {"n": int((tests == t).sum()), "label": int(y[tests == t][0]),
+                                 "accuracy": est[f"test\0{t}"]} for t in test_names},
+        "targets": {t: {"n": int((targets == t).sum()), "accuracy": est[f"target\0{t}"]} for t in target_names},
+    }
+
+
+def has_functional_tests(data: LabeledData) -> bool:
+    return any(e.meta and FUNCTIONALITY in e.meta for e in data.examples)
+
+
+class LexicalContext:
+    """The TOXTRIG lexicon and the dialect model, loaded once per audit (:func:`lexical_section` for each
+    classifier × dataset)."""
+
+    def __init__(self, lexicon: str | None = None, oi_list: Any = None, dialect_model: Any = None):
+        from toxiforge.bias.lexicon import load_bias_lexicon
+        from toxiforge.bias.measure import find_dialect_model
+
+        self.lexicon = load_bias_lexicon(lexicon, oi_list=oi_list)
+        self.dialect, self.dialect_source = find_dialect_model(dialect_model)
+
+
+def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalContext,
+                    threshold: float = TOXIC_THRESHOLD) -> dict[str, Any]:
+    """Zhou et al.'s numbers from ``bias measure``'s own code: FPR and F1 on the NOI/OI/ONI/AAE slices, with the
+    slice sizes; categories that are unavailable (no OI list, no dialect model) or empty are None and ``notes``
+    say why."""
+    from toxiforge.bias.measure import measure_data
+
+    report = measure_data(data, lexicon=context.lexicon, dialect_model=context.dialect, scores=scores,
+                          threshold=threshold, dialect_source=context.dialect_source).report.to_json()
+    slices = [k for k in report["fpr"]]
+    return {"fpr": report["fpr"], "f1": {k: report["f1"][k] for k in slices},
+            "n": {k: report["n"][k] for k in slices}, "n_benign": {k: report["n_benign"][k] for k in slices},
+            "available": report["available"], "notes": report["notes"], "dialect": context.dialect_source}
+
+
+def section_names(data: Sequence[LabeledData]) -> list[str]:
+    """The sections an audit of ``data`` has, in report order."""
+    names = ["accuracy", "groups", "lexical", "calibration"]
+    if any(has_functional_tests(d) for d in data):
+        names.insert(2, "hatecheck")
+    return names

@@ -1,0 +1,73 @@
+"""Command: audit (several classifiers side by side on several datasets: accuracy, groups, HateCheck, lexical and
+dialect bias, calibration, with bootstrap intervals; docs/audit.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from toxiforge.cli._app import (
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    check_model_options,
+    classifier_options,
+    console,
+)
+
+
+def audit(
+    classifier: list[str] = typer.Option(..., "--classifier", "-c", help="Classifier to audit, repeatable: a "
+                                         "registry name, judge:MODEL, a model directory or a hub id; NAME=SPEC "
+                                         "names its column. The first is the baseline of the comparison."),
+    on: list[str] = typer.Option(..., "--on", help="Dataset spec, repeatable: [NAME=][KIND:]PATH, e.g. "
+                                 "hatecheck:test_suite_cases.csv, davidson:labeled_data.csv, "
+                                 "humanval:annotated_test.parquet, a toxiforge run (docs/training.md)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output folder: report.html, report.md, report.json, "
+                             "figures/ and the score cache scores/."),
+    resume: bool = typer.Option(False, "--resume", help="Reuse the scores cached in OUT (a stopped audit, or one "
+                                "more -c: only what is missing is scored) and rewrite the report."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty OUT, scoring everything "
+                                   "again."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals (0: none)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the resamples (the same rows for every classifier)."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
+    lexicon: str | None = typer.Option(None, "--lexicon", help="TOXTRIG lexicon, as `bias measure` takes it."),
+    oi_list: Path | None = typer.Option(None, "--oi-list", help="Zhou et al.'s word_based_bias_list.csv (OI), "
+                                        "as `bias measure` takes it."),
+    dialect_model: Path | None = typer.Option(None, "--dialect-model", help="twitteraae model folder for the AAE "
+                                              "slice (default: the cached copy, if any)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
+) -> None:
+    """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures)."""
+    from toxiforge._io import require_empty_dir
+    from toxiforge.audit.report import write_report
+    from toxiforge.audit.run import AuditSettings, ClassifierSpec, run_audit
+    from toxiforge.data import load_specs
+
+    check_model_options(dtype, device)
+    require_empty_dir(out, resume or overwrite, option="-o", flag="--resume (reuse its scores) or --overwrite")
+    options = {"device": device, "dtype": dtype, "batch_size": batch_size,
+               **classifier_options(judge_template, judge_policy, toxic_label)}
+    settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
+                             classifier_options={k: v for k, v in options.items() if v is not None},
+                             lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model)
+    specs = [ClassifierSpec.parse(c) for c in classifier]
+    datasets = load_specs(on)
+    result = run_audit(specs, datasets, out, settings,
+                       log=lambda line: console.print(line, highlight=False, soft_wrap=True))
+    paths = write_report(result, out)
+    seconds = result.seconds
+    console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)
+    for kind, path in paths.items():
+        console.print(f"wrote {kind}: {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add audit to ``app``."""
+    app.command("audit")(audit)

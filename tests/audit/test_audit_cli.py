@@ -1,0 +1,191 @@
+"""`toxiforge audit` end to end with fake classifiers on a tiny HateCheck-layout file and a plain table: the
+report files and schema, the score cache (one more -c scores only it), Ctrl-C then --resume, a classifier that
+fails mid-run, errors before scoring, and the HTML page in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections import Counter
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import write_csv
+from toxiforge.audit import scores as score_module
+from toxiforge.classifiers.wrap import CallableClassifier
+from toxiforge.cli import app
+
+runner = CliRunner()
+TESTS = [("ident_neutral_nh", "non-hateful"), ("derog_neg_emote_h", "hateful"), ("spell_leet_h", "hateful"),
+         ("counter_quote_nh", "non-hateful")]
+
+
+@pytest.fixture
+def hatecheck(tmp_path):
+    rows = [(test, i, f"placeholder case {i} for {test}", gold, "women" if i % 2 else "immigrants")
+            for test, gold in TESTS for i in range(12)]
+    return write_csv(tmp_path / "test_suite_cases.csv",
+                     ["functionality", "case_id", "test_case", "label_gold", "target_ident"], rows)
+
+
+@pytest.fixture
+def table(tmp_path):
+    return write_csv(tmp_path / "plain.csv", ["text", "label"],
+                     [(f"neutral placeholder sentence {i}", i % 2) for i in range(40)])
+
+
+def _score(text: str, skill: float) -> float:
+    """A deterministic score that knows the label (from the placeholder's wording) with strength ``skill``."""
+    toxic = "_h " in text + " " or text.endswith(("1", "3", "5", "7", "9"))
+    noise = (zlib.crc32(text.encode()) % 1000) / 1000
+    return float(np.clip(skill * toxic + (1 - skill) * noise, 0, 1))
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """-c fake-good / fake-weak / fake-broken, counting the texts each scores."""
+    calls: Counter = Counter()
+    skills = {"fake-good": 0.7, "fake-weak": 0.2}
+
+    def load(spec, **kwargs):
+        def fn(texts, spec=spec):
+            calls[spec] += len(texts)
+            if spec == "fake-broken" and any("case 7 for counter_quote_nh" in t for t in texts):
+                raise RuntimeError("server went away")
+            if spec == "fake-interrupt" and any("sentence" in t for t in texts):
+                raise KeyboardInterrupt
+            return [_score(t, skills.get(spec, 0.5)) for t in texts]
+
+        return CallableClassifier(fn, name=spec)
+
+    monkeypatch.setattr("toxiforge.classifiers.load_classifier", load)
+    return calls
+
+
+def _audit(*args):
+    return runner.invoke(app, ["audit", *args, "--bootstrap", "50"])
+
+
+def _error(result) -> str:
+    """The one-line error a failed command ends with (the CLI's main() prints it; the runner keeps it)."""
+    assert result.exit_code != 0
+    return " ".join(str(result.exception).split())
+
+
+def test_audit_writes_the_report_and_scores_only_what_is_new(tmp_path, hatecheck, table, fakes):
+    out = tmp_path / "audit"
+    on = ["--on", f"hatecheck:{hatecheck}", "--on", f"T=table:{table}"]
+    first = _audit("-c", "fake-good", *on, "-o", str(out))
+    assert first.exit_code == 0, first.output
+    assert fakes == {"fake-good": 48 + 40}
+    report = json.loads((out / "report.json").read_text())
+    assert report["schema"] == "toxiforge.audit/1"
+    hc = report["results"]["fake-good"]["HateCheck"]
+    assert set(hc["hatecheck"]["functional_tests"]) == {t for t, _ in TESTS}
+    assert set(hc["hatecheck"]["targets"]) == {"women", "immigrant"}  # normalize_group's names
+    auc = hc["accuracy"]["roc_auc"]
+    assert auc["low"] <= auc["value"] <= auc["high"]
+    assert set(hc["groups"]["by_group"]["women"]) >= {"n", "auc", "fpr", "fnr", "subgroup_auc", "bpsn_auc",
+                                                      "bnsp_auc"}
+    assert report["results"]["fake-good"]["T"]["groups"] == {"note": "T has no target groups"}
+    assert set(report["results"]["fake-good"]["T"]["lexical"]["fpr"]) == {"noi", "oi", "oni", "aae"}
+    again = _audit("-c", "fake-good", *on, "-o", str(out))   # an existing output needs --resume or --overwrite
+    assert "pass --resume (reuse its scores) or --overwrite" in _error(again)
+    fakes.clear()
+    second = _audit("-c", "fake-good", "-c", "W=fake-weak", *on, "-o", str(out), "--resume")
+    assert second.exit_code == 0, second.output
+    assert fakes == {"fake-weak": 88}   # the cached classifier is not even loaded
+    report = json.loads((out / "report.json").read_text())
+    verdict = report["comparison"]["HateCheck"]["W"]["accuracy"]
+    assert verdict["metrics"]["roc_auc"]["value"] < 0 and verdict["verdict"] in ("worse", "no difference shown")
+    markdown = (out / "report.md").read_text()
+    assert "## Verdict" in markdown and "derog_neg_emote_h" in markdown
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        "roc-hatecheck.png", "reliability-hatecheck.png", "groups-hatecheck.png", "hatecheck-hatecheck.png",
+        "roc-t.png", "reliability-t.png"}
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 6 and "http" not in page.replace("http-equiv", "")
+
+
+def test_ctrl_c_keeps_finished_pairs_and_resume_finishes(tmp_path, hatecheck, table, fakes):
+    out = tmp_path / "audit"
+    on = ["--on", f"hatecheck:{hatecheck}", "--on", f"table:{table}"]
+    stopped = _audit("-c", "fake-interrupt", *on, "-o", str(out))
+    assert stopped.exit_code == 130
+    assert len(list((out / "scores").glob("*.npy"))) == 1   # HateCheck finished, the table not
+    fakes.clear()
+    # the same classifier works now (say the server came back): only the missing pair is scored
+    done = _audit("-c", "fake-interrupt", *on[:2], "-o", str(out), "--resume")
+    assert done.exit_code == 0 and fakes == {}   # HateCheck alone: everything cached
+
+
+def test_a_classifier_failing_mid_run_keeps_its_rows_and_says_how_to_resume(tmp_path, hatecheck, fakes,
+                                                                            monkeypatch):
+    monkeypatch.setattr(score_module, "CHUNK", 10)
+    out = tmp_path / "audit"
+    failed = _audit("-c", "fake-broken", "--on", f"hatecheck:{hatecheck}", "-o", str(out))
+    message = _error(failed)
+    assert "fake-broken on HateCheck failed after 40 rows (RuntimeError: server went away)" in message
+    assert "rerun the same command with --resume" in message
+    kept, = (out / "scores").glob("*.partial.npy")   # rows 0-39 (four chunks), row 43 failed
+    assert np.load(kept).shape == (40,) and not list((out / "scores").glob("*.json"))
+
+
+def test_partial_scores_resume_at_the_chunk_that_stopped(tmp_path, monkeypatch):
+    from toxiforge.audit.scores import ScoreCache
+
+    monkeypatch.setattr(score_module, "CHUNK", 4)
+    cache, texts, seen, broken = ScoreCache(tmp_path), [f"t{i}" for i in range(10)], [], [True]
+
+    def flaky(chunk):
+        seen.extend(chunk)
+        if "t9" in chunk and broken.pop():
+            raise RuntimeError("stop")
+        return np.full(len(chunk), 0.5)
+
+    with pytest.raises(RuntimeError):
+        cache.score("c", "d", texts, flaky, {})
+    assert len(cache.partial("c", "d")) == 8
+    seen.clear()
+    broken.append(False)
+    assert cache.score("c", "d", texts, flaky, {}).shape == (10,) and seen == ["t8", "t9"]
+    assert not cache.path("c", "d", ".partial.npy").exists()
+
+
+def test_errors_before_any_scoring(tmp_path, hatecheck, fakes):
+    one_class = write_csv(tmp_path / "benign.csv", ["text", "label"], [("placeholder", 0)] * 5)
+    result = _audit("-c", "fake-good", "--on", f"table:{one_class}", "-o", str(tmp_path / "a"))
+    assert "need both labels" in _error(result)
+    twice = _audit("-c", "fake-good", "-c", "fake-good", "--on", str(hatecheck), "-o", str(tmp_path / "b"))
+    assert "NAME=SPEC" in _error(twice)
+    bad = write_csv(tmp_path / "hc.csv", ["functionality", "test_case", "label_gold"], [("x_h", "t", "hateful")])
+    missing = _audit("-c", "fake-good", "--on", f"hatecheck:{bad}", "-o", str(tmp_path / "c"))
+    assert "case_id" in _error(missing)
+    assert fakes == {}
+
+
+CHROMIUM = os.environ.get("TOXIFORGE_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install -y chromium)")
+def test_report_html_renders_in_chromium_without_errors(tmp_path, hatecheck, fakes):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "audit"
+    assert _audit("-c", "fake-good", "-c", "fake-weak", "--on", f"hatecheck:{hatecheck}", "-o",
+                  str(out)).exit_code == 0
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors, requests = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+        page.goto((out / "report.html").as_uri())
+        widths = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
+        browser.close()
+    assert len(widths) == 4 and all(w > 100 for w in widths)
+    assert errors == [] and requests == []

@@ -74,14 +74,28 @@ def test_prefix_reuse_equals_no_reuse(lm):
 
 
 def test_judge_scoring_raises_no_deprecation_warning(lm):
-    """The cached prefix goes in under the argument name the model's forward declares (issue 27 #16: passing it as
-    ``past_key_values`` raised a FutureWarning per batch in transformers 5)."""
+    """The cached prefix goes in under the argument name the model's forward declares, and is never read back as
+    ``output.past_key_values`` (issue 27 #16; issue 34: transformers 5 reports both through its logger, once per
+    process, which warnings filters never see)."""
+    import logging
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        warnings.simplefilter("error", DeprecationWarning)
-        JudgeClassifier(lm, "llama-guard", batch_size=2).decision_scores(TEXTS)
+    from transformers.utils import logging as hf_logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = hf_logging.get_logger("transformers")
+    logging.Logger.warning_once.cache_clear()  # type: ignore[attr-defined]  -- an earlier test may have said it
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            JudgeClassifier(lm, "llama-guard", batch_size=2).decision_scores(TEXTS)
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records if "deprecat" in r.getMessage().lower()] == []
 
 
 def test_leading_whitespace_tokens_are_skipped(monkeypatch):

@@ -165,8 +165,11 @@ class LocalDecisions:
     @torch.inference_mode()
     def _prefix_kv(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         if n not in self._prefix_cache:
+            from transformers import DynamicCache
+
             ids = torch.tensor([self.prefix[:n]], device=self.lm.device)
-            cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+            cache = DynamicCache(config=self.model.config)  # filled in place: never read back from the output
+            self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.lm.cache_argument: cache})
             self._prefix_cache[n] = [(layer.keys, layer.values) for layer in cache.layers]
         return self._prefix_cache[n]
 

@@ -26,8 +26,9 @@ the test's name:
 
 Commands that need a server, a Ray cluster or the network, or that block (``annotate serve``), are skipped, and
 the reason is printed. At the end the tier lists the README lines that passed only on a substitute for upstream's
-files (``tests/readme/conftest.py``): a green tier says they run on toxigen-dev, not on a fetched copy. The commands share one folder and run in README order, so each reads what the ones before
-wrote, as a user following the README would.
+files (``tests/readme/conftest.py``): a green tier says they run on toxigen-dev, not on a fetched copy. The
+commands share one folder and run in README order, so each reads what the ones before wrote, as a user following
+the README would.
 """
 
 from __future__ import annotations

@@ -24,8 +24,7 @@ def group_names(groups: str, labels: list[str], source: str | None, prompt_sourc
     which groups ``all`` left out and why (:func:`toxiforge.pipeline.plan_groups`)."""
     from toxiforge.pipeline import plan_groups
 
-    names, left_out = plan_groups(split_list(groups), labels, source=source,
-                                  prompt_source=prompt_source)  # type: ignore[arg-type]
+    names, left_out = plan_groups(split_list(groups), labels, source=source, prompt_source=prompt_source)
     for group, why in left_out.items():
         console.print(f"note: --groups all leaves out {group}: {why}", highlight=False, soft_wrap=True)
     if left_out:

@@ -241,6 +241,14 @@ def test_the_readme_has_commands_to_test():
     assert sum(1 for _, c in COMMANDS if not any(re.search(p, c) for p, _ in SKIP)) > 25
 
 
+def test_substitutes_for_upstream_are_named_and_groups_all_runs_as_written():
+    args, tags = adapt("toxiforge harden -c m -d ~/toxigen-upstream --groups asian,women -n 50")
+    assert args[args.index("--groups") + 1] == "asian,muslim" and args[args.index("-d") + 1] == str(DEMOS)
+    assert tags[:2] == ["shared-data", "women-is-muslim"]
+    args, tags = adapt("toxiforge generate -o runs/both -d ~/toxigen-upstream --groups all -n 500")
+    assert args[args.index("--groups") + 1] == "all" and tags[0] == "shared-data"
+
+
 @pytest.mark.parametrize("command", _cases(COMMANDS))
 def test_readme_command(command, workdir, monkeypatch, record_property):
     from toxiforge.cli import app

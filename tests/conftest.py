@@ -197,3 +197,42 @@ def tiny_judge_dir(tmp_path_factory):
     build_tiny_llama(tok, seed=3).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+# Upstream's file names at toxiforge.demonstrations.fetch.PINNED_COMMIT: what `demonstrations fetch` writes
+# (demonstrations/**, prompts/*.txt). Upstream has women and trans only as prompt files, and no neutral trans file.
+UPSTREAM_DEMONSTRATION_FILES = (
+    "disability/hate_mental_disability_sentences.txt", "disability/hate_physical_disability_sentences.txt",
+    "disability/neutral_mental_disability_sentences.txt", "disability/neutral_physical_disability_sentences.txt",
+    "nationality/hate_chinese_sentences.txt", "nationality/hate_immigrant_sentences.txt",
+    "nationality/hate_mexican_sentences.txt", "nationality/hate_middle_east_sentences.txt",
+    "nationality/neutral_chinese_sentences.txt", "nationality/neutral_immigrant_sentences.txt",
+    "nationality/neutral_mexican_sentences.txt", "nationality/neutral_middle_east_sentences.txt",
+    "race/hate_asian_sentences.txt", "race/hate_black_sentences.txt", "race/hate_jewish_sentences.txt",
+    "race/hate_latino_sentences.txt", "race/hate_native_american_sentences.txt", "race/neutral_asian_sentences.txt",
+    "race/neutral_black_sentences.txt", "race/neutral_jewish_sentences.txt", "race/neutral_latino_sentences.txt",
+    "race/neutral_native_american_sentences.txt", "religion/hate_muslim.txt", "religion/hate_muslim_sentences.txt",
+    "religion/neutral_muslim.txt", "religion/neutral_muslim_sentences.txt", "sexual_orientation/hate_bisexual.txt",
+    "sexual_orientation/hate_lgbtq.txt", "sexual_orientation/neutral_bisexual.txt",
+    "sexual_orientation/neutral_lgbtq.txt",
+)
+UPSTREAM_PROMPT_GROUPS = ("asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq",
+                          "mental_disability", "mexican", "middle_east", "muslim", "native_american",
+                          "physical_disability", "women")  # hate_ and neutral_ files; trans has hate_ only
+
+
+def write_upstream_layout(folder: Path, *, prompts: bool = True) -> Path:
+    """``folder`` with upstream's demonstrations/ (and, with ``prompts``, prompts/) file names, each holding
+    neutral placeholder lines: sentence files six sentences, prompt files three prompts of three sentences."""
+    for name in UPSTREAM_DEMONSTRATION_FILES:
+        path = folder / "demonstrations" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"placeholder sentence {i} from {path.stem}\n" for i in range(6)), encoding="utf-8")
+    if prompts:
+        names = [f"{word}_{g}_1k.txt" for g in UPSTREAM_PROMPT_GROUPS for word in ("hate", "neutral")]
+        (folder / "prompts").mkdir(parents=True, exist_ok=True)
+        for name in names + ["hate_trans_1k.txt"]:
+            lines = ["\\n".join(f"- placeholder {j} of prompt {i} in {name}" for j in range(3)) + "\\n-\n"
+                     for i in range(3)]
+            (folder / "prompts" / name).write_text("".join(lines), encoding="utf-8")
+    return folder

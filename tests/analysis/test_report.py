@@ -73,3 +73,25 @@ def test_report_command(tmp_path):
     bad = runner.invoke(app, ["report", str(tmp_path / "missing.parquet"), "-o", str(tmp_path / "o2"),
                               "--no-perplexity"])
     assert isinstance(bad.exception, InputError) and not (tmp_path / "o2").exists()
+
+
+def test_report_of_several_runs_names_them_all_and_counts_each_run_its_own_rows(tmp_path):
+    """`toxiforge report runs/topk runs/alice`: the page is titled by both runs and Table 1 gives each run its own
+    rows (it was titled by the last run, whose name it gave to every row)."""
+    topk, alice = tmp_path / "runs" / "topk", tmp_path / "runs" / "alice"
+    topk.mkdir(parents=True)
+    alice.mkdir()
+    all_rows = rows()
+    write_rows([r for r in all_rows if r.generation_method == "top-k"], topk / "data.parquet")
+    write_rows([r for r in all_rows if r.generation_method == "ALICE"][:12], alice / "data.parquet")
+    out = tmp_path / "report"
+    result = runner.invoke(app, ["report", str(topk), str(alice), "-o", str(out), "--no-perplexity",
+                                 "--no-progress"])
+    assert result.exit_code == 0, result.output
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>Dataset report: topk + alice</h1>" in page
+    for line in ("| topk | 18 | 100.0 | 50.0 |", "| alice | 12 | 100.0 | 50.0 |", "| Total | 30 | 100.0 | 50.0 |"):
+        assert line in result.output
+    numbers = json.loads((out / "report.json").read_text())
+    assert [(r["source"], r["size"]) for r in numbers["stats"]["by_run"]] == [("topk", 18), ("alice", 12)]
+    assert {m: c["count"] for m, c in numbers["stats"]["by_method"].items()} == {"top-k": 18, "ALICE": 12}

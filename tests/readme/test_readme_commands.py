@@ -5,7 +5,8 @@ test may not use -- the network, a long run, a model from the hub -- a substitut
 the test's name:
 
 * ``shared-data``: ``~/toxigen-upstream`` (what ``demonstrations fetch`` writes) is ``../shared/data/toxigen-dev``,
-  upstream's own demonstrations for 8 groups; ``--groups all`` becomes those 8 groups, another group one of them;
+  upstream's own demonstrations for 8 groups, without upstream's ``prompts/``; ``--groups all`` plans those 8
+  groups (the command names the others it left out), a group the folder lacks becomes muslim (``women-is-muslim``);
   ``~/toxigen-upstream/prompts`` is a folder of prompt files built from them with ``toxiforge prompts build``;
 * ``tiny-llama``: a 2-layer random Llama saved in-process replaces the language model (the embedded SmolLM2 or a
   placeholder such as ``M``); ``max-new-tokens-3`` and, for ALICE, ``beams-2-candidates-8`` keep decoding short;
@@ -24,8 +25,10 @@ the test's name:
 * placeholders: ``data.parquet`` is ``runs/topk/scored.parquet``, ``runs/b-other`` is ``runs/b-m``.
 
 Commands that need a server, a Ray cluster or the network, or that block (``annotate serve``), are skipped, and
-the reason is printed. The commands share one folder and run in README order, so each reads what the ones before
-wrote, as a user following the README would.
+the reason is printed. At the end the tier lists the README lines that passed only on a substitute for upstream's
+files (``tests/readme/conftest.py``): a green tier says they run on toxigen-dev, not on a fetched copy. The
+commands share one folder and run in README order, so each reads what the ones before wrote, as a user following
+the README would.
 """
 
 from __future__ import annotations
@@ -77,6 +80,10 @@ SKIP = [  # (pattern on the command, reason)
 ]
 
 
+def split_groups(value: str) -> list[str]:
+    return [g.strip() for g in value.split(",") if g.strip()]
+
+
 def _value(args: list[str], *names: str) -> int | None:
     return next((i for i, a in enumerate(args) if a in names), None)
 
@@ -100,13 +107,15 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
         args = [a.replace(UPSTREAM + "/prompts", "UPSTREAM_PROMPTS").replace(UPSTREAM, str(DEMOS)) for a in args]
         tags.append("shared-data" + ("-prompts-built" if prompts else ""))
         if prompts or "--demonstrations" in args or "-d" in args:
+            # --groups all (generate's default) plans the shared groups and prints the ones it left out
             group = _value(args, "--groups", "--group")
-            if group is not None and args[group + 1] == "all":
-                args[group + 1] = SHARED_GROUPS
-            elif group is not None and args[group + 1] not in SHARED_GROUPS.split(","):
-                args[group + 1] = "muslim"
-            elif group is None and args[0] == "generate":  # the default, all 13 groups
-                args += ["--groups", SHARED_GROUPS]
+            shared = SHARED_GROUPS.split(",")
+            named = split_groups(args[group + 1]) if group is not None else []
+            absent = [g for g in named if g not in shared + ["all"]]
+            if group is not None and absent:
+                kept = [g if g in shared else "muslim" for g in split_groups(args[group + 1])]
+                args[group + 1] = ",".join(dict.fromkeys(kept))
+                tags.append("-".join(absent) + "-is-muslim")
             elif group is None and head == "bench generate" and prompts:  # open-instruct's 14 default groups
                 args += ["--groups", "asian,muslim"]
                 tags.append("prompt-file-groups")
@@ -232,14 +241,23 @@ def test_the_readme_has_commands_to_test():
     assert sum(1 for _, c in COMMANDS if not any(re.search(p, c) for p, _ in SKIP)) > 25
 
 
+def test_substitutes_for_upstream_are_named_and_groups_all_runs_as_written():
+    args, tags = adapt("toxiforge harden -c m -d ~/toxigen-upstream --groups asian,women -n 50")
+    assert args[args.index("--groups") + 1] == "asian,muslim" and args[args.index("-d") + 1] == str(DEMOS)
+    assert tags[:2] == ["shared-data", "women-is-muslim"]
+    args, tags = adapt("toxiforge generate -o runs/both -d ~/toxigen-upstream --groups all -n 500")
+    assert args[args.index("--groups") + 1] == "all" and tags[0] == "shared-data"
+
+
 @pytest.mark.parametrize("command", _cases(COMMANDS))
-def test_readme_command(command, workdir, monkeypatch):
+def test_readme_command(command, workdir, monkeypatch, record_property):
     from toxiforge.cli import app
 
     folder, llama, bert = workdir
     monkeypatch.chdir(folder)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     args, tags = adapt(command, llama, bert)
+    record_property("readme_substitutes", tags)  # the tier's summary lists them (tests/readme/conftest.py)
     if "answers-submitted-by-the-test" in tags:
         _answer_everything(args[args.index("--db") + 1])
     result = CliRunner().invoke(app, args)

@@ -38,6 +38,15 @@ class AnalysisData:
     text_column: str
     source: str
     skipped: int = 0              # rows without a statement (null/blank text or a parse_error)
+    runs: list[str] | None = None  # per row, the path it was read from, when several paths were read as one
+
+    @property
+    def run_names(self) -> list[str]:
+        """The paths read, in order, each by its last part (``runs/topk`` -> ``topk``; whole paths when two
+        share a last part): one name for a single source."""
+        paths = list(dict.fromkeys(self.runs)) if self.runs else [self.source]
+        names = [Path(p).name or p for p in paths]
+        return names if len(set(names)) == len(names) else paths
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -75,6 +84,7 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
 
     if isinstance(data, (list, tuple)) and len(data) == 1 and isinstance(data[0], (str, Path)):
         data = data[0]
+    runs: list[str] | None = None
     if isinstance(data, (str, Path)):
         from toxiforge.records import read_table
 
@@ -84,7 +94,9 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
         from toxiforge.records import read_table
 
         source = source or " + ".join(str(d) for d in data)
-        table = pa.concat_tables([read_table(d) for d in data], promote_options="default")
+        tables = [read_table(d) for d in data]
+        runs = [str(d) for d, t in zip(data, tables) for _ in range(t.num_rows)]
+        table = pa.concat_tables(tables, promote_options="default")
     elif isinstance(data, pa.Table):
         table = data
     else:
@@ -111,6 +123,7 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
                          hint="check the text column; rows with a parse_error (unparsed LM output) hold no statement")
     if len(keep) < table.num_rows:
         table = table.take(pa.array(keep, type=pa.int64()))
+        runs = [runs[i] for i in keep] if runs is not None else None
     texts = [texts[i] for i in keep]
 
     group_col, label_col = _pick(names, GROUP_COLUMNS), _pick(names, LABEL_COLUMNS)
@@ -129,7 +142,7 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
         if all(m == NO_METHOD for m in methods):
             methods = None  # e.g. human-written rows: no method to split by
     result = AnalysisData(table=table, texts=texts, groups=groups, labels=labels, methods=methods,
-                          text_column=text_col, source=source, skipped=len(errors) - len(keep))
+                          text_column=text_col, source=source, skipped=len(errors) - len(keep), runs=runs)
     result.require(*need)
     return result
 

@@ -213,7 +213,7 @@ def build_report(data: Any, out_dir: str | Path, *, lm: Any = DEFAULT_LM, max_pp
     skipped = f"; {d.skipped:,} rows without a statement left out" if d.skipped else ""
     meta = (f"{d.source}: {len(d):,} statements{skipped}. Made by toxiforge {version} on "
             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.")
-    page = render_html(f"Dataset report: {Path(d.source).name or d.source}", meta, sections)
+    page = render_html(f"Dataset report: {' + '.join(d.run_names)}", meta, sections)
     numbers = {"stats": stats.to_dict(), "mentions": mentions.to_dict(),
                "perplexity": ppl.to_dict() if ppl is not None else None}
     html_path = atomic_write_text(out / "report.html", page)

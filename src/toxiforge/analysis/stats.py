@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +91,18 @@ class DatasetStats:
     duplicates: DuplicateStats
     lexicon: dict[str, Any]
     explicit: int = 0          # rows with a lexicon entry
+    # several paths read as one: name -> (its rows' stats, its % hate class), in the order given
+    by_run: dict[str, tuple[CellStats, float]] = field(default_factory=dict)
 
     # --- Table 1 -------------------------------------------------------------------------------------------
     def table1(self) -> Table:
-        return Table("Table 1 row", ["Source", "Size", "% Implicit", "% Hate Class"],
-                     [[Path(self.source).name or self.source, num(self.total.count), pct(self.total.implicit),
-                       pct(self.hate_share)]])
+        """One row per path read (each run its own rows) and, for several, their total; one row for one source."""
+        total = [num(self.total.count), pct(self.total.implicit), pct(self.hate_share)]
+        if not self.by_run:
+            return Table("Table 1 row", ["Source", "Size", "% Implicit", "% Hate Class"],
+                         [[Path(self.source).name or self.source, *total]])
+        rows = [[name, num(cell.count), pct(cell.implicit), pct(hate)] for name, (cell, hate) in self.by_run.items()]
+        return Table("Table 1 rows", ["Source", "Size", "% Implicit", "% Hate Class"], rows + [["Total", *total]])
 
     def table2(self) -> Table:
         rows = []
@@ -141,6 +147,8 @@ class DatasetStats:
         return {
             "source": self.source, "rows": self.rows, "skipped": self.skipped,
             "table1": {"size": self.total.count, "implicit": self.total.implicit, "hate_class": self.hate_share},
+            "by_run": [{"source": name, "size": cell.count, "implicit": cell.implicit, "hate_class": hate}
+                       for name, (cell, hate) in self.by_run.items()],
             "by_group": [{"group": g, "label": "toxic" if lab else "benign", **asdict(c)}
                          for (g, lab), c in self.by_group.items()],
             "by_method": {m: asdict(c) for m, c in self.by_method.items()},
@@ -174,10 +182,17 @@ def compute_stats(data: Any, *, lexicon: Lexicon | None = None, text_column: str
         for method in method_order(d.methods):
             mask = methods == method
             by_method[method] = CellStats.of(lengths[mask], implicit[mask])
+    by_run = {}
+    if d.runs is not None:
+        runs = np.asarray(d.runs, dtype=object)
+        for path, name in zip(dict.fromkeys(d.runs), d.run_names):
+            mask = runs == path
+            if mask.any():  # a path whose rows all lack a statement has none left
+                by_run[name] = (CellStats.of(lengths[mask], implicit[mask]), float((labels[mask] == 1).mean()))
     return DatasetStats(source=d.source, rows=len(d), skipped=d.skipped, by_group=by_group, by_method=by_method,
                         total=CellStats.of(lengths, implicit), hate_share=float((labels == 1).mean()),
                         duplicates=duplicate_stats(d.texts), lexicon=lex.describe(),
-                        explicit=int(len(d) - implicit.sum()))
+                        explicit=int(len(d) - implicit.sum()), by_run=by_run)
 
 
 def write_stats(stats: DatasetStats, *, markdown: str | Path | None = None, json_path: str | Path | None = None

@@ -97,6 +97,20 @@ def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def group_names(groups: str, labels: list[str], source: str | None, prompt_source: str) -> list[str]:
+    """``--groups`` as group names (``all``: ToxiGen's groups that ``source`` has every label's set for), printing
+    which groups ``all`` left out and why (:func:`toxiforge.pipeline.plan_groups`)."""
+    from toxiforge.pipeline import plan_groups
+
+    names, left_out = plan_groups(split_list(groups), labels, source=source, prompt_source=prompt_source)
+    for group, why in left_out.items():
+        console.print(f"note: --groups all leaves out {group}: {why}", highlight=False, soft_wrap=True)
+    if left_out:
+        console.print(f"note: --groups all plans {len(names)} groups: {', '.join(names)}", highlight=False,
+                      soft_wrap=True)
+    return names
+
+
 DTYPE_NAMES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # toxiforge._hf.DTYPES, + auto
 DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?|mps"
 

@@ -29,6 +29,7 @@ from toxiforge.cli._app import (
     check_model_options,
     classifier_options,
     console,
+    group_names,
     load_lm,
     ray_config,
     split_list,
@@ -214,7 +215,6 @@ def generate(
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
     from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
-    from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import GenerationPlan, Generator, JobConfig
 
@@ -227,11 +227,11 @@ def generate(
         "candidates": candidates, "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
         "classifier_top_n": classifier_top_n, "classifier_top_extensions": classifier_top_extensions,
         "no_repeat_ngram_size": no_repeat_ngram, "mode": alice_mode, "num_return": num_return})
-    group_names = list(TOXIGEN_GROUP_NAMES) if groups.strip().lower() == "all" else split_list(groups)
     source = prompts or demonstrations
+    prompt_source = "prompts" if prompts else "demonstrations"
     label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
-    plan = GenerationPlan.grid(group_names, label_names, per_cell, source=source,
-                               prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
+    plan = GenerationPlan.grid(group_names(groups, label_names, source, prompt_source), label_names, per_cell,
+                               source=source, prompt_source=prompt_source, k=k, seed=seed)
     plan.expand()  # validate the prompt source before loading the models
     api = {"concurrency": concurrency, "api_key_env": api_key_env} if model.startswith(API_PREFIX) else {}
     alice = decoding.method == "alice"

@@ -28,6 +28,7 @@ from toxiforge.cli._app import (
     WORKERS,
     classifier_options,
     console,
+    group_names,
     load_lm,
     ray_config,
     split_list,
@@ -109,7 +110,6 @@ def harden_command(
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
     from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
-    from toxiforge.groups import TOXIGEN_GROUP_NAMES
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import Generator, JobConfig
     from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, TrainingPending
@@ -121,9 +121,10 @@ def harden_command(
     alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
                                      "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
                                      "classifier_top_extensions": classifier_top_extensions})
-    attack = AttackPlan(groups=tuple(TOXIGEN_GROUP_NAMES if groups.strip().lower() == "all" else split_list(groups)),
-                        labels=tuple(split_list(labels)), per_cell=per_cell, source=prompts or demonstrations,
-                        prompt_source="prompts" if prompts else "demonstrations", k=k, seed=seed)
+    source, prompt_source = prompts or demonstrations, "prompts" if prompts else "demonstrations"
+    attack = AttackPlan(groups=tuple(group_names(groups, split_list(labels), source, prompt_source)),
+                        labels=tuple(split_list(labels)), per_cell=per_cell, source=source,
+                        prompt_source=prompt_source, k=k, seed=seed)
     train = TrainConfig(base_model=base_model, epochs=epochs, max_steps=max_steps, batch_size=train_batch_size,
                         learning_rate=learning_rate, max_length=max_length, seed=seed, device=device)
     config = HardenConfig(rounds=rounds, attack=attack, alice=alice, topk=decoder_config("top-k", shared),

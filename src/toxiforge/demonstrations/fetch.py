@@ -34,6 +34,9 @@ from toxiforge.errors import InputError
 UPSTREAM_REPO = "microsoft/TOXIGEN"
 PINNED_COMMIT = "01517e814639e0334c920a3c502036c8158aac87"
 ARCHIVE_URL = "https://codeload.github.com/{repo}/tar.gz/{commit}"
+# Groups that upstream has prompt files for (prompts/{hate,neutral}_<group>_1k.txt) but no demonstrations/ files, at
+# PINNED_COMMIT: their sets come only from the prompt files, so a copy of demonstrations/ alone lacks them.
+PROMPT_ONLY_GROUPS = ("women", "trans")
 
 Opener = Callable[..., IO[bytes]]
 """``opener(url, timeout=seconds)`` returning a readable binary file object (default: urllib's urlopen)."""

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from toxiforge.demonstrations._files import NAME_PATTERN, decode_lines, parse_file_name, read_lines, resolve_group_label
+from toxiforge.demonstrations.fetch import PROMPT_ONLY_GROUPS
 from toxiforge.demonstrations.prompts import LITERAL_NEWLINE, Prompt, read_prompt_file
 from toxiforge.errors import InputError
 from toxiforge.records import label_word, parse_label
@@ -307,6 +308,13 @@ def load_shipped_benign() -> dict[SetKey, DemonstrationSet]:
     return dict(sorted(out.items()))
 
 
+def prompt_only_hint(group: str) -> str:
+    """How to get the sets of a group that upstream keeps only in ``prompts/`` (:data:`PROMPT_ONLY_GROUPS`)."""
+    return (f"upstream has {group} only as prompt files (prompts/hate_{group}_1k.txt, prompts/neutral_{group}_1k.txt), "
+            "not in demonstrations/: pass the folder that holds both demonstrations/ and prompts/ (what "
+            "`toxiforge demonstrations fetch` writes, or a TOXIGEN checkout), or choose another group")
+
+
 def get_set(sets: Mapping[SetKey, DemonstrationSet], group: str, label: int | str) -> DemonstrationSet:
     """The set for ``group`` (name or alias) and ``label`` (0/1 or a label word).
 
@@ -324,6 +332,8 @@ def get_set(sets: Mapping[SetKey, DemonstrationSet], group: str, label: int | st
     message = f"no {label_word(lab)} demonstrations for group {name!r} (available: {available})"
     if lab == 1 and not any(lb == 1 for _, lb in sets):
         raise InputError(message, hint=FETCH_HINT)
+    if name in PROMPT_ONLY_GROUPS and not any(g == name for g, _ in sets):  # no set read from a prompts/ file
+        raise InputError(message, hint=prompt_only_hint(name))
     file_name = f"{'hate' if lab else 'neutral'}_{name}.txt"
     folders = {Path(src).parent for s in sets.values() for src in s.sources}
     shipped = Path(str(shipped_benign_dir()))

@@ -9,5 +9,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "Generator": "generator:Generator",
     "RunInterrupted": "job:RunInterrupted",
     "Cell": "plan:Cell", "GenerationPlan": "plan:GenerationPlan", "WorkItem": "plan:WorkItem",
-    "row_seed": "plan:row_seed",
+    "plan_groups": "plan:plan_groups", "row_seed": "plan:row_seed",
 })

@@ -127,6 +127,41 @@ class GenerationPlan:
         return [p.text for p in build_prompts(demo_set, cell.n, k=self.k, seed=self.seed)]
 
 
+def plan_groups(groups: Iterable[str], labels: Iterable[str | int], *, source: str | None,
+                prompt_source: PromptSource = "demonstrations") -> tuple[list[str], dict[str, str]]:
+    """The groups to plan for ``groups`` (``--groups`` split at commas), and those ``all`` left out, with why.
+
+    ``["all"]`` (any case) is ToxiGen's 13 groups. With demonstrations read from ``source`` (``-d``), ``all`` keeps
+    only the groups that have a set of every label in ``labels`` there: upstream's ``demonstrations/`` folder
+    alone has no women files (upstream keeps women only as prompt files), and a smaller folder has fewer groups.
+    When no group has every set (toxic labels and no toxic demonstrations at all), all 13 are kept, so that
+    :meth:`GenerationPlan.expand` raises the error that says what to fetch. Named groups are kept as given (a
+    missing set is an error there too). Prompt files (``prompt_source="prompts"``) are not filtered.
+    """
+    from toxiforge.groups import TOXIGEN_GROUP_NAMES
+
+    groups = list(groups)
+    if [g.strip().lower() for g in groups] != ["all"]:
+        return groups, {}
+    names = list(TOXIGEN_GROUP_NAMES)
+    if source is None or prompt_source != "demonstrations":
+        return names, {}
+    from toxiforge.demonstrations import load_demonstrations
+    from toxiforge.demonstrations.fetch import PROMPT_ONLY_GROUPS
+    from toxiforge.demonstrations.sets import prompt_only_hint
+
+    sets = load_demonstrations(source)
+    wanted = [parse_label(lab) for lab in labels]
+    left_out = {}
+    for group in names:
+        missing = [label_word(lab) for lab in wanted if (group, lab) not in sets]
+        if missing:
+            why = f"no {' or '.join(missing)} demonstrations in {source}"
+            left_out[group] = f"{why}; {prompt_only_hint(group)}" if group in PROMPT_ONLY_GROUPS else why
+    kept = [g for g in names if g not in left_out]
+    return (kept, left_out) if kept else (names, {})
+
+
 def row_seed(seed: int, group: str, label: int, i: int) -> int:
     """A 63-bit sampling seed for row ``i`` of a cell, stable across platforms and Python versions."""
     digest = hashlib.sha256(f"toxiforge:{seed}:{group}:{label}:{i}".encode()).digest()

@@ -453,3 +453,151 @@ def test_attacks_pass_through_to_ray_and_servers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: Server())
     assert generator.fit(alice).candidates == 20
+
+
+# --- issue 34: rounds trained as C_0 was, a round that got worse stops, no leaks ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def good_start(setup):
+    """C_0 trained with a recipe other than harden's defaults (80 steps at lr 3e-3, batch 8), which separates the
+    placeholder classes; and a copy without its training_log.json (recipe unknown)."""
+    from toxiforge.data import load_specs
+
+    folder = setup["root"] / "good"
+    train_classifier([e for d in load_specs([str(setup["data"])]) for e in d.examples], folder,
+                     train_config(setup["base"], max_steps=80, learning_rate=3e-3), progress=False)
+    copy = setup["root"] / "good-nolog"
+    shutil.copytree(folder, copy)
+    (copy / LOG_FILE).unlink()
+    return folder, copy
+
+
+def test_rounds_train_with_c0_recipe_and_stay_as_good(setup, good_start, varied_lm, tmp_path):
+    """The issue's set-up, shrunk: C_0 trained with another recipe than harden's defaults, harden run with its
+    defaults. Every round trains with C_0's recipe (from its training_log.json), so round 1 changes the data only:
+    no round is degenerate or below round 0's AUC interval. (Before: the rounds trained at lr 2e-5, batch 32 and
+    called every held-out text one class.)"""
+    out = tmp_path / "h"
+    job = harden(setup, out, varied_lm, classifier=str(good_start[0]), transfer=False, add="all",
+                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"))  # all: both labels join
+    for arm in ("alice", "control"):
+        config = json.loads((out / "round-1" / arm / "model" / LOG_FILE).read_text())["config"]
+        assert (config["learning_rate"], config["batch_size"], config["max_steps"], config["max_length"]) == \
+            (3e-3, 8, 80, 16)
+    report = json.loads((out / "report.json").read_text())
+    assert report["recipe"]["source"] == "C_0's training_log.json" and report["problems"] == {}
+    start = report["rounds"][0]["alice"]["eval"]["held"]
+    assert start["auc"] > 0.9 and 0.05 < start["called_toxic"] < 0.95
+    for arm in ("alice", "control"):
+        held = report["rounds"][1][arm]["eval"]["held"]
+        assert 0.05 < held["called_toxic"] < 0.95 and held["auc_interval"][1] >= start["auc"]
+    assert "Every round trains with this recipe (C_0's training_log.json)" in (out / "report.md").read_text()
+    assert job.problems == {}
+
+
+def test_training_options_must_agree_with_c0_recipe(setup, good_start, varied_lm, tmp_path):
+    with pytest.raises(InputError, match=r"--lr 2e-05 differ from the recipe C_0 was trained with \(learning_rate "
+                                         r"0.003"):
+        harden(setup, tmp_path / "h", varied_lm, classifier=str(good_start[0]),
+               train_options={"learning_rate": 2e-5})
+    assert not (tmp_path / "h").exists()
+
+
+def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm, tmp_path):
+    """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: round 1 is degenerate or
+    below round 0's AUC interval, so the loop stops with the numbers and the fix; --keep-going warns and goes on."""
+    from toxiforge.errors import ToxiforgeWarning
+    from toxiforge.training.harden_guard import HardenStopped
+
+    weak = train_config(setup["base"], max_steps=1, learning_rate=1e-6)
+    out = tmp_path / "h"
+    with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse than round 0, so harden stopped: "
+                                            r"the alice arm .*Fix: the rounds train with .*lr 1e-06") as stop:
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak)
+    assert any("held" in p and "%" in p or "below round 0's" in p for p in stop.value.problems)
+    report = json.loads((out / "report.json").read_text())  # written before stopping, with the numbers
+    assert report["problems"]["1"] == stop.value.problems and "no training_log.json" in report["recipe"]["note"]
+    assert "**Round 1 is worse than round 0**" in (out / "report.md").read_text()
+    with pytest.raises(HardenStopped):  # resuming stops again at the same round
+        harden(setup, out, varied_lm, resume=True, classifier=str(good_start[1]), transfer=False, train=weak)
+    generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    job = Harden(config_for(setup, classifier=str(good_start[1]), transfer=False, train=weak), out, generator,
+                 keep_going=True)
+    with pytest.warns(ToxiforgeWarning, match="going on: --keep-going"):
+        job.run(resume=True)
+    assert job.problems[1] == stop.value.problems
+
+
+def test_validator_is_compared_by_content(setup, tmp_path):
+    """-c DIR --validate-with ./DIR, or a copy of DIR: the same weights, refused (they were compared as strings)."""
+    start = setup["start"]
+    copy = tmp_path / "copy"
+    shutil.copytree(start, copy)
+    for other in (f"{start.parent}/./{start.name}", str(copy)):
+        with pytest.raises(InputError, match="is the attacked classifier"):
+            config_for(setup, validate_with=other)
+    from toxiforge.training.harden_data import same_classifier
+
+    assert same_classifier(start, copy) and not same_classifier(start, setup["base"])
+
+
+@pytest.fixture(scope="module")
+def few_prompts(setup):
+    """Demonstration sets of 4 sentences: 12 ordered pairs (k=2) per group and label."""
+    demos = setup["root"] / "few"
+    for category, group in [("race", "asian"), ("nationality", "mexican")]:
+        (demos / category).mkdir(parents=True)
+        for prefix in ("hate", "neutral"):
+            lines = [f"placeholder {prefix} line {i} on {group}" for i in range(4)]
+            (demos / category / f"{prefix}_{group}_sentences.txt").write_text("\n".join(lines) + "\n")
+    return demos
+
+
+def test_no_prompt_is_used_in_two_sets_or_twice_in_one(setup, few_prompts, varied_lm, tmp_path):
+    """With 12 prompts per cell and 10 drawn (attack 2, transfer 2, pool 4, round-1 attack 2), seeds alone repeat
+    prompts; each set re-draws, the arms' attacks of a round share theirs, and a run needing more is refused."""
+    plan = AttackPlan(groups=GROUPS, per_cell=2, source=str(few_prompts), k=2, seed=3)
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, attack=plan, eval=())
+    prompts = {run: column(read_any_table(out / run), "prompt") for run in
+               ("round-0/attack", "round-0/transfer", "round-1/control/topk", "round-1/alice/attack",
+                "round-1/control/attack")}
+    assert prompts["round-1/alice/attack"] == prompts.pop("round-1/control/attack")
+    every = [p for run in prompts.values() for p in run]
+    assert len(every) == 2 * 4 * (1 + 1 + 2 + 1) and len(set(every)) == len(every)
+    report = json.loads((out / "report.json").read_text())
+    assert sum(s["prompts_redrawn"] for s in report["sets"]) > 0  # the seeded draws did collide
+    assert "prompts re-drawn" in (out / "report.md").read_text()
+    with pytest.raises(InputError, match=r"round-2/control/topk needs 4 asian toxic prompts that no earlier set of "
+                                         r"this run used, and only 2 are left: 4 demonstrations give 12"):
+        harden(setup, tmp_path / "h2", varied_lm, attack=plan, eval=(), rounds=2)
+    assert not (tmp_path / "h2").exists()
+
+
+def test_statements_of_the_training_data_or_an_earlier_set_are_left_out(setup, finished, varied_lm, tmp_path):
+    """A statement text (case and whitespace folded) of the training data, of an earlier set or twice in one is
+    neither added nor measured: the flip rates count the kept statements only."""
+    from toxiforge.training.harden_sets import StatementLedger
+
+    ledger = StatementLedger()
+    ledger.train_on(["Placeholder  Alpha"])
+    keep, counts = ledger.check(["placeholder alpha", "beta", " BETA ", "gamma"])
+    assert keep == (False, True, False, True) and counts["in_training_data"] == counts["repeated_in_set"] == 1
+    ledger.admit(["beta", "gamma"], [True, True], "set-1")
+    assert ledger.check(["GAMMA"])[1]["in_earlier_set"] == 1
+
+    _, done = finished
+    report = json.loads((done / "report.json").read_text())
+    sets = kept_sets(setup, done)
+    assert {s["set"]: s["kept"] for s in report["sets"]} == {k: len(v) for k, v in sets.items()}
+    assert sum(s["statements"] - s["kept"] for s in report["sets"]) > 0  # this run did repeat itself
+    # a statement of round 0's attack put into the training data: the same run leaves it out of every set
+    text = sets["round-0/attack"][0][0].text
+    data = write_table(tmp_path / "train.csv", placeholder_rows(16) + [(f"  {text.upper()} ", 1, "asian")])
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, data=(str(data),), eval=())
+    again = json.loads((out / "report.json").read_text())["sets"]
+    assert again[0]["in_training_data"] >= 1 and again[0]["kept"] == len(sets["round-0/attack"]) - 1
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    assert fold(text) not in {fold(e.text) for e in added}

@@ -1,32 +1,30 @@
-"""``toxiforge harden``: attack a classifier with ALICE, retrain on what fooled it, repeat (issue 24).
+"""``toxiforge harden``: attack a classifier with ALICE, retrain on what fooled it, repeat (issues 24, 34).
 
 Round 0 measures the starting classifier C_0 (``-c DIR``, ``-c judge:MODEL``, or one trained on ``--data``).
 Round r >= 1, per arm:
 
 * **alice**: the statements of the ALICE attack on C_{r-1} that flipped its label (``add="all"``: every
   statement) join the training data with their prompt label, as the paper trains on ALICE data;
-* **control**: as many top-k statements (same count per prompt label, fresh seeds) join instead, so a gain is
-  ALICE's and not just more data (the paper's Table 4 comparison);
+* **control**: as many top-k statements (same count per prompt label) join instead, so a gain is ALICE's and not
+  just more data (the paper's Table 4 comparison);
 
-then C_r is trained on the base data plus every addition so far, from the base model (``init="base"``, the
-default) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set (with a
-bootstrap interval), FPR on the benign eval texts that name a group (``bias measure``'s FPR_NOI), and the flip
-rate of a **new** ALICE attack against C_r (seed ``seed + r``: statements it never saw). That attack is also the
-one whose flipped statements feed round r + 1 of the alice arm; both arms' attacks of a round share their prompts
-(the same plan), so the arms are compared on the same prompts. With ``transfer`` (the default), one more attack on
-C_0 (seed + 20,000, never trained on) is scored by every C_r: the flip rate of a fixed attack set. With
-``validate_with``, a classifier other than the attacked one validates statements (harden_data.py): only those it
-gives their prompt label join either arm, and flip rates are also reported among them.
+then C_r is trained on the base data plus every addition so far, with C_0's recipe (harden_guard.py), from the base
+model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
+(bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
+C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
+AUC interval stops the loop (``keep_going``: a warning). With ``transfer``, one more attack on C_0 is scored by every
+C_r. With ``validate_with``, a classifier other than the attacked one validates statements (harden_data.py).
+Prompts and statements never repeat across the run's generated sets (harden_sets.py).
 
-Everything is the existing pieces called as the CLI calls them: :func:`~toxiforge.pipeline.run_generation` (or
-:func:`~toxiforge.pipeline.ray_runner.run_generation_ray`) with :func:`~toxiforge.decoding.make_decoder`,
-:func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate` and
-:func:`~toxiforge.bias.measure.measure_data`. Layout of ``DIR`` (each run a normal toxiforge run)::
+Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
+:func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate`,
+:func:`~toxiforge.bias.measure.measure_data`). Layout of ``DIR`` (each run a normal toxiforge run)::
 
     harden.json                      the settings (a resumed run must match them; --rounds may grow)
     round-0/model/                   C_0 when trained from --data
     round-0/attack/  metrics.json    the attack on C_0, its metrics
     round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
+    round-N/SET.prompts/             the prompts a set (attack, transfer, control/topk) was drawn, as prompt files
     round-N/.../RUN.validation.json  the validator's scores of RUN's statements (validate_with)
     round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
     round-N/control/topk/            the top-k run the control statements come from
@@ -35,9 +33,7 @@ Everything is the existing pieces called as the CLI calls them: :func:`~toxiforg
     round-N/metrics.json             {"alice": ..., "control": ...}
     report.md  report.json  report.png
 
-Every step is skipped when its output is complete (a run's manifest says ``complete``, a model has its
-``training_log.json``, a JSON file exists), so ``resume=True`` continues at the first unfinished step; a
-half-written generation run resumes shard by shard.
+Every step is skipped when its output is complete, so ``resume=True`` continues at the first unfinished step.
 """
 
 from __future__ import annotations
@@ -77,17 +73,12 @@ from toxiforge.training.harden_guard import (
     train_command,
 )
 from toxiforge.training.harden_report import ARMS, measure, write_harden_report
-from toxiforge.training.harden_sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets
+from toxiforge.training.harden_sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
 from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
 METRICS_FILE, ADDED_FILE = "metrics.json", "added.jsonl"
 ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
 INIT_CHOICES: tuple[str, ...] = ("base", "continue")
-CONTROL_SEED_OFFSET = 10_000  # top-k control runs use seed + 10,000 + r: never an attack's prompts
-TRANSFER_SEED_OFFSET = 20_000  # the fixed transfer attack on C_0 uses seed + 20,000: never a round's prompts
-# The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
-# as many statements of each label as the ALICE arm adds (a shortfall is recorded in the metrics).
-CONTROL_POOL = 2
 
 
 @dataclass(frozen=True)
@@ -233,19 +224,10 @@ class Harden:
         eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
         self._validation = Validation(self.config.validate_with, self.config.device)
         self._validation.load()  # a bad --validate-with fails here
-        self._prompts = draw_sets(self._set_plans())  # a bad --groups/-d/--prompts, or too few prompts, fails here
+        # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
+        self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
         self._inputs = base, eval_sets
         return self._inputs
-
-    def _set_plans(self) -> list[tuple[str, GenerationPlan]]:
-        """Every generated set of the run in the order they are made (harden_sets.py), named by their folder."""
-        attack = self.config.attack
-        plans = [("round-0/attack", attack.plan(0))]
-        plans += [("round-0/transfer", attack.plan(TRANSFER_SEED_OFFSET))] if self.config.transfer else []
-        for r in range(1, self.config.rounds + 1):
-            plans += [(f"round-{r}/control/topk", attack.plan(CONTROL_SEED_OFFSET + r - 1, CONTROL_POOL)),
-                      (f"round-{r}/attack", attack.plan(r))]
-        return plans
 
     def run(self, resume: bool = False) -> dict[str, Any]:
         base, eval_sets = self._inputs or self.prepare(resume)

@@ -40,6 +40,11 @@ PROMPTS_JSON = "prompts.json"
 # enough unused prompts first, so this only stops a stream that keeps hitting used ones.
 DRAWS_PER_PROMPT, MIN_DRAWS = 200, 10_000
 Cell = tuple[str, int]
+CONTROL_SEED_OFFSET = 10_000  # round r's top-k control pool is drawn with seed + 10,000 + r - 1
+TRANSFER_SEED_OFFSET = 20_000  # the fixed transfer attack on C_0 with seed + 20,000 (round r's attack: seed + r)
+# The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
+# as many statements of each label as the ALICE arm adds (a shortfall is recorded in the metrics).
+CONTROL_POOL = 2
 
 
 def fold(text: str) -> str:
@@ -133,6 +138,17 @@ class _Streams:
         if self._sets is None:
             self._sets = load_shipped_benign() if self.source is None else load_demonstrations(self.source)
         return get_set(self._sets, *cell)
+
+
+def run_sets(attack: Any, rounds: int, transfer: bool) -> list[tuple[str, GenerationPlan]]:
+    """Every generated set of a run (``attack`` an :class:`~toxiforge.training.harden.AttackPlan`) in the order
+    they are made, named by their folder."""
+    plans = [("round-0/attack", attack.plan(0))]
+    plans += [("round-0/transfer", attack.plan(TRANSFER_SEED_OFFSET))] if transfer else []
+    for r in range(1, rounds + 1):
+        plans += [(f"round-{r}/control/topk", attack.plan(CONTROL_SEED_OFFSET + r - 1, CONTROL_POOL)),
+                  (f"round-{r}/attack", attack.plan(r))]
+    return plans
 
 
 def draw_sets(plans: Sequence[tuple[str, GenerationPlan]]) -> dict[str, DrawnSet]:

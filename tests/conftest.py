@@ -137,8 +137,10 @@ def tiny_bert_config(tokenizer, **overrides):
     return BertConfig(**{**settings, **overrides})
 
 
-def build_tiny_llama(tokenizer, *, seed: int = 0, newline_bias: float | None = None):
-    """A 2-layer Llama. ``newline_bias`` adds that bias to the newline token's logit (to make lines end)."""
+def build_tiny_llama(tokenizer, *, seed: int = 0, newline_bias: float | None = None, initializer_range: float = 0.02):
+    """A 2-layer Llama. ``newline_bias`` adds that bias to the newline token's logit (to make lines end); a larger
+    ``initializer_range`` (0.3) makes its continuations follow the prompt (at 0.02 ALICE writes the same text after
+    every prompt)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -146,7 +148,7 @@ def build_tiny_llama(tokenizer, *, seed: int = 0, newline_bias: float | None = N
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=None, tie_word_embeddings=False)
+                         bos_token_id=None, tie_word_embeddings=False, initializer_range=initializer_range)
     model = LlamaForCausalLM(config).eval()
     if newline_bias is not None:
         head = torch.nn.Linear(config.hidden_size, config.vocab_size, bias=True)

@@ -19,6 +19,7 @@ from toxiforge.decoding import decoder_config
 from toxiforge.errors import InputError
 from toxiforge.pipeline import Generator, JobConfig
 from toxiforge.training.harden import METRICS_FILE, AttackPlan, Harden, HardenConfig, read_examples
+from toxiforge.training.harden_data import run_rows
 from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
 
 runner = CliRunner()
@@ -68,9 +69,54 @@ def setup(tmp_path_factory):
     return {"root": root, "base": base, "demos": demos, "data": data, "eval": held, "start": start}
 
 
-def train_config(base) -> TrainConfig:
-    return TrainConfig(base_model=str(base), max_steps=2, batch_size=8, learning_rate=1e-3, max_length=16,
-                       eval_fraction=0.0, logging_steps=1, device="cpu")
+def train_config(base, **overrides) -> TrainConfig:
+    return TrainConfig(**{**dict(base_model=str(base), max_steps=2, batch_size=8, learning_rate=1e-3, max_length=16,
+                                 eval_fraction=0.0, logging_steps=1, device="cpu"), **overrides})
+
+
+@pytest.fixture(scope="module")
+def varied_lm(tiny_tokenizer):
+    """A tiny Llama whose short lines follow their prompt (varied_lm writes one text after every prompt, so
+    every statement but the first of a run would be left out as a repeat)."""
+    from conftest import build_tiny_llama
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    return TransformersLM(build_tiny_llama(tiny_tokenizer, newline_bias=2.0, initializer_range=0.3), tiny_tokenizer,
+                          name="tiny-llama-varied")
+
+
+def fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def kept(rows, seen: set[str]):
+    """``run_rows`` less the statements of ``seen`` (folded texts: the training data, earlier sets) or repeated in the
+    run; ``seen`` grows by the kept ones."""
+    out, inside = [], set()
+    for e, fooled in rows:
+        key = fold(e.text)
+        if key not in seen and key not in inside:
+            out.append((e, fooled))
+        inside.add(key)
+    seen.update(fold(e.text) for e, _ in out)
+    return out
+
+
+def training_texts(setup) -> set[str]:
+    with setup["data"].open() as f:
+        return {fold(r["text"]) for r in csv.DictReader(f)}
+
+
+def kept_sets(setup, out) -> dict[str, list]:
+    """Each set's kept statements of a one-round run, the sets read in the order they were made; the two arms'
+    attacks are checked against the earlier sets, not against each other."""
+    seen = training_texts(setup)
+    sets = {run: kept(run_rows(out / run, method), seen) for run, method in
+            (("round-0/attack", "ALICE"), ("round-0/transfer", "ALICE"), ("round-1/control/topk", "top-k"))}
+    earlier = set(seen)
+    for arm in ("alice", "control"):
+        sets[f"round-1/{arm}/attack"] = kept(run_rows(out / "round-1" / arm / "attack", "ALICE"), set(earlier))
+    return sets
 
 
 def config_for(setup, **overrides) -> HardenConfig:
@@ -92,9 +138,9 @@ def harden(setup, out, tiny_lm, *, resume=False, **overrides) -> Harden:
 
 
 @pytest.fixture(scope="module")
-def finished(setup, tiny_lm_newlines, tmp_path_factory):
+def finished(setup, varied_lm, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "h"
-    return harden(setup, out, tiny_lm_newlines), out
+    return harden(setup, out, varied_lm), out
 
 
 def attack_rows(run_dir):
@@ -103,10 +149,10 @@ def attack_rows(run_dir):
                     column(table, "parse_error")))
 
 
-def test_flipped_statements_join_with_their_prompt_label(finished):
+def test_flipped_statements_join_with_their_prompt_label(setup, finished):
     job, out = finished
-    rows = attack_rows(out / "round-0" / "attack")
-    fooled = sorted((text.strip(), label) for text, label, f, err in rows if f and err is None and text.strip())
+    rows = kept(run_rows(out / "round-0" / "attack", "ALICE"), training_texts(setup))
+    fooled = sorted((e.text, e.label) for e, f in rows if f)
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     assert sorted((e.text, e.label) for e in added) == fooled
     assert all(e.method == "ALICE" for e in added)
@@ -126,7 +172,7 @@ def test_control_arm_adds_as_many_top_k_statements_per_label(finished):
     assert metrics["control"]["control_shortfall"] == 0
 
 
-def test_layout_metrics_and_report(finished):
+def test_layout_metrics_and_report(setup, finished):
     job, out = finished
     for arm in ("alice", "control"):
         manifest = json.loads((out / "round-1" / arm / "attack" / "manifest.json").read_text())
@@ -138,7 +184,8 @@ def test_layout_metrics_and_report(finished):
     assert len(report["rounds"]) == 2
     first = report["rounds"][1]["alice"]
     assert set(first["eval"]) == {"held"} and 0 <= first["eval"]["held"]["auc"] <= 1
-    assert first["eval"]["held"]["noi_benign"] >= 1 and first["flip_rate"]["all"]["n"] == 12
+    assert first["eval"]["held"]["noi_benign"] >= 1
+    assert first["flip_rate"]["all"]["n"] == len(kept_sets(setup, out)["round-1/alice/attack"]) > 0
     md = (out / "report.md").read_text()
     assert "| 1 | control |" in md and "AUC held" in md
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
@@ -157,18 +204,17 @@ def test_transfer_attack_is_made_once_on_c0_and_scored_by_every_round(setup, fin
 
     from toxiforge.classifiers import load_classifier
     from toxiforge.records import is_toxic
-    from toxiforge.training.harden_data import run_rows
 
     _, out = finished
     manifest = json.loads((out / "round-0" / "transfer" / "manifest.json").read_text())
     assert manifest["config"]["plan"]["seed"] == 3 + 20_000 and manifest["config"]["classifier"] == "round-0"
-    rows = run_rows(out / "round-0" / "transfer", "ALICE")
+    rows = kept_sets(setup, out)["round-0/transfer"]
     metrics = json.loads((out / "round-1" / "metrics.json").read_text())
     for arm in ("alice", "control"):
         scores = load_classifier(out / "round-1" / arm / "model", device="cpu").predict_proba([e.text for e, _ in rows])
         wrong = is_toxic(np.asarray(scores)) != np.array([bool(e.label) for e, _ in rows])
         got = metrics[arm]["transfer"]
-        assert got["all"]["n"] == len(rows) == 12 and got["all"]["value"] == pytest.approx(wrong.mean())
+        assert got["all"]["n"] == len(rows) > 0 and got["all"]["value"] == pytest.approx(wrong.mean())
     start = json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["transfer"]
     fooled = [f for _, f in rows]  # C_0 scored them in the run; re-scored in round 0, the same flips
     assert start["all"]["value"] == pytest.approx(np.mean(fooled))
@@ -176,22 +222,23 @@ def test_transfer_attack_is_made_once_on_c0_and_scored_by_every_round(setup, fin
     assert "transfer flip %" in md and "| 0 | start | 0 | 16 |" in md  # round 0: C_0's 16 training rows
 
 
-def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, tiny_lm_newlines, tmp_path):
+def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, varied_lm, tmp_path):
     """--validate-with: only statements the validator gives their prompt label join (ALICE flips and the control
     pool alike); its scores are cached beside each run; the flip rate among validated statements is reported."""
     from toxiforge.classifiers import load_classifier
     from toxiforge.records import is_toxic
-    from toxiforge.training.harden_data import run_rows
 
     out = tmp_path / "h"
-    job = harden(setup, out, tiny_lm_newlines, validate_with="profanity-check", transfer=False, eval=())
+    job = harden(setup, out, varied_lm, validate_with="profanity-check", transfer=False, eval=())
     validator = load_classifier("profanity-check")
-    rows = run_rows(out / "round-0" / "attack", "ALICE")
+    every = run_rows(out / "round-0" / "attack", "ALICE")
+    cached = json.loads((out / "round-0" / "attack.validation.json").read_text())
+    assert cached["validator"] == "profanity-check"
+    assert cached["scores"] == pytest.approx(list(validator.predict_proba([e.text for e, _ in every])))
+    rows = kept(every, training_texts(setup))  # the statements the run keeps (harden_sets.py)
     scores = validator.predict_proba([e.text for e, _ in rows])
     agree = [bool(is_toxic(float(s))) == bool(e.label) for (e, _), s in zip(rows, scores)]
     assert 0 < sum(agree) < len(rows)  # placeholder text scores benign: benign prompts kept, toxic ones not
-    cached = json.loads((out / "round-0" / "attack.validation.json").read_text())
-    assert cached["validator"] == "profanity-check" and cached["scores"] == pytest.approx(list(scores))
     expected = sorted((e.text, e.label) for (e, fooled), ok in zip(rows, agree) if fooled and ok)
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     assert sorted((e.text, e.label) for e in added) == expected
@@ -207,7 +254,7 @@ def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, tiny
     scored = [(f, ok) for (_, f), ok in zip(rows, agree) if f is not None]
     assert flips["confirmed"]["all"]["value"] == pytest.approx(sum(f and ok for f, ok in scored) / len(scored))
     assert "validate round-0/attack" in job.steps and "confirmed flip %" in (out / "report.md").read_text()
-    again = harden(setup, out, tiny_lm_newlines, resume=True, validate_with="profanity-check", transfer=False,
+    again = harden(setup, out, varied_lm, resume=True, validate_with="profanity-check", transfer=False,
                    eval=())
     assert again.steps == []  # the validator's scores are read back, not recomputed
 
@@ -217,18 +264,18 @@ def test_validator_that_is_the_attacked_classifier_is_refused(setup):
         config_for(setup, validate_with=str(setup["start"]))
 
 
-def test_resume_skips_finished_steps(setup, tiny_lm_newlines, finished, tmp_path):
+def test_resume_skips_finished_steps(setup, varied_lm, finished, tmp_path):
     _, done = finished
     out = tmp_path / "h"
     shutil.copytree(done, out)
-    assert harden(setup, out, tiny_lm_newlines, resume=True).steps == []
+    assert harden(setup, out, varied_lm, resume=True).steps == []
     shutil.rmtree(out / "round-1" / "control" / "attack")
     (out / "round-1" / "metrics.json").unlink()
-    again = harden(setup, out, tiny_lm_newlines, resume=True)
+    again = harden(setup, out, varied_lm, resume=True)
     assert again.steps == ["generate round-1/control/attack", "measure round-1/metrics.json"]
 
 
-def test_runs_with_other_seeds_read_together(setup, tiny_lm_newlines, finished, tmp_path):
+def test_runs_with_other_seeds_read_together(setup, varied_lm, finished, tmp_path):
     """harden-seeds reads real runs: the finished one (seed 3) and the same settings at seed 4."""
     from dataclasses import replace
 
@@ -236,7 +283,7 @@ def test_runs_with_other_seeds_read_together(setup, tiny_lm_newlines, finished, 
 
     _, first = finished
     plan = AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=4)
-    harden(setup, tmp_path / "s4", tiny_lm_newlines, attack=plan, train=replace(train_config(setup["base"]), seed=4))
+    harden(setup, tmp_path / "s4", varied_lm, attack=plan, train=replace(train_config(setup["base"]), seed=4))
     combined = combine([first, tmp_path / "s4"])
     reports = [json.loads((d / "report.json").read_text()) for d in (first, tmp_path / "s4")]
     assert combined["seeds"] == [3, 4] and combined["headline"] == "attack"  # no validator: the raw flip rate
@@ -249,18 +296,18 @@ def test_runs_with_other_seeds_read_together(setup, tiny_lm_newlines, finished, 
                                     - r["rounds"][0]["alice"]["flip_rate"]["all"]["value"] for r in reports])
 
 
-def test_continue_and_add_all(setup, tiny_lm_newlines, tmp_path):
-    job = harden(setup, tmp_path / "h", tiny_lm_newlines, classifier=None, add="all", init="continue", eval=())
+def test_continue_and_add_all(setup, varied_lm, tmp_path):
+    job = harden(setup, tmp_path / "h", varied_lm, classifier=None, add="all", init="continue", eval=())
     out = tmp_path / "h"
     assert (out / "round-0" / "model" / LOG_FILE).exists()  # C_0 trained on --data
-    usable = [r for r in attack_rows(out / "round-0" / "attack") if r[3] is None and r[0].strip()]
+    usable = kept(run_rows(out / "round-0" / "attack", "ALICE"), training_texts(setup))
     assert len(read_examples(out / "round-1" / "alice" / "added.jsonl")) == len(usable)
     log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
     assert log["base_model"] == str(out / "round-0" / "model")  # continued from C_0
     assert "train round-0/model" in job.steps
 
 
-def test_external_training_stops_with_train_commands_then_resumes(setup, tiny_lm_newlines, tmp_path):
+def test_external_training_stops_with_train_commands_then_resumes(setup, varied_lm, tmp_path):
     """--external-training: the loop stops where models are due with `toxiforge train` commands (for torchrun);
     those commands train on the same rows, and --resume goes on with their models."""
     import shlex
@@ -268,7 +315,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, tiny_lm
     from toxiforge.training.harden import TrainingPending
 
     out = tmp_path / "h"
-    generator = Generator(model="tiny", lm=tiny_lm_newlines, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
     job = Harden(config_for(setup, eval=()), out, generator, external_training=True)
     with pytest.raises(TrainingPending) as stop:
         job.run()
@@ -365,15 +412,15 @@ def test_cli_attacks_and_measures_a_judge_with_its_template(setup, tiny_llama_di
     assert settings["classifier_options"] == {"template": "llama-guard"}
 
 
-def test_cli_runs_a_round(setup, tiny_lm_newlines, tmp_path, monkeypatch):
+def test_cli_runs_a_round(setup, varied_lm, tmp_path, monkeypatch):
     import toxiforge.models
 
-    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: tiny_lm_newlines)
+    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: varied_lm)
     out = tmp_path / "h"
     args = ["harden", "--data", str(setup["data"]), "-c", str(setup["start"]), "-o", str(out), "--rounds", "1",
             "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
             str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
-            "--base-model", str(setup["base"]), "--max-steps", "1", "--device", "cpu", "--no-progress"]
+            "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress"]  # C_0's base model: agreed
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "| 1 | alice |" in result.output and (out / "report.png").exists()
@@ -406,3 +453,151 @@ def test_attacks_pass_through_to_ray_and_servers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: Server())
     assert generator.fit(alice).candidates == 20
+
+
+# --- issue 34: rounds trained as C_0 was, a round that got worse stops, no leaks ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def good_start(setup):
+    """C_0 trained with a recipe other than harden's defaults (80 steps at lr 3e-3, batch 8), which separates the
+    placeholder classes; and a copy without its training_log.json (recipe unknown)."""
+    from toxiforge.data import load_specs
+
+    folder = setup["root"] / "good"
+    train_classifier([e for d in load_specs([str(setup["data"])]) for e in d.examples], folder,
+                     train_config(setup["base"], max_steps=80, learning_rate=3e-3), progress=False)
+    copy = setup["root"] / "good-nolog"
+    shutil.copytree(folder, copy)
+    (copy / LOG_FILE).unlink()
+    return folder, copy
+
+
+def test_rounds_train_with_c0_recipe_and_stay_as_good(setup, good_start, varied_lm, tmp_path):
+    """The issue's set-up, shrunk: C_0 trained with another recipe than harden's defaults, harden run with its
+    defaults. Every round trains with C_0's recipe (from its training_log.json), so round 1 changes the data only:
+    no round is degenerate or below round 0's AUC interval. (Before: the rounds trained at lr 2e-5, batch 32 and
+    called every held-out text one class.)"""
+    out = tmp_path / "h"
+    job = harden(setup, out, varied_lm, classifier=str(good_start[0]), transfer=False, add="all",
+                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"))  # all: both labels join
+    for arm in ("alice", "control"):
+        config = json.loads((out / "round-1" / arm / "model" / LOG_FILE).read_text())["config"]
+        assert (config["learning_rate"], config["batch_size"], config["max_steps"], config["max_length"]) == \
+            (3e-3, 8, 80, 16)
+    report = json.loads((out / "report.json").read_text())
+    assert report["recipe"]["source"] == "C_0's training_log.json" and report["problems"] == {}
+    start = report["rounds"][0]["alice"]["eval"]["held"]
+    assert start["auc"] > 0.9 and 0.05 < start["called_toxic"] < 0.95
+    for arm in ("alice", "control"):
+        held = report["rounds"][1][arm]["eval"]["held"]
+        assert 0.05 < held["called_toxic"] < 0.95 and held["auc_interval"][1] >= start["auc"]
+    assert "Every round trains with this recipe (C_0's training_log.json)" in (out / "report.md").read_text()
+    assert job.problems == {}
+
+
+def test_training_options_must_agree_with_c0_recipe(setup, good_start, varied_lm, tmp_path):
+    with pytest.raises(InputError, match=r"--lr 2e-05 differ from the recipe C_0 was trained with \(learning_rate "
+                                         r"0.003"):
+        harden(setup, tmp_path / "h", varied_lm, classifier=str(good_start[0]),
+               train_options={"learning_rate": 2e-5})
+    assert not (tmp_path / "h").exists()
+
+
+def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm, tmp_path):
+    """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: round 1 is degenerate or
+    below round 0's AUC interval, so the loop stops with the numbers and the fix; --keep-going warns and goes on."""
+    from toxiforge.errors import ToxiforgeWarning
+    from toxiforge.training.harden_guard import HardenStopped
+
+    weak = train_config(setup["base"], max_steps=1, learning_rate=1e-6)
+    out = tmp_path / "h"
+    with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse than round 0, so harden stopped: "
+                                            r"the alice arm .*Fix: the rounds train with .*lr 1e-06") as stop:
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak)
+    assert any("held" in p and "%" in p or "below round 0's" in p for p in stop.value.problems)
+    report = json.loads((out / "report.json").read_text())  # written before stopping, with the numbers
+    assert report["problems"]["1"] == stop.value.problems and "no training_log.json" in report["recipe"]["note"]
+    assert "**Round 1 is worse than round 0**" in (out / "report.md").read_text()
+    with pytest.raises(HardenStopped):  # resuming stops again at the same round
+        harden(setup, out, varied_lm, resume=True, classifier=str(good_start[1]), transfer=False, train=weak)
+    generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
+    job = Harden(config_for(setup, classifier=str(good_start[1]), transfer=False, train=weak), out, generator,
+                 keep_going=True)
+    with pytest.warns(ToxiforgeWarning, match="going on: --keep-going"):
+        job.run(resume=True)
+    assert job.problems[1] == stop.value.problems
+
+
+def test_validator_is_compared_by_content(setup, tmp_path):
+    """-c DIR --validate-with ./DIR, or a copy of DIR: the same weights, refused (they were compared as strings)."""
+    start = setup["start"]
+    copy = tmp_path / "copy"
+    shutil.copytree(start, copy)
+    for other in (f"{start.parent}/./{start.name}", str(copy)):
+        with pytest.raises(InputError, match="is the attacked classifier"):
+            config_for(setup, validate_with=other)
+    from toxiforge.training.harden_data import same_classifier
+
+    assert same_classifier(start, copy) and not same_classifier(start, setup["base"])
+
+
+@pytest.fixture(scope="module")
+def few_prompts(setup):
+    """Demonstration sets of 4 sentences: 12 ordered pairs (k=2) per group and label."""
+    demos = setup["root"] / "few"
+    for category, group in [("race", "asian"), ("nationality", "mexican")]:
+        (demos / category).mkdir(parents=True)
+        for prefix in ("hate", "neutral"):
+            lines = [f"placeholder {prefix} line {i} on {group}" for i in range(4)]
+            (demos / category / f"{prefix}_{group}_sentences.txt").write_text("\n".join(lines) + "\n")
+    return demos
+
+
+def test_no_prompt_is_used_in_two_sets_or_twice_in_one(setup, few_prompts, varied_lm, tmp_path):
+    """With 12 prompts per cell and 10 drawn (attack 2, transfer 2, pool 4, round-1 attack 2), seeds alone repeat
+    prompts; each set re-draws, the arms' attacks of a round share theirs, and a run needing more is refused."""
+    plan = AttackPlan(groups=GROUPS, per_cell=2, source=str(few_prompts), k=2, seed=3)
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, attack=plan, eval=())
+    prompts = {run: column(read_any_table(out / run), "prompt") for run in
+               ("round-0/attack", "round-0/transfer", "round-1/control/topk", "round-1/alice/attack",
+                "round-1/control/attack")}
+    assert prompts["round-1/alice/attack"] == prompts.pop("round-1/control/attack")
+    every = [p for run in prompts.values() for p in run]
+    assert len(every) == 2 * 4 * (1 + 1 + 2 + 1) and len(set(every)) == len(every)
+    report = json.loads((out / "report.json").read_text())
+    assert sum(s["prompts_redrawn"] for s in report["sets"]) > 0  # the seeded draws did collide
+    assert "prompts re-drawn" in (out / "report.md").read_text()
+    with pytest.raises(InputError, match=r"round-2/control/topk needs 4 asian toxic prompts that no earlier set of "
+                                         r"this run used, and only 2 are left: 4 demonstrations give 12"):
+        harden(setup, tmp_path / "h2", varied_lm, attack=plan, eval=(), rounds=2)
+    assert not (tmp_path / "h2").exists()
+
+
+def test_statements_of_the_training_data_or_an_earlier_set_are_left_out(setup, finished, varied_lm, tmp_path):
+    """A statement text (case and whitespace folded) of the training data, of an earlier set or twice in one is
+    neither added nor measured: the flip rates count the kept statements only."""
+    from toxiforge.training.harden_sets import StatementLedger
+
+    ledger = StatementLedger()
+    ledger.train_on(["Placeholder  Alpha"])
+    keep, counts = ledger.check(["placeholder alpha", "beta", " BETA ", "gamma"])
+    assert keep == (False, True, False, True) and counts["in_training_data"] == counts["repeated_in_set"] == 1
+    ledger.admit(["beta", "gamma"], [True, True], "set-1")
+    assert ledger.check(["GAMMA"])[1]["in_earlier_set"] == 1
+
+    _, done = finished
+    report = json.loads((done / "report.json").read_text())
+    sets = kept_sets(setup, done)
+    assert {s["set"]: s["kept"] for s in report["sets"]} == {k: len(v) for k, v in sets.items()}
+    assert sum(s["statements"] - s["kept"] for s in report["sets"]) > 0  # this run did repeat itself
+    # a statement of round 0's attack put into the training data: the same run leaves it out of every set
+    text = sets["round-0/attack"][0][0].text
+    data = write_table(tmp_path / "train.csv", placeholder_rows(16) + [(f"  {text.upper()} ", 1, "asian")])
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, data=(str(data),), eval=())
+    again = json.loads((out / "report.json").read_text())["sets"]
+    assert again[0]["in_training_data"] >= 1 and again[0]["kept"] == len(sets["round-0/attack"]) - 1
+    added = read_examples(out / "round-1" / "alice" / "added.jsonl")
+    assert fold(text) not in {fold(e.text) for e in added}

@@ -33,7 +33,10 @@ from toxiforge.cli._app import (
     ray_config,
     split_list,
 )
-from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
+from toxiforge.models.embedded import DEFAULT_LM
+
+RECIPE_HELP = ("Unset training options follow C_0's training_log.json (toxiforge trained it), else train's "
+               "defaults; given ones must agree with C_0's recipe.")
 
 
 def harden_command(
@@ -51,7 +54,8 @@ def harden_command(
     toxic_label: str | None = TOXIC_LABEL,
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
                                                                     "FPR_NOI): human-written text, never trained on."),
-    base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder every round trains from."),
+    base_model: str | None = typer.Option(None, "--base-model", help="Encoder every round trains from (default: "
+                                                                     "C_0's, else the embedded MiniLM)."),
     add: str = typer.Option("flipped", "--add", help="flipped: the statements that fooled the classifier join the "
                                                      "training data; all: every attack statement."),
     validate_with: str | None = typer.Option(
@@ -82,11 +86,14 @@ def harden_command(
     classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="Temperature (ALICE and top-k)."),
-    epochs: float = typer.Option(3.0, "--epochs", help="Training epochs per round."),
-    max_steps: int = typer.Option(-1, "--max-steps", help="Training steps per round (-1: all epochs)."),
-    train_batch_size: int = typer.Option(32, "--train-batch-size", help="Training batch size."),
-    learning_rate: float = typer.Option(2e-5, "--learning-rate", "--lr"),
-    max_length: int = typer.Option(128, "--max-length", help="Truncate training texts to this many tokens."),
+    epochs: float | None = typer.Option(None, "--epochs", help=f"Training epochs per round. {RECIPE_HELP}"),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Training steps per round (-1: all epochs)."),
+    train_batch_size: int | None = typer.Option(None, "--train-batch-size", help="Training batch size."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr"),
+    max_length: int | None = typer.Option(None, "--max-length", help="Truncate training texts to this many "
+                                                                     "tokens."),
+    keep_going: bool = typer.Option(False, "--keep-going", help="Warn about a round whose classifier is degenerate "
+                                                                "or worse than round 0 instead of stopping."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
@@ -125,14 +132,16 @@ def harden_command(
     attack = AttackPlan(groups=tuple(group_names(groups, split_list(labels), source, prompt_source)),
                         labels=tuple(split_list(labels)), per_cell=per_cell, source=source,
                         prompt_source=prompt_source, k=k, seed=seed)
-    train = TrainConfig(base_model=base_model, epochs=epochs, max_steps=max_steps, batch_size=train_batch_size,
-                        learning_rate=learning_rate, max_length=max_length, seed=seed, device=device)
+    given = {"base_model": base_model, "epochs": epochs, "max_steps": max_steps, "batch_size": train_batch_size,
+             "learning_rate": learning_rate, "max_length": max_length}
+    train = TrainConfig(seed=seed, device=device)
     config = HardenConfig(rounds=rounds, attack=attack, alice=alice, topk=decoder_config("top-k", shared),
                           train=train, data=tuple(v for d in data for v in split_list(d)),
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
                           classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
-                          validate_with=validate_with, transfer=transfer)
+                          validate_with=validate_with, transfer=transfer,
+                          train_options={k: v for k, v in given.items() if v is not None})
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:
@@ -141,7 +150,7 @@ def harden_command(
                           ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources,
                                          ray_spread, ray_placement_timeout),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
-    job = Harden(config, out, generator, progress=progress, external_training=external_training,
+    job = Harden(config, out, generator, progress=progress, external_training=external_training, keep_going=keep_going,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))
     job.prepare(resume)  # every bad-input error before a model loads
     if api:

@@ -11,6 +11,7 @@ the raw one).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK, is_toxic
+from toxiforge.records import METHOD_ALICE, is_toxic
 
 VALIDATION_SUFFIX = ".validation.json"  # round-N/ARM/attack.validation.json beside round-N/ARM/attack/
 
@@ -44,21 +45,35 @@ def agrees(example: Example, score: float) -> bool:
     return bool(is_toxic(score)) == bool(example.label)
 
 
-def select_alice(attack_dir: Path, add: str, validated: Sequence[float] | None = None) -> list[Example]:
-    """The attack's statements that flipped the classifier's label (``add="all"``: all of them); with
-    ``validated`` (a validator's P(toxic) per statement of :func:`run_rows`), only those it gives their prompt
-    label."""
-    rows = run_rows(attack_dir, METHOD_ALICE)
-    keep = [True] * len(rows) if validated is None else [agrees(e, s) for (e, _), s in zip(rows, validated)]
-    return [e for (e, fooled), ok in zip(rows, keep) if ok and (add == "all" or fooled)]
+@dataclass(frozen=True)
+class Statements:
+    """A run's statements to select from or measure flips on: ``validated``, a validator's P(toxic) for each of
+    :func:`run_rows` (None: no validator); ``keep``, which of them the run kept (None: all; harden_sets.py leaves
+    out statements of the training data or of an earlier set)."""
+
+    run_dir: Path
+    validated: Sequence[float] | None = None
+    keep: Sequence[bool] | None = None
+    method: str = METHOD_ALICE
+
+    def rows(self) -> list[tuple[Example, bool | None, float | None]]:
+        """The kept statements as ``(Example with its prompt label, fooled, validator score or None)``."""
+        rows = run_rows(self.run_dir, self.method)
+        scores = self.validated if self.validated is not None else [None] * len(rows)
+        keep = self.keep if self.keep is not None else [True] * len(rows)
+        return [(e, fooled, s) for (e, fooled), s, ok in zip(rows, scores, keep) if ok]
 
 
-def select_control(topk_dir: Path, like: Sequence[Example], seed: int,
-                   validated: Sequence[float] | None = None) -> list[Example]:
+def select_alice(attack: Statements, add: str) -> list[Example]:
+    """The attack's statements that flipped the classifier's label (``add="all"``: all of them); with a
+    validator, only those it gives their prompt label."""
+    return [e for e, fooled, s in attack.rows() if (s is None or agrees(e, s)) and (add == "all" or fooled)]
+
+
+def select_control(topk: Statements, like: Sequence[Example], seed: int) -> list[Example]:
     """As many top-k statements as ``like`` has, label by label (a seeded sample; all of a label when short);
-    with ``validated``, drawn only from the statements the validator gives their prompt label."""
-    rows = run_rows(topk_dir, METHOD_TOPK)
-    pool = [e for i, (e, _) in enumerate(rows) if validated is None or agrees(e, validated[i])]
+    with a validator, drawn only from the statements it gives their prompt label."""
+    pool = [e for e, _, s in topk.rows() if s is None or agrees(e, s)]
     rng = random.Random(seed)
     out: list[Example] = []
     for label in (0, 1):
@@ -79,6 +94,48 @@ def read_examples(path: Path) -> list[Example]:
     return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
 
 
+JUDGE_PREFIX = "judge:"
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes the weights to
+
+
+def _weight_files(spec: str | Path) -> tuple[str, list[Path]] | None:
+    """``(kind, weight files)`` of a classifier spec naming a local directory (kind: "judge" or "head"), else
+    None (a registry name or hub id: compared by name)."""
+    text = str(spec)
+    kind = "judge" if text.startswith(JUDGE_PREFIX) else "head"
+    folder = Path(text.removeprefix(JUDGE_PREFIX)).expanduser()
+    files = sorted(f for pattern in WEIGHT_FILES for f in folder.glob(pattern)) if folder.is_dir() else []
+    return (kind, files) if files else None
+
+
+def weights_digest(spec: str | Path) -> str | None:
+    """SHA-256 of a classifier directory's weight files (names and bytes), None when ``spec`` is no such
+    directory."""
+    found = _weight_files(spec)
+    if found is None:
+        return None
+    kind, files = found
+    digest = hashlib.sha256(kind.encode())
+    for f in files:
+        digest.update(f.name.encode() + b"\0")
+        with f.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def same_classifier(a: str | Path, b: str | Path) -> bool:
+    """Whether two classifier specs are one classifier: the same name, or directories whose weights have the same
+    digest (hashed only when their weight files have the same names and sizes)."""
+    if str(a) == str(b):
+        return True
+    fa, fb = _weight_files(a), _weight_files(b)
+    if fa is None or fb is None:
+        return False
+    shape = [(kind, [(f.name, f.stat().st_size) for f in files]) for kind, files in (fa, fb)]
+    return shape[0] == shape[1] and weights_digest(a) == weights_digest(b)
+
+
 @dataclass
 class Validation:
     """The validator ``spec`` (anything :func:`~toxiforge.classifiers.load_classifier` loads, or None: no
@@ -89,11 +146,13 @@ class Validation:
     _classifier: Any = field(default=None, repr=False)
 
     def check(self, attacked: str | Path | None) -> None:
-        """Refuse a validator that is the attacked classifier: it would reject every flip by definition."""
-        if self.spec is not None and attacked is not None and str(self.spec) == str(attacked):
-            raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c): it disagrees with every "
-                             "statement that fooled it, so nothing would join", hint="validate with another "
-                             "classifier (e.g. one trained on human-written text, or a judge:MODEL)")
+        """Refuse a validator that is the attacked classifier: it would reject every flip by definition. Compared by
+        content (:func:`same_classifier`), so another spelling of the path or a copy of the directory is refused."""
+        if self.spec is not None and attacked is not None and same_classifier(self.spec, attacked):
+            raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c {attacked}, the same "
+                             "weights): it disagrees with every statement that fooled it, so nothing would join",
+                             hint="validate with another classifier (e.g. one trained on human-written text, or a "
+                                  "judge:MODEL)")
 
     def load(self) -> None:
         """Load the validator now (a bad spec fails here, before any work); no-op without one."""

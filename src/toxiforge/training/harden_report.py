@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ import numpy as np
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
 from toxiforge.data.examples import Example, LabeledData
-from toxiforge.records import METHOD_ALICE, TOXIC_THRESHOLD, is_toxic
-from toxiforge.training.harden_data import agrees, run_rows
+from toxiforge.records import TOXIC_THRESHOLD, is_toxic
+from toxiforge.training.harden_data import Statements, agrees
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
@@ -55,10 +54,11 @@ def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
     return out
 
 
-def flip_rates(attack_dir: Path, validated: Sequence[float] | None = None) -> dict[str, Any]:
-    """:func:`flip_shares` of an attack run, its ``fooled`` column being the flips."""
-    rows = run_rows(attack_dir, METHOD_ALICE)
-    return flip_shares([e for e, _ in rows], [f for _, f in rows], validated)
+def flip_rates(statements: Statements) -> dict[str, Any]:
+    """:func:`flip_shares` of an attack run's kept statements, its ``fooled`` column being the flips."""
+    rows = statements.rows()
+    validated = None if statements.validated is None else [s for _, _, s in rows if s is not None]
+    return flip_shares([e for e, _, _ in rows], [f for _, f, _ in rows], validated)
 
 
 def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
@@ -77,14 +77,6 @@ def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, s
     return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
 
 
-@dataclass(frozen=True)
-class Statements:
-    """A run's statements to measure flips on, with a validator's P(toxic) for each (None: no validator)."""
-
-    run_dir: Path
-    validated: Sequence[float] | None = None
-
-
 def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack: Statements,
             device: str = "auto", threshold: float = TOXIC_THRESHOLD, options: dict[str, Any] | None = None,
             transfer: Statements | None = None) -> dict[str, Any]:
@@ -96,16 +88,17 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
     from toxiforge.classifiers import load_classifier
     from toxiforge.training.evaluate import evaluate
 
-    out: dict[str, Any] = {"classifier": str(classifier),
-                           "flip_rate": flip_rates(attack.run_dir, attack.validated), "eval": {}}
+    out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack), "eval": {}}
     if not eval_sets and transfer is None:
         return out
     loaded = load_classifier(classifier, device=device, name=name, **(options or {}))
     if transfer is not None:
-        examples = [e for e, _ in run_rows(transfer.run_dir, METHOD_ALICE)]
+        rows = transfer.rows()
+        examples = [e for e, _, _ in rows]
         scores = loaded.predict_proba([e.text for e in examples]) if examples else []
         flipped = [bool(is_toxic(float(s), threshold)) != bool(e.label) for e, s in zip(examples, scores)]
-        out["transfer"] = flip_shares(examples, flipped, transfer.validated)
+        validated = None if transfer.validated is None else [v for _, _, v in rows if v is not None]
+        out["transfer"] = flip_shares(examples, flipped, validated)
     if eval_sets:
         report = evaluate(loaded, eval_sets)
         lexicon = default_bias_lexicon()
@@ -113,7 +106,10 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
             bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,
                                 threshold=threshold).report.to_json()
             out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
-                                        "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"]}
+                                        "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"],
+                                        # harden_guard.round_problems: a classifier calling (almost) all one class
+                                        "texts": len(r.scores), "true_toxic": float(np.mean(r.data.labels)),
+                                        "called_toxic": float(np.mean(is_toxic(np.asarray(r.scores), threshold)))}
     return out
 
 
@@ -203,6 +199,7 @@ def markdown(report: dict[str, Any]) -> str:
         if missing:
             lines += ["", f"Note: round {r}'s top-k pool had {missing} usable statement(s) too few, so the control "
                           "arm added fewer than the ALICE arm."]
+    lines += checks_markdown(report)
     lines += ["", f"![metric per round]({REPORT_PNG})"]
     return "\n".join(lines) + "\n"
 
@@ -303,10 +300,37 @@ def save_round_figure(fig: Any, axes: Sequence[Any], titles: Sequence[str], x: S
         plt.close(fig)
 
 
-def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write ``report.json``, ``report.md`` and ``report.png`` into ``out``; return the JSON content."""
-    report = {"settings": config.fingerprint(), "rounds": rounds}
+def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]],
+                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``report.json``, ``report.md`` and ``report.png`` into ``out``; return the JSON content. ``extra``: the
+    rounds' training ``recipe``, the generated ``sets`` (prompts re-drawn, statements left out) and the rounds'
+    ``problems`` (harden_guard.round_problems)."""
+    report = {"settings": config.fingerprint(), "rounds": rounds, **(extra or {})}
     atomic_write_text(out / REPORT_JSON, json.dumps(report, indent=2, default=str) + "\n")
     atomic_write_text(out / REPORT_MD, markdown(report))
     plot(rounds, out / REPORT_PNG)
     return report
+
+
+def checks_markdown(report: dict[str, Any]) -> list[str]:
+    """The lines that say how the rounds trained, what was kept apart and which rounds went wrong."""
+    lines = []
+    recipe = report.get("recipe")
+    if recipe:
+        t = recipe["train"]
+        steps = f"max {t['max_steps']} steps" if t["max_steps"] > 0 else f"{t['epochs']:g} epochs"
+        lines += ["", f"Every round trains with this recipe ({recipe['source']}): {t['base_model']}, lr "
+                      f"{t['learning_rate']:g}, batch {t['batch_size']}, {steps}, max length {t['max_length']}."]
+        lines += ["", f"Note: {recipe['note']}."] if recipe.get("note") else []
+    sets = report.get("sets") or []
+    if sets:
+        lines += ["", "Generated sets, kept apart (no prompt in two sets or twice in one; a statement of the training "
+                      "data, of an earlier set or twice in one is left out: never trained on twice, never measured "
+                      "after being trained on):", "",
+                  "| set | prompts | prompts re-drawn | statements | left out: training data | earlier set | "
+                  "twice in set |", "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {s['set']} | {s['prompts']} | {s['prompts_redrawn']} | {s['statements']} | "
+                  f"{s['in_training_data']} | {s['in_earlier_set']} | {s['repeated_in_set']} |" for s in sets]
+    for r, problems in (report.get("problems") or {}).items():
+        lines += ["", f"**Round {r} is worse than round 0**: " + "; ".join(problems) + "."]
+    return lines

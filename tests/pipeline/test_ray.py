@@ -139,7 +139,7 @@ def test_a_worker_killed_mid_shard_is_retried_without_duplicates(ray_cluster, mo
 
 
 def test_a_model_that_cannot_load_is_one_clear_error(ray_cluster, tmp_path):
-    with pytest.raises(InputError, match="GGUF file not found"):
+    with pytest.raises(InputError, match=r"missing.gguf does not exist"):
         run_generation_ray(plan(), WorkerSetup(str(tmp_path / "missing.gguf"), top_k), tmp_path / "out",
                            config=JOB, ray_config=RayConfig(max_restarts=0), progress=False)
 

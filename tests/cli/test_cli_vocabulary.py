@@ -201,3 +201,20 @@ def test_evaluate_and_bias_measure_refuse_to_overwrite_like_the_other_writers(la
     done = runner.invoke(app, ["bias", "measure", str(labelled), "--markdown", str(md), "--overwrite"])
     assert done.exit_code == 0, done.output
     assert md.read_text() != "earlier tables"
+
+
+def test_report_and_harden_seeds_refuse_to_overwrite_too(labelled, tmp_path, monkeypatch):
+    """report -o and harden-seeds -o replaced earlier outputs silently (the rest of the writers refuse)."""
+    forbid_models(monkeypatch, "the outputs were checked")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.html").write_text("an earlier page", encoding="utf-8")
+    result = runner.invoke(app, ["report", str(labelled), "-o", str(report), "--no-perplexity"])
+    assert "output folder exists and is not empty" in str(result.exception) and "--overwrite" in str(result.exception)
+    assert (report / "report.html").read_text() == "an earlier page"
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    (seeds / "harden-seeds.md").write_text("earlier tables", encoding="utf-8")
+    result = runner.invoke(app, ["harden-seeds", str(tmp_path / "run-a"), str(tmp_path / "run-b"), "-o", str(seeds)])
+    assert "output file exists" in str(result.exception) and "--overwrite" in str(result.exception)
+    assert (seeds / "harden-seeds.md").read_text() == "earlier tables"

@@ -174,8 +174,10 @@ def report_command(
     keep_ambiguous: bool = typer.Option(False, "--keep-ambiguous", help=_AMBIGUOUS_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
     text_column: str | None = typer.Option(None, "--text-column", help=_TEXT_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
 ) -> None:
     """One offline HTML page: statistics, mentions and perplexity tables with plots."""
+    from toxiforge._io import require_empty_dir
     from toxiforge.analysis.dataset import load_data
     from toxiforge.analysis.report import build_report
     from toxiforge.errors import InputError
@@ -185,6 +187,7 @@ def report_command(
     if perplexity and batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
     check_model_options(dtype, device)
+    require_empty_dir(out, overwrite)
     lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
     d = load_data(data, text_column=text_column)  # bad input fails before the LM loads
     model = load_lm(lm, dtype, device) if perplexity else None

@@ -175,14 +175,17 @@ def harden_seeds_command(
     runs: list[Path] = typer.Argument(..., help="The -o directories of one harden command run with different --seed."),
     out: Path | None = typer.Option(None, "-o", "--out", help="Also write harden-seeds.md, .json and .png (the "
                                                              "flip rates and AUC per round) into this directory."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace harden-seeds.* files already in -o."),
 ) -> None:
     """Read harden runs that differ only in --seed as one experiment: flip rates pooled over the runs, each run's
     change from round 0 and gap to the control, AUC per run (docs/harden.md)."""
     import json
 
-    from toxiforge._io import atomic_write_text
+    from toxiforge._io import atomic_write_text, require_new_files
     from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
 
+    if out is not None:
+        require_new_files(*(out / name for name in (SEEDS_JSON, SEEDS_MD, SEEDS_PNG)), overwrite=overwrite)
     combined = combine(runs)
     text = markdown(combined)
     if out is not None:

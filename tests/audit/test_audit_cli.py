@@ -110,6 +110,17 @@ def test_audit_writes_the_report_and_scores_only_what_is_new(tmp_path, hatecheck
     assert page.count('src="data:image/png;base64,') == 6 and "http" not in page.replace("http-equiv", "")
 
 
+def test_a_sampled_dataset_scores_only_its_sample_and_the_report_says_so(tmp_path, hatecheck, fakes):
+    out = tmp_path / "audit"
+    result = _audit("-c", "fake-good", "--on", f"hatecheck:{hatecheck}#sample=16", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert fakes == {"fake-good": 16}
+    report = json.loads((out / "report.json").read_text())
+    assert {t: v["n"] for t, v in report["results"]["fake-good"]["HateCheck"]["hatecheck"]["functional_tests"]
+            .items()} == {t: 4 for t, _ in TESTS}   # stratified: every functional test keeps its share
+    assert "* stratified sample of 16 of 48 rows" in (out / "report.md").read_text()
+
+
 def test_ctrl_c_keeps_finished_pairs_and_resume_finishes(tmp_path, hatecheck, table, fakes):
     out = tmp_path / "audit"
     on = ["--on", f"hatecheck:{hatecheck}", "--on", f"table:{table}"]

@@ -123,3 +123,39 @@ def test_paired_bootstrap_is_reproducible_by_seed_and_pairs_rows():
 def test_estimate_cells_and_undefined():
     assert Estimate.of(float("nan"), None).cell() == "n/a"
     assert Estimate.of(0.5, np.array([0.4, np.nan, 0.6])).low == pytest.approx(0.405)
+
+
+def test_lexical_fprs_are_bias_measures_values_with_intervals_from_the_same_resamples():
+    from toxiforge.audit.compare import compare
+    from toxiforge.audit.sections import LexicalContext, lexical_section
+    from toxiforge.bias.measure import measure_data
+    from toxiforge.data.examples import Example, LabeledData
+
+    # neutral placeholders: rows 0-29 mention an identity (NOI), 30-39 carry a mild swear word (ONI), the rest none
+    texts = ([f"placeholder {i} about muslim people" for i in range(30)]
+             + [f"placeholder {i} with damn" for i in range(10)] + [f"plain placeholder {i}" for i in range(40)])
+    rng = np.random.default_rng(3)
+    y = (rng.random(80) < 0.3).astype(int)
+    s = rng.random(80).round(2)
+    data = LabeledData("T", [Example(t, int(label)) for t, label in zip(texts, y)], "table", "test")
+    context = LexicalContext(dialect_model=None)
+    context.dialect, context.dialect_source = None, "none (test)"
+    resampler = Resampler(80, n_boot=50, seed=5)
+    section = lexical_section(data, s, context, resampler=resampler)
+    report = measure_data(data, lexicon=context.lexicon, scores=s).report.to_json()
+    noi = section["fpr"]["noi"]
+    assert isinstance(noi, Estimate) and noi.value == report["fpr"]["noi"]   # bias measure's own number
+    assert noi.low is not None and noi.low <= noi.value <= noi.high
+    assert section["fpr"]["aae"] is None                                       # no dialect model: empty, no interval
+    # the replicates are the NOI FPR on the resampled rows, written out per resample
+    in_noi, preds = np.arange(80) < 30, s > 0.5
+    for weights, rep in zip(next(resampler.blocks()), noi.reps):
+        rows = np.repeat(np.arange(80), weights.astype(int))
+        benign = rows[in_noi[rows] & (y[rows] == 0)]
+        assert rep == pytest.approx(preds[benign].mean())
+    # the same resamples as every other section: the ONI FPR of a second classifier pairs with this one
+    other = lexical_section(data, 1 - s, context, resampler=resampler)
+    rows = compare({"lexical": section}, {"lexical": other})["lexical"]["metrics"]
+    assert {"fpr.noi", "fpr.oni"} <= set(rows) and "fpr.aae" not in rows
+    assert rows["fpr.noi"]["difference"].value == pytest.approx(other["fpr"]["noi"].value - noi.value)
+    assert np.allclose(rows["fpr.noi"]["difference"].reps, other["fpr"]["noi"].reps - noi.reps)   # paired

@@ -200,3 +200,29 @@ def test_real_davidson_counts_and_rules():
     assert data.texts == [html.unescape(r["tweet"]) for r in rows]
     assert sum(data.meta_column("hate_speech")) == sum(int(r["hate_speech"]) for r in rows)
     assert load_spec(str(path)).name == "Davidson (toxic)"
+
+
+def test_sample_option_keeps_a_seeded_stratified_sample(tmp_path):
+    # 40 cases: 4 functional tests x 10, two hateful and two non-hateful
+    tests = [("derog_neg_emote_h", "hateful"), ("spell_leet_h", "hateful"), ("ident_neutral_nh", "non-hateful"),
+             ("counter_quote_nh", "non-hateful")]
+    rows = [[i, test, i + 1, f"placeholder case {i}", gold, "women", "-", "", "", "", "", 100 + i, ""]
+            for i, (test, gold) in enumerate(t for t in tests for _ in range(10))]
+    path = write_csv(tmp_path / "test_suite_cases.csv", HATECHECK_HEADER, rows)
+    full = load_spec(f"hatecheck:{path}")
+    sample = load_spec(f"hatecheck:{path}#sample=8")
+    assert len(sample) == 8 and len(full) == 40
+    assert Counter(sample.meta_column("functionality")) == {t: 2 for t, _ in tests}   # every test keeps its share
+    rows_kept = [e.row for e in sample.examples]
+    assert rows_kept == sorted(rows_kept)                                               # original order
+    assert rows_kept == [e.row for e in load_spec(f"hatecheck:{path}#sample=8").examples]   # seeded
+    assert "stratified sample of 8 of 40 rows" in sample.notes[-1]
+    assert len(load_spec(f"hatecheck:{path}#sample=100")) == 40
+
+
+def test_sample_option_combines_with_the_label_rule_and_rejects_bad_sizes(davidson_csv):
+    hate = load_spec(f"davidson:{davidson_csv}#hate#sample=3")
+    assert sorted(hate.labels) == [0, 0, 1]   # 1 hate of 5 rows: 0.6 of a row, kept by the largest remainder
+    for bad in ("0", "x", "-3", ""):
+        with pytest.raises(InputError, match="positive number of rows"):
+            load_spec(f"davidson:{davidson_csv}#sample={bad}")

@@ -15,13 +15,17 @@ HEADLINES: dict[str, dict[str, bool]] = {
     "accuracy": {"roc_auc": True, "pr_auc": True, "f1": True, "accuracy": True, "fpr_at_95_tpr": False},
     "groups": {"final_score": True},
     "hatecheck": {"overall": True, "over_blocking": False, "obfuscation_accuracy": True},
+    "lexical": {"fpr.noi": False, "fpr.oi": False, "fpr.oni": False, "fpr.aae": False},   # Zhou et al.'s FPRs
     "calibration": {"ece": False, "brier": False},
 }
 NO_DIFFERENCE = "no difference shown"
 
 
 def headline(sections: Mapping[str, Any], section: str, metric: str) -> Estimate | None:
-    value = sections.get(section, {}).get(metric) if isinstance(sections.get(section), Mapping) else None
+    """``sections[section][metric]``, a dotted metric going deeper (``fpr.noi``); None unless an Estimate."""
+    value: Any = sections.get(section)
+    for key in metric.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
     return value if isinstance(value, Estimate) else None
 
 

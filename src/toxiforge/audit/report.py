@@ -84,6 +84,7 @@ def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = Non
         counts = data.counts()
         lines += [f"## {d}", "", f"{counts['n']} rows ({counts['toxic']} toxic, {counts['benign']} benign); "
                   f"{data.layout} from {data.source}.", ""]
+        lines += [f"* {note}" for note in data.notes] + ([""] if data.notes else [])   # label rule, #sample=N
         lines += ["### Accuracy", ""] + _table(["classifier", *HEADLINES["accuracy"]], [
             [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in HEADLINES["accuracy"])] for c in names])
         if f"roc:{d}" in figures:

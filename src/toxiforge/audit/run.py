@@ -200,6 +200,6 @@ def sections(data: LabeledData, scores: np.ndarray, context: LexicalContext, set
         out["groups"] = {"note": f"{data.name} has no target groups"}
     if has_functional_tests(data):
         out["hatecheck"] = hatecheck_section(data, scores, resampler, settings.threshold)
-    out["lexical"] = lexical_section(data, scores, context, settings.threshold)
+    out["lexical"] = lexical_section(data, scores, context, settings.threshold, resampler)
     out["calibration"] = {**calibration_section(y, scores, resampler), "bins": reliability(y, scores)}
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.bootstrap import Metric, Resampler
+from toxiforge.audit.bootstrap import Estimate, Metric, Resampler
 from toxiforge.audit.metrics import accuracy_metric, rate_metric
 from toxiforge.data.examples import LabeledData
 from toxiforge.records import TOXIC_THRESHOLD
@@ -71,16 +71,26 @@ class LexicalContext:
 
 
 def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalContext,
-                    threshold: float = TOXIC_THRESHOLD) -> dict[str, Any]:
+                    threshold: float = TOXIC_THRESHOLD, resampler: Resampler | None = None) -> dict[str, Any]:
     """Zhou et al.'s numbers from ``bias measure``'s own code: FPR and F1 on the NOI/OI/ONI/AAE slices, with the
     slice sizes; categories that are unavailable (no OI list, no dialect model) or empty are None and ``notes``
-    say why."""
+    say why. Each FPR is an :class:`Estimate`: ``bias measure``'s value with the interval of the same FPR over
+    ``resampler``'s resamples (the slices' rows as ``bias measure`` tagged them; no interval without one)."""
     from toxiforge.bias.measure import measure_data
+    from toxiforge.records import is_toxic
 
-    report = measure_data(data, lexicon=context.lexicon, dialect_model=context.dialect, scores=scores,
-                          threshold=threshold, dialect_source=context.dialect_source).report.to_json()
+    bias = measure_data(data, lexicon=context.lexicon, dialect_model=context.dialect, scores=scores,
+                        threshold=threshold, dialect_source=context.dialect_source).report
+    report = bias.to_json()
     slices = [k for k in report["fpr"]]
-    return {"fpr": report["fpr"], "f1": {k: report["f1"][k] for k in slices},
+    y = np.asarray(data.labels, dtype=np.int64)
+    preds = is_toxic(np.asarray(scores, dtype=np.float64), threshold).astype(np.int64)
+    defined = [k for k in slices if report["fpr"][k] is not None]
+    reps = (resampler.estimates({k: rate_metric(y, preds, gold=0, predicted=1, include=bias.masks[k])
+                                 for k in defined}) if resampler is not None else {})
+    fpr = {k: (Estimate.of(report["fpr"][k], reps[k].reps if k in reps else None) if k in defined else None)
+           for k in slices}
+    return {"fpr": fpr, "f1": {k: report["f1"][k] for k in slices},
             "n": {k: report["n"][k] for k in slices}, "n_benign": {k: report["n_benign"][k] for k in slices},
             "available": report["available"], "notes": report["notes"], "dialect": context.dialect_source}
 

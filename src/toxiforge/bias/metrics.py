@@ -93,6 +93,9 @@ class BiasReport:
     available: dict[str, bool] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # the rows of each slice (noi, oi, oni, aae: bool per row), for callers that resample them (the audit's
+    # intervals); not part of the JSON
+    masks: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready: ``pearson_r.{noi,oi,oni,toxtrig,aae}``, ``fpr.{noi,oi,oni,aae}``,
@@ -214,7 +217,7 @@ def measure_bias(labels: Sequence[int], flags: Mapping[str, np.ndarray], *,
         for name in sorted({x for x in g if x}):
             group_stats[name] = _slice(y, g == name, preds)
     report = BiasReport(n=n, toxic=int(y.sum()), pearson=pearson, slices=slices, groups=group_stats,
-                        has_predictions=preds is not None, available=avail, notes=notes,
+                        has_predictions=preds is not None, available=avail, notes=notes, masks=masks,
                         meta={"threshold": threshold,
                               "aae_rule": "argmax" if aae_threshold is None else f"p(AAE) > {aae_threshold}",
                               "r_aae": "Pearson R of the label with p(AAE) itself"})

@@ -8,6 +8,8 @@ Davidson from GitHub at the commit :mod:`toxiforge.data.hatecheck` / :mod:`toxif
 in reports, e.g. ``"SBF=sbf:SBIC.v2.tst.csv"``. ``#OPTION`` picks a variant of the kinds in :data:`OPTIONS`, the
 only one today being Davidson et al.'s label rule: ``#toxic`` (hate speech or offensive, the default) or
 ``#hate`` (hate speech only); any other kind, or an unknown rule, is an error that lists what is accepted.
+A last ``#sample=N`` (any kind, after the option: ``davidson:labeled_data.csv#hate#sample=2000``) keeps a seeded
+stratified sample of N rows (:func:`sample_data`): for audits and quick runs of slow classifiers on large sets.
 
 Examples: ``humanval:annotated_test.parquet``, ``sbf:SBIC.v2.tst.csv``, ``ihc:implicit_hate_v1_stg1_posts.tsv``,
 ``dynahate:hub``, ``hatecheck:test_suite_cases.csv`` (HateCheck, hateful = 1, ``target_ident`` as the group, the
@@ -21,8 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.davidson import DAVIDSON_RULES, DEFAULT_RULE, load_davidson
@@ -48,6 +53,8 @@ ALIASES: dict[str, str] = {
 OPTIONS: dict[str, tuple[str, ...]] = {"davidson": tuple(DAVIDSON_RULES)}
 # a trailing #word (no dot, so "notes#2.csv" stays a file name)
 _OPTION = re.compile(r"#([A-Za-z][\w-]*)$")
+_SAMPLE = re.compile(r"#sample=([^#]*)$")
+SAMPLE_SEED = 0
 
 
 def _kind(text: str) -> str | None:
@@ -114,8 +121,55 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
 
     ``label_rule`` applies to ToxiGen annotated data; ``label_column`` to tables and to ToxiGen train/toxiforge
     data (default ``prompt_label``); ``text_column`` to tables; ``split`` to hub sources and DynaHate. Davidson et
-    al.'s label rule comes with the spec (``davidson:PATH#hate``), not from ``label_rule``.
+    al.'s label rule comes with the spec (``davidson:PATH#hate``), not from ``label_rule``; a last
+    ``#sample=N`` keeps a stratified sample of N rows (:func:`sample_data`).
     """
+    text, size = split_sample(spec)
+    data = _load(text, label_rule=label_rule, text_column=text_column, label_column=label_column, split=split)
+    return data if size is None else sample_data(data, size)
+
+
+def split_sample(spec: str) -> tuple[str, int | None]:
+    """``(spec without its #sample=N, N)``, or ``(spec, None)`` when it has none (or names an existing file as
+    it is); an InputError when N is not a positive whole number."""
+    text = spec.strip()
+    match = _SAMPLE.search(text)
+    tails = (text, text.split("=", 1)[-1], text.rsplit(":", 1)[-1])
+    if match is None or any(t.strip() and Path(t.strip()).expanduser().exists() for t in tails):
+        return text, None
+    value = match.group(1).strip()
+    if not value.isdigit() or int(value) == 0:
+        raise InputError(f"#sample={value} in {spec!r} is not a positive number of rows",
+                         hint="write #sample=N with N a whole number above 0, e.g. #sample=2000")
+    return text[:match.start()], int(value)
+
+
+def sample_data(data: LabeledData, size: int, seed: int = SAMPLE_SEED) -> LabeledData:
+    """A seeded stratified sample of ``size`` rows of ``data``, in their original order (all of it when ``size``
+    is not smaller). The strata are label × HateCheck functional test when the rows have one, else label ×
+    group (rows without a group are one stratum); each gets its proportional share, rounded by largest
+    remainder, so every functional test, group and label keeps its place in the sample."""
+    if size >= len(data):
+        return data
+    strata: dict[tuple[int, str], list[int]] = {}
+    for i, e in enumerate(data.examples):
+        key = e.meta.get("functionality") if e.meta and "functionality" in e.meta else e.group
+        strata.setdefault((e.label, str(key or "")), []).append(i)
+    keys = sorted(strata)
+    quota = np.array([size * len(strata[k]) / len(data) for k in keys])
+    take = np.floor(quota).astype(np.int64)
+    for j in np.argsort(-(quota - take), kind="stable")[:size - int(take.sum())]:
+        take[j] += 1
+    rng = np.random.default_rng(seed)
+    chosen = sorted(int(i) for k, t in zip(keys, take, strict=True)
+                    for i in rng.choice(strata[k], size=int(t), replace=False))
+    by = "functional test" if any(e.meta and "functionality" in e.meta for e in data.examples) else "group"
+    note = f"stratified sample of {size} of {len(data)} rows (label x {by}, seed {seed}; #sample={size})"
+    return replace(data, examples=[data.examples[i] for i in chosen], notes=[*data.notes, note])
+
+
+def _load(spec: str, *, label_rule: str, text_column: str | None, label_column: str | None,
+          split: str | None) -> LabeledData:
     text, option = split_option(spec)
     name, kind, path = parse_spec(text)
     if path is not None and not Path(path).expanduser().exists():

@@ -9,9 +9,15 @@ the same GGUF, once with this virtualenv's llama-cpp-python and once with anothe
 * generation tokens/s: 48 new tokens, greedy, after a short prompt (tokens from the server's ``usage``).
 
 Each side's server runs with ``--threads`` threads. Medians over ``--repeats`` alternating rounds are printed, with
-the ratio other/this.
+each side's ratio to this venv's build.
 
-    python benchmarks/llama_build_speed.py --other-site /tmp/llama-native --other-name native --repeats 5
+A native build on an AMX-advertising VM dies by SIGILL in ggml's AMX matrix multiply (``tileloadd`` in
+``ggml_backend_amx_mul_mat``), which runs through llama.cpp's "extra buffer types"; ``--other-no-extra-bufts``
+starts the other build with ``use_extra_bufts`` off (its AVX-512 kernels, no AMX and no weight repacking), and
+``--also-no-extra-bufts`` adds this venv's build in that mode, so that the two differ in the build alone.
+
+    python benchmarks/llama_build_speed.py --other-site /tmp/llama-native --other-name native \
+        --other-no-extra-bufts --also-no-extra-bufts --repeats 5
 """
 
 from __future__ import annotations
@@ -37,12 +43,19 @@ PROMPT = (" report for the coastal towns: light rain in the morning, a dry after
           " check the timetable before they travel.")
 
 
-def start(site: str | None, threads: int, log: Path) -> tuple[subprocess.Popen, str]:
+# llama_cpp.server with llama_model_params.use_extra_bufts off (the server has no option for it).
+NO_EXTRA_BUFTS = ("import runpy, llama_cpp.llama_cpp as c; d = c.llama_model_default_params\n"
+                  "def params():\n    p = d(); p.use_extra_bufts = False; return p\n"
+                  "c.llama_model_default_params = params; runpy.run_module('llama_cpp.server', run_name='__main__')")
+
+
+def start(site: str | None, extra_bufts: bool, threads: int, log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = dict(os.environ)
     if site:
         env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
+    server = ["-m", "llama_cpp.server"] if extra_bufts else ["-c", NO_EXTRA_BUFTS]
+    proc = subprocess.Popen([sys.executable, *server, "--model", str(smollm2_gguf()),
                              "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx",
                              "2048", "--n_threads", str(threads), "--verbose", "False"],
                             stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
@@ -79,16 +92,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--other-site", required=True, help="a folder holding another llama-cpp-python build")
     parser.add_argument("--other-name", default="other", help="its name in the table")
+    parser.add_argument("--other-no-extra-bufts", action="store_true", help="run the other build without extra "
+                                                                            "buffer types (no AMX, no repacking)")
+    parser.add_argument("--also-no-extra-bufts", action="store_true", help="add this venv's build in that mode")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    sides = {"this venv": None, args.other_name: args.other_site}
-    for name, site in sides.items():
+    sides = {"this venv": (None, True)}
+    if args.also_no_extra_bufts:
+        sides["this venv, no extra bufts"] = (None, False)
+    other = args.other_name + (", no extra bufts" if args.other_no_extra_bufts else "")
+    sides[other] = (args.other_site, not args.other_no_extra_bufts)
+    for name, (site, _) in sides.items():
         print(f"{name}: {installed_from(site)}")
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {name: start(site, args.threads, Path(tmp) / f"{i}.log")
-                   for i, (name, site) in enumerate(sides.items())}
+        servers = {name: start(site, extra, args.threads, Path(tmp) / f"{i}.log")
+                   for i, (name, (site, extra)) in enumerate(sides.items())}
         try:
             for _, url in servers.values():
                 measure(url, 99)  # warm-up: first-request allocations
@@ -100,13 +120,12 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(30)
     print(f"\nmedians over {args.repeats} alternating rounds, {args.threads} thread(s):")
-    print(f"{'build':<12} {'prompt tok/s':>13} {'gen tok/s':>10}")
+    print(f"{'build':<34} {'prompt tok/s':>13} {'gen tok/s':>10} {'prompt ratio':>13} {'gen ratio':>10}")
     med = {name: (statistics.median(p for p, _ in rows), statistics.median(g for _, g in rows))
            for name, rows in results.items()}
+    p0, g0 = med["this venv"]
     for name, (p, g) in med.items():
-        print(f"{name:<12} {p:>13.1f} {g:>10.1f}")
-    (p0, g0), (p1, g1) = med.values()
-    print(f"ratio {args.other_name}/this venv: prompt {p1 / p0:.2f}x, generation {g1 / g0:.2f}x")
+        print(f"{name:<34} {p:>13.1f} {g:>10.1f} {p / p0:>12.2f}x {g / g0:>9.2f}x")
 
 
 if __name__ == "__main__":

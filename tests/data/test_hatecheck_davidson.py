@@ -149,16 +149,18 @@ def test_hub_sources_are_pinned_and_say_how_to_go_offline(monkeypatch, hatecheck
         calls.append(kwargs["data_files"])
         raise ToxiforgeError("could not load csv from the hub: no network")
 
-    for module, spec in ((hatecheck_module, "hatecheck:hub"), (davidson_module, "davidson#hate")):
-        monkeypatch.setattr(module, "load_hub_table", offline)
+    from toxiforge.data import examples
+
+    monkeypatch.setattr(examples, "load_hub_table", offline)
+    for spec in ("hatecheck:hub", "davidson#hate"):
         with pytest.raises(ToxiforgeError, match="pass a local copy instead: .*at commit [0-9a-f]{40}"):
             load_spec(spec)
     assert calls == [hatecheck_module.HATECHECK_URL, davidson_module.DAVIDSON_URL]
     assert hatecheck_module.HATECHECK_COMMIT in calls[0] and davidson_module.DAVIDSON_COMMIT in calls[1]
 
-    tables = {hatecheck_module: read_any_table(hatecheck_csv), davidson_module: read_any_table(davidson_csv)}
-    for module in tables:
-        monkeypatch.setattr(module, "load_hub_table", lambda *args, _table=tables[module], **kwargs: _table)
+    tables = {hatecheck_module.HATECHECK_URL: read_any_table(hatecheck_csv),
+              davidson_module.DAVIDSON_URL: read_any_table(davidson_csv)}
+    monkeypatch.setattr(examples, "load_hub_table", lambda *args, data_files, **kwargs: tables[data_files])
     assert load_spec("hatecheck").source == hatecheck_module.HATECHECK_URL
     assert load_spec("davidson:hub#hate").labels == [0, 1, 0, 0, 0]
 

@@ -36,12 +36,11 @@ from toxiforge.data.examples import (
     clean_text,
     column,
     finish,
-    load_hub_table,
-    read_any_table,
+    read_local_or_pinned,
     require_columns,
     to_float,
 )
-from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.errors import InputError
 
 DAVIDSON_REPO = "t-davidson/hate-speech-and-offensive-language"
 DAVIDSON_COMMIT = "cb50f7e9eb855a99abc51423bf40df0e26d6fe30"
@@ -70,15 +69,8 @@ def load_davidson(path: str | Path | None = None, *, rule: str = DEFAULT_RULE,
         raise InputError(f"unknown Davidson label rule {rule!r}; the rules are {', '.join(DAVIDSON_RULES)}",
                          hint="toxic = hate speech or offensive language (default), hate = hate speech only; "
                               "e.g. davidson:labeled_data.csv#hate")
-    if path is None:
-        try:
-            table = load_hub_table("csv", data_files=DAVIDSON_URL, split="train")
-        except ToxiforgeError as exc:
-            raise ToxiforgeError(f"{exc}; pass a local copy instead: davidson:{DAVIDSON_FILE} (data/{DAVIDSON_FILE}"
-                                 f" of github.com/{DAVIDSON_REPO} at commit {DAVIDSON_COMMIT})") from exc
-        source = DAVIDSON_URL
-    else:
-        table, source = read_any_table(path), str(path)
+    table, source = read_local_or_pinned(path, DAVIDSON_URL, f"davidson:{DAVIDSON_FILE} (data/{DAVIDSON_FILE} of "
+                                                             f"github.com/{DAVIDSON_REPO} at commit {DAVIDSON_COMMIT})")
     require_columns(table.column_names, DAVIDSON_COLUMNS, layout="Davidson et al. 2017", path=source,
                     hint=f"expected {DAVIDSON_FILE} of github.com/{DAVIDSON_REPO} (columns "
                          f"{', '.join(DAVIDSON_COLUMNS)})")

@@ -262,6 +262,18 @@ def load_hub_table(hub_id: str, config: str | None = None, split: str | None = N
             "need a local file)") from exc
 
 
+def read_local_or_pinned(path: str | Path | None, url: str, local: str):
+    """``(table, source)``: the local file at ``path``, or the CSV at ``url`` (a file pinned to a repository commit)
+    when ``path`` is None; offline, the error says to pass ``local`` (what the local copy is and where it comes
+    from)."""
+    if path is not None:
+        return read_any_table(path), str(path)
+    try:
+        return load_hub_table("csv", data_files=url, split="train"), url
+    except ToxiforgeError as exc:
+        raise ToxiforgeError(f"{exc}; pass a local copy instead: {local}") from exc
+
+
 def labeled_table(data: LabeledData, *, machine_generated: bool | None = None):
     """``data`` as a pyarrow table in toxiforge's row schema (:func:`toxiforge.records.arrow_schema`): text in
     ``generation``, the label in ``prompt_label``, ``group`` and ``generation_method`` where the data has them,

@@ -27,12 +27,11 @@ from toxiforge.data.examples import (
     clean_text,
     column,
     finish,
-    load_hub_table,
     normalize_group,
-    read_any_table,
+    read_local_or_pinned,
     require_columns,
 )
-from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.errors import InputError
 
 HATECHECK_REPO = "paul-rottger/hatecheck-data"
 HATECHECK_COMMIT = "d84302298ceeb34f4b0dde2d8a1f4932c2caa612"
@@ -44,15 +43,9 @@ HATECHECK_LABELS = {"hateful": 1, "non-hateful": 0}
 
 def load_hatecheck(path: str | Path | None = None, *, name: str | None = None) -> LabeledData:
     """HateCheck's ``test_suite_cases.csv`` (module docstring), or the pinned GitHub copy when ``path`` is None."""
-    if path is None:
-        try:
-            table = load_hub_table("csv", data_files=HATECHECK_URL, split="train")
-        except ToxiforgeError as exc:
-            raise ToxiforgeError(f"{exc}; pass a local copy instead: hatecheck:{HATECHECK_FILE} (from "
-                                 f"github.com/{HATECHECK_REPO} at commit {HATECHECK_COMMIT})") from exc
-        source = HATECHECK_URL
-    else:
-        table, source = read_any_table(path), str(path)
+    table, source = read_local_or_pinned(path, HATECHECK_URL, f"hatecheck:{HATECHECK_FILE} (from "
+                                                               f"github.com/{HATECHECK_REPO} at commit "
+                                                               f"{HATECHECK_COMMIT})")
     require_columns(table.column_names, HATECHECK_COLUMNS, layout="HateCheck", path=source,
                     hint=f"expected HateCheck's {HATECHECK_FILE} (github.com/{HATECHECK_REPO}), which has "
                          f"{', '.join(HATECHECK_COLUMNS)} among its columns")

@@ -66,8 +66,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# --durations: where the suite's time goes, printed in every run (CI's log included), so a slow tier is seen.
 test: $(STAMP) chromium postgres llama-cpp
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=20
 
 clean-venv:
 	rm -rf $(VENV)

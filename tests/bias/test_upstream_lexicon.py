@@ -37,7 +37,8 @@ def test_upstream_file_entries_are_regular_expressions(tmp_path):
                                     (r"non-?blorf\w*", "harmless-minority"), ("wug", "offensive-not-minority")])
     entries = read_lexicon_file(path)
     assert all(isinstance(e, Regex) for e in entries["noi"])
-    lexicon = load_bias_lexicon(path)
+    assert load_bias_lexicon(path).match == "raw"  # upstream's layout is paper mode: upstream's matching
+    lexicon = load_bias_lexicon(path, match="normalized")
     assert lexicon.patterns["noi"] == ("zorbs?", "quu[xz]", r"non-?blorf\w*") and lexicon.terms["noi"] == ()
     assert words(lexicon, "Zorb and zorbs, quuz, non-blorfing and nonblorf") == [
         "zorb", "zorbs", "quuz", "non blorfing", "nonblorf"]
@@ -167,12 +168,15 @@ def test_upstreams_noi_regexes_tag_real_sentences_as_upstream_does():
     path, rows = _upstream_rows()
     texts = _real_sentences()
     noi = [r["word"] for r in rows if r["categorization"] == "harmless-minority"]
-    reference = re.compile(r"\b" + r"\b|\b".join(noi) + r"\b", re.IGNORECASE)  # upstream's, with a raw last \b
-    expected = np.array([bool(reference.findall(t)) for t in texts])
-    got = load_bias_lexicon("upstream", oi_list=path).tag(texts)["noi"]
+    fixed = re.compile(r"\b" + r"\b|\b".join(noi) + r"\b", re.IGNORECASE)  # upstream's, its last \b made raw
+    as_upstream = re.compile(r"\b" + r"\b|\b".join(noi) + "\b", re.IGNORECASE)  # upstream's exactly (backspace)
+    expected = np.array([bool(fixed.findall(t)) for t in texts])
     assert len(noi) == 26 and expected.sum() > 100
-    # toxiforge also matches hyphenated spellings upstream's raw-text regex misses; it never misses one
-    assert not (expected & ~got).any() and got.sum() - expected.sum() <= 0.02 * len(texts)
+    raw = load_bias_lexicon("upstream", oi_list=path).tag(texts)["noi"]  # paper mode: raw
+    assert raw.tolist() == [bool(as_upstream.findall(t)) for t in texts]
+    normalized = load_bias_lexicon("upstream", oi_list=path, match="normalized").tag(texts)["noi"]
+    # normalised matching also finds hyphenated spellings upstream's raw-text regex misses; it never misses one
+    assert not (expected & ~normalized).any() and normalized.sum() - expected.sum() <= 0.02 * len(texts)
 
 
 def test_with_upstreams_list_no_oni_entry_is_an_oi_variant():

@@ -23,19 +23,29 @@ column) is read with upstream's semantics: every entry is a regular expression (
 a user CSV is literal unless a ``match`` column says ``regex``, and a literal entry that looks like a regular
 expression is refused.
 
-Matching (departures from upstream, whose ``re.compile(r"\\b" + r"\\b|\\b".join(words) + "\\b")`` ends in a
-non-raw ``"\\b"`` -- a backspace character, so the last word of each list never matched -- and whose words were
-not escaped): text is normalised (:func:`normalize_text`: HTML entities decoded; URLs and @mentions dropped;
-hashtags kept as words, CamelCase split; hyphens, dashes and underscores become spaces; lowercased). Entries are
-normalised the same way and matched as whole words (no letter, digit or underscore on either side: "Scunthorpe"
-style substrings never match), a space in an entry matches any whitespace, and each single- or last-word entry
-also matches its regular plural ("muslims", "churches"). All entries of all categories are one trie-compiled
-regex, matched at every word start, so a phrase and a word inside it both count.
+Matching, one of two modes (``match``; :func:`default_match` picks it when not given):
+
+* ``raw`` -- upstream's own matching, the default of paper mode (``--lexicon upstream``, or any file in
+  upstream's ``word,...,categorization`` layout), so that its counts equal those of the paper's code: per
+  category one ``re.search`` on the text as given (no normalisation) with upstream's pattern
+  (:func:`toxiforge.bias.patterns.upstream_regex`): ``re.compile(r"\\b" + r"\\b|\\b".join(words) + "\\b")``,
+  words not escaped (literal entries of a user CSV are escaped first), and the closing non-raw ``"\\b"`` a
+  backspace character, so the last entry of each category's list never matches: upstream's bug, reproduced on
+  purpose and said in the report's notes. No plural rule; a count is the number of non-overlapping matches
+  (upstream's ``findall``), and TOXTRIG counts the distinct start positions matched by any category.
+* ``normalized`` -- the default otherwise (the toxiforge lexicon, user CSVs): departures from upstream meant
+  for tweets and generated text alike. Text is normalised (:func:`normalize_text`: HTML entities decoded; URLs
+  and @mentions dropped; hashtags kept as words, CamelCase split; hyphens, dashes and underscores become spaces;
+  lowercased). Entries are normalised the same way and matched as whole words (no letter, digit or underscore
+  on either side: "Scunthorpe" style substrings never match), a space in an entry matches any whitespace, and
+  each single- or last-word entry also matches its regular plural ("muslims", "churches"). All entries of all
+  categories are one trie-compiled regex, matched at every word start, so a phrase and a word inside it both
+  count. So it tags ``#BlackLivesMatter`` and ``gay_pride`` (raw matching does not: ``\\b`` sees no boundary
+  inside them) and skips terms inside URLs and @mentions (raw matching counts them).
 """
 
 from __future__ import annotations
 
-import csv
 import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,14 +57,11 @@ from pathlib import Path
 import numpy as np
 
 from toxiforge.analysis.implicit import read_word_list, trie_regex
-from toxiforge.bias.patterns import Regex, check_literal, compile_entry, is_plain, word_pattern
+from toxiforge.bias.patterns import MATCH_MODES, Regex, check_literal, is_plain, upstream_regex, word_pattern
+from toxiforge.bias.wordlist import CATEGORIES, canonical_category, read_lexicon_file, read_lexicon_table
 from toxiforge.errors import InputError, check_choice
 
-CATEGORIES: tuple[str, ...] = ("noi", "oi", "oni")
 TOXTRIG = "toxtrig"
-# Upstream's category names (data/word_based_bias_list.csv, column `categorization`).
-UPSTREAM_CATEGORIES: dict[str, str] = {"harmless-minority": "noi", "offensive-minority-reference": "oi",
-                                       "offensive-not-minority": "oni"}
 UPSTREAM_FILE = "word_based_bias_list.csv"
 LEXICONS: tuple[str, ...] = ("toxiforge", "upstream")  # named lexicons (``--lexicon NAME``); else a CSV path
 # Group aliases that are not identity mentions on their own ("bi", "native", "china"), or a reclaimed slur
@@ -98,11 +105,6 @@ def plural_forms(term: str) -> tuple[str, ...]:
     return (term, term + ("es" if last.endswith(_PLURAL_ES) else "s"))
 
 
-def canonical_category(value: str) -> str | None:
-    key = value.strip().lower()
-    return key if key in CATEGORIES else UPSTREAM_CATEGORIES.get(key)
-
-
 @dataclass(frozen=True)
 class BiasLexicon:
     """TOXTRIG terms per category (normalised), where each category came from, and one compiled pattern.
@@ -110,7 +112,8 @@ class BiasLexicon:
     Entries given as :class:`~toxiforge.bias.patterns.Regex` are regular expressions (kept in ``patterns``, one
     compiled pattern per category); the others are literal terms (``terms``). A category with neither is
     *unavailable* (``available(cat)`` is False; ``sources[cat]`` says why): its flags are all False and the
-    metrics leave its cells empty.
+    metrics leave its cells empty. ``match`` is ``"normalized"`` or ``"raw"`` (upstream's regexes on the text as
+    given; module docstring); :meth:`_find` is the one place that applies it.
     """
 
     terms: Mapping[str, tuple[str, ...]]
@@ -121,8 +124,11 @@ class BiasLexicon:
     wildcards: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = field(default=(), compare=False, repr=False)
     patterns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     compiled: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
+    match: str = "normalized"
+    upstream: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        check_choice(self.match, MATCH_MODES, what="lexicon match mode (--lexicon-match)")
         unknown = sorted(set(self.terms) - set(CATEGORIES))
         if unknown:
             raise InputError(f"unknown lexicon categor{'ies' if len(unknown) > 1 else 'y'} {unknown}",
@@ -134,6 +140,10 @@ class BiasLexicon:
                                         if not isinstance(t, Regex) and normalize_term(t)))
                  for c, v in given.items()}
         object.__setattr__(self, "patterns", patterns)
+        # raw: upstream's pattern per category, from the entries as given (file order, duplicates kept)
+        object.__setattr__(self, "upstream", tuple(
+            (c, upstream_regex([e.strip() if isinstance(e, Regex) else re.escape(e.strip()) for e in v]))
+            for c, v in given.items() if v and self.match == "raw"))
         # a pattern without metacharacters is its own text: matched by the trie below, exactly (no plural)
         compiled = {c: [p for p in v if not is_plain(p)] for c, v in patterns.items()}
         object.__setattr__(self, "compiled", tuple((c, word_pattern(p)) for c, p in compiled.items() if p))
@@ -180,9 +190,17 @@ class BiasLexicon:
         return found
 
     def _find(self, text: str, memo: dict[str, frozenset[str]]) -> list[tuple[str, frozenset[str]]]:
-        """Matches in ``text`` (already normalised), one per word start: the longest match there, with the
-        categories of every entry (literal or regular expression) that matched at that start."""
+        """Matches in ``text`` as given, one per start position: the longest match there, with the categories
+        that matched at that start. ``raw``: upstream's pattern of each category on ``text`` itself;
+        ``normalized``: every entry (literal or regular expression) at each word start of normalised text."""
         found: dict[int, tuple[str, frozenset[str]]] = {}
+        if self.match == "raw":
+            for category, pattern in self.upstream:
+                for m in pattern.finditer(text):
+                    words, cats = found.get(m.start(), ("", frozenset()))
+                    found[m.start()] = (max(words, m.group(0), key=len), cats | {category})
+            return [(" ".join(words.lower().split()), cats) for _, (words, cats) in sorted(found.items()) if words]
+        text = normalize_text(text)
         if self.regex is not None:
             for m in self.regex.finditer(text):
                 found[m.start()] = (m.group(1), self._categories(m.group(1), memo))
@@ -194,21 +212,21 @@ class BiasLexicon:
 
     def find(self, text: str) -> list[tuple[str, frozenset[str]]]:
         """``(matched words, categories)`` for each entry found in ``text``, in order of position (the words
-        normalised: lowercase, single spaces)."""
-        return self._find(normalize_text(text), {})
+        lowercase, single spaces)."""
+        return self._find(text, {})
 
     def counts(self, texts: Iterable[str]) -> dict[str, np.ndarray]:
         """Per category (and ``toxtrig``) the number of entries found in each text, int32 arrays."""
         texts = list(texts)
         out = {c: np.zeros(len(texts), dtype=np.int32) for c in (*CATEGORIES, TOXTRIG)}
-        if self.regex is None and not self.compiled:
+        if self.regex is None and not self.compiled and not self.upstream:
             return out
         memo: dict[str, frozenset[str]] = {}
         columns = [out[c] for c in CATEGORIES]
         bits = {c: i for i, c in enumerate(CATEGORIES)}
         toxtrig = out[TOXTRIG]
         for row, text in enumerate(texts):
-            for _, categories in self._find(normalize_text(text), memo):
+            for _, categories in self._find(text, memo):
                 toxtrig[row] += bool(categories)
                 for category in categories:
                     columns[bits[category]][row] += 1
@@ -230,6 +248,13 @@ class BiasLexicon:
         kept = " ∪ ".join(c.upper() for c in CATEGORIES if self.available(c)) or "nothing"
         return f"TOXTRIG here is {kept} only; " + "; ".join(f"{c.upper()} {self.sources[c]}" for c in missing)
 
+    def match_note(self) -> str:
+        """How this lexicon matches, for reports."""
+        if self.match == "raw":
+            return ("lexicon matching: raw (upstream's bias_stats.py regexes on the text as given; as in upstream's "
+                    "code, the last entry of each category's list never matches)")
+        return "lexicon matching: normalized (HTML entities, URLs, @mentions, hashtags, hyphens; plurals)"
+
 
 def shipped_noi_terms() -> list[str]:
     """The NOI list toxiforge ships (``bias/noi_terms.txt``)."""
@@ -242,62 +267,6 @@ def group_alias_terms() -> list[str]:
 
     return [a for g in all_groups() for a in (normalize_term(x) for x in g.aliases)
             if "_" not in a and a not in EXCLUDED_ALIASES]
-
-
-MATCH_KINDS: tuple[str, ...] = ("word", "regex")
-
-
-def read_lexicon_file(path: str | Path) -> dict[str, list[str]]:
-    """Entries per category from a CSV ``term,category`` (or upstream's ``word,categorization`` and category
-    names). A header row is optional; ``#`` lines and blank lines are skipped.
-
-    Upstream's file (header with ``word`` and ``categorization``) is read as upstream reads it: every entry is a
-    regular expression (:class:`~toxiforge.bias.patterns.Regex`). Other files are literal, unless their header
-    has a ``match`` column whose cell is ``regex`` (or ``word``, the default) for that row. A non-UTF-8 file, a
-    row without two cells, an unknown category, a pattern that does not compile or a literal entry that looks
-    like a regular expression raises :class:`InputError` naming the line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError("lexicon file not found", path=path, hint="check the path") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"lexicon file is not UTF-8 (byte {exc.start}: {exc.reason})", path=path,
-                         hint="save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
-    except OSError as exc:
-        raise InputError(f"cannot read lexicon file ({exc})", path=path, hint="check the path") from exc
-    out: dict[str, list[str]] = {}
-    term_col, cat_col, match_col, upstream = 0, 1, None, False
-    for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
-        cells = [c.strip() for c in row]
-        if not cells or not any(cells) or cells[0].startswith("#"):
-            continue
-        lowered = [c.lower() for c in cells]
-        if not out and {"term", "word"} & set(lowered) and {"category", "categorization"} & set(lowered):
-            term_col = lowered.index("term") if "term" in lowered else lowered.index("word")
-            cat_col = lowered.index("category") if "category" in lowered else lowered.index("categorization")
-            match_col = lowered.index("match") if "match" in lowered else None
-            upstream = "categorization" in lowered and match_col is None
-            continue
-        if len(cells) <= max(term_col, cat_col) or not cells[term_col]:
-            raise InputError(f"expected 'term,category', found {len(cells)} cell(s)", path=path, line=line_no,
-                             hint="write one term and its category (noi, oi or oni) per line")
-        category = canonical_category(cells[cat_col])
-        if category is None:
-            raise InputError(f"unknown category {cells[cat_col]!r}", path=path, line=line_no,
-                             hint="use noi, oi or oni (or upstream's " + ", ".join(UPSTREAM_CATEGORIES) + ")")
-        kind = "regex" if upstream else "word"
-        if match_col is not None and len(cells) > match_col and cells[match_col]:
-            kind = check_choice(cells[match_col].lower(), MATCH_KINDS, what=f"match kind (line {line_no})")
-        entry = cells[term_col]
-        if kind == "regex":
-            compile_entry(entry, path=path, line=line_no)
-            out.setdefault(category, []).append(Regex(entry))
-        else:
-            out.setdefault(category, []).append(check_literal(entry, path=path, line=line_no))
-    if not out:
-        raise InputError("lexicon file has no terms", path=path, hint="write lines 'term,category'")
-    return out
 
 
 def drop_matched(entries: Sequence[str], by: Sequence[str]) -> list[str]:
@@ -314,23 +283,34 @@ def drop_matched(entries: Sequence[str], by: Sequence[str]) -> list[str]:
     return kept
 
 
-def _user_entries(lexicon: str | Path | Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+def _user_entries(lexicon: str | Path | Mapping[str, Sequence[str]]) -> tuple[dict[str, list[str]], bool]:
+    """The entries of a user lexicon, and whether it is a file in upstream's layout."""
     if isinstance(lexicon, (str, Path)):
-        return read_lexicon_file(lexicon)
+        return read_lexicon_table(lexicon)
     bad = [c for c in lexicon if canonical_category(c) is None]
     if bad:
         raise InputError(f"unknown lexicon categories {bad}", hint=f"use {', '.join(CATEGORIES)}")
     return {category: [t if isinstance(t, Regex) else check_literal(t) for t in v]
-            for c, v in lexicon.items() if (category := canonical_category(c)) is not None}
+            for c, v in lexicon.items() if (category := canonical_category(c)) is not None}, False
+
+
+def default_match(paper_mode: bool) -> str:
+    """The match mode when none is given: ``raw`` in paper mode (upstream's list read as upstream reads it, so
+    the counts equal those of upstream's code on the same text), ``normalized`` otherwise (toxiforge's lexicon
+    and user lists, for tweets and generated sentences alike: hashtags, hyphenated and underscored spellings
+    count, URLs and @mentions do not)."""
+    return "raw" if paper_mode else "normalized"
 
 
 def load_bias_lexicon(lexicon: str | Path | Mapping[str, Sequence[str]] | None = None, *,
-                      oi_list: str | Path | None = None, plurals: bool = True) -> BiasLexicon:
+                      oi_list: str | Path | None = None, plurals: bool = True,
+                      match: str | None = None) -> BiasLexicon:
     """The TOXTRIG lexicon: defaults per category (module docstring), with the categories of ``lexicon`` (a
     CSV path or a ``{category: terms}`` mapping) replacing them; ``lexicon="upstream"`` takes every category
     from upstream's list (paper mode), ``"toxiforge"`` is the default. ``oi_list`` is upstream's CSV or its
     folder (default: the cache that ``toxiforge bias lexicon fetch`` or an earlier ``--oi-list`` filled); a
-    missing one leaves OI unavailable (and is an error in paper mode)."""
+    missing one leaves OI unavailable (and is an error in paper mode). ``match`` is ``raw`` or ``normalized``
+    (default: :func:`default_match`; paper mode is ``"upstream"`` or a file in upstream's layout)."""
     from toxiforge.analysis.implicit import load_lexicon
     from toxiforge.bias.fetch import TOXTRIG as RESOURCE
     from toxiforge.bias.fetch import find_resource_file, remember_resource
@@ -346,11 +326,12 @@ def load_bias_lexicon(lexicon: str | Path | Mapping[str, Sequence[str]] | None =
     upstream_source = f"{RESOURCE.repo} {UPSTREAM_FILE}: {where}"
     terms: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
-    if named == "upstream":
+    paper_mode = named == "upstream"
+    if paper_mode:
         terms = {c: list(v) for c, v in upstream.items()}
         sources = {c: upstream_source for c in terms}
     elif lexicon is not None and named is None:
-        terms = _user_entries(lexicon)
+        terms, paper_mode = _user_entries(lexicon)
         label = lexicon if isinstance(lexicon, (str, Path)) else "(mapping)"
         sources = {c: f"user lexicon {label}" for c in terms}
     if "noi" not in terms:
@@ -371,7 +352,8 @@ def load_bias_lexicon(lexicon: str | Path | Mapping[str, Sequence[str]] | None =
         terms["oni"] = drop_matched(candidates, terms["oi"])
         sources["oni"] = f"{base.source} minus ambiguous words, identity terms and NOI terms" + (
             f", and the {len(candidates) - len(terms['oni'])} entries an OI pattern matches" if terms["oi"] else "")
-    return BiasLexicon(terms={c: tuple(v) for c, v in terms.items()}, sources=sources, plurals=plurals)
+    return BiasLexicon(terms={c: tuple(v) for c, v in terms.items()}, sources=sources, plurals=plurals,
+                       match=match or default_match(paper_mode))
 
 
 @lru_cache(maxsize=1)

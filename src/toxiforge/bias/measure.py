@@ -110,7 +110,9 @@ def measure_data(data: LabeledData, *, lexicon: BiasLexicon | None = None, diale
     note = lexicon.toxtrig_note()
     if note:
         report.notes.append(note)
-    report.meta.update({"data": data.describe(), "lexicon": lexicon.describe(), "model": model,
+    report.notes.append(lexicon.match_note())
+    report.meta.update({"data": data.describe(), "lexicon": lexicon.describe(), "lexicon_match": lexicon.match,
+                        "model": model,
                         "dialect": dialect_source or ("given" if dialect_model is not None else "unavailable")})
     return Measurement(report=report, name=data.name, model=model)
 
@@ -122,7 +124,8 @@ def describe(measurement: Measurement) -> dict[str, str]:
             "model": measurement.model or "none (dataset bias only)",
             "lexicon": "; ".join(f"{c.upper()}: {v['terms']} entries"
                                  + (f" ({v['regex']} regular expressions)" if v.get("regex") else "")
-                                 + f", {v['source']}" for c, v in meta["lexicon"].items()),
+                                 + f", {v['source']}" for c, v in meta["lexicon"].items())
+            + f"; matching {meta.get('lexicon_match', 'normalized')}",
             "AAE": meta.get("dialect", "unavailable"), "AAE membership": meta["aae_rule"],
             "threshold": f"P(toxic) > {meta['threshold']}"}
 

@@ -7,10 +7,13 @@ reads that file the same way (:class:`Regex` entries); a user CSV stays literal 
 ``|``, brackets, parentheses, braces or ``?``) is refused, never matched literally in silence (``+``, ``$`` and
 ``*`` are left out: "lgbtq+" and spelled-out swear words are literal, and ``*`` is the literal lists' wildcard).
 
-Matching runs on normalised text (:func:`toxiforge.bias.lexicon.normalize_text`: hyphens and underscores become
-spaces, lowercase), so :func:`translate` rewrites a pattern to match the same spellings there: a literal ``-``
-outside a character class becomes a space, and a literal space matches any run of whitespace. Entries match as
-whole words (no word character on either side), as upstream's ``\\b``.
+Two ways to match (:data:`MATCH_MODES`, chosen per lexicon by :class:`toxiforge.bias.lexicon.BiasLexicon`):
+
+* ``normalized``: on normalised text (:func:`toxiforge.bias.lexicon.normalize_text`: hyphens and underscores
+  become spaces, lowercase), so :func:`translate` rewrites a pattern to match the same spellings there: a literal
+  ``-`` outside a character class becomes a space, and a literal space matches any run of whitespace. Entries
+  match as whole words (no word character on either side), as upstream's ``\\b``.
+* ``raw``: upstream's own pattern on the text as given (:func:`upstream_regex`), its bug included.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from toxiforge.errors import InputError
 
 REGEX_CHARS = frozenset("\\|[](){}?")
+MATCH_MODES: tuple[str, ...] = ("raw", "normalized")
 SPACE = r"(?:\s+)"  # what a literal space or hyphen of a pattern becomes (a group, so "-?" stays optional)
 
 
@@ -104,3 +108,17 @@ def word_pattern(entries: Sequence[str]) -> re.Pattern[str]:
         compile_entry(entry)
     body = "|".join(f"(?:{translate(e.strip())})" for e in entries)
     return re.compile(r"(?<!\w)(?=(" + body + r")(?!\w))", re.IGNORECASE)
+
+
+def upstream_regex(entries: Sequence[str]) -> re.Pattern[str]:
+    """Upstream's pattern for one category (``src/bias_stats.py`` of XuhuiZhou/Toxic_Debias): the entries joined
+    unescaped as ``\\b`` + ``\\b|\\b``.join(entries) + ``"\\b"``, case-insensitive, for ``re.search`` on the
+    raw text. Upstream's bug is kept on purpose so that counts equal its code's: the closing ``"\\b"`` is not a
+    raw string, so it is a backspace character (U+0008) and the last entry of each list never matches."""
+    body = r"\b" + r"\b|\b".join(entries) + "\b"  # "\b" == "\x08": upstream's bug, reproduced
+    try:
+        return re.compile(body, re.IGNORECASE)
+    except re.error as exc:
+        raise InputError(f"the entries joined as upstream joins them do not compile ({exc})",
+                         hint="match this list with --lexicon-match normalized, or fix the entry the error "
+                              "points at") from None

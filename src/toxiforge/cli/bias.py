@@ -28,6 +28,9 @@ _DATA_HELP = ("Labelled data: a toxiforge run, ToxiGen annotated/train, a demons
               "spec [NAME=][KIND:]PATH (docs/training.md).")
 _LEXICON_HELP = ("upstream (paper mode: Zhou et al.'s own word list, regular expressions, for NOI, OI and ONI) or a "
                  "CSV term,category[,match] replacing those categories' default lists.")
+_MATCH_HELP = ("raw: upstream's regexes on the text as given (the default in paper mode, so counts equal upstream's "
+               "code); normalized: on normalised text (hashtags split, URLs/@mentions dropped; the default "
+               "otherwise). docs/bias.md.")
 _OI_HELP = ("Upstream's word_based_bias_list.csv or its folder; kept in the cache once given (default: the cached "
             "copy, from `bias lexicon fetch` or an earlier --oi-list).")
 _DIALECT_HELP = ("Folder with twitteraae's model_vocab.txt and model_count_table.txt; kept in the cache once given "
@@ -45,6 +48,7 @@ def measure(
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
     lexicon: str | None = typer.Option(None, "--lexicon", help=_LEXICON_HELP),
+    lexicon_match: str | None = typer.Option(None, "--lexicon-match", help=_MATCH_HELP),
     oi_list: Path | None = typer.Option(None, "--oi-list", help=_OI_HELP),
     dialect_model: Path | None = typer.Option(None, "--dialect-model", help=_DIALECT_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Write the metrics as JSON."),
@@ -75,7 +79,7 @@ def measure(
     beside = markdown_out.with_suffix(".png") if markdown_out and not png_out and (classifier or predictions) else None
     require_new_files(json_out, markdown_out, png_out, beside, overwrite=overwrite)  # the chart goes beside the .md
     labelled = load_spec(data, label_rule=label_rule, text_column=text_column, label_column=label_column)
-    lex = load_bias_lexicon(lexicon, oi_list=oi_list)
+    lex = load_bias_lexicon(lexicon, oi_list=oi_list, match=lexicon_match)
     model, dialect_source = find_dialect_model(dialect_model)
     scores, model_name = None, None
     if predictions:
@@ -127,20 +131,21 @@ def lexicon_fetch(
 @lexicon_app.command("show")
 def lexicon_show(
     lexicon: str | None = typer.Option(None, "--lexicon", help=_LEXICON_HELP),
+    lexicon_match: str | None = typer.Option(None, "--lexicon-match", help=_MATCH_HELP),
     oi_list: Path | None = typer.Option(None, "--oi-list", help=_OI_HELP),
 ) -> None:
     """How many entries each category has and which source (file, cached copy) each uses (the terms themselves
     are not printed)."""
     from toxiforge.bias.lexicon import load_bias_lexicon
 
-    lex = load_bias_lexicon(lexicon, oi_list=oi_list)
+    lex = load_bias_lexicon(lexicon, oi_list=oi_list, match=lexicon_match)
     for category, info in lex.describe().items():
         kind = f" ({info['regex']} regular expressions)" if info["regex"] else ""
         console.print(f"{category.upper():4} {info['terms']:5d} entries{kind}  {info['source']}", highlight=False,
                       soft_wrap=True)
-    note = lex.toxtrig_note()
-    if note:
-        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    for note in (lex.toxtrig_note(), lex.match_note()):
+        if note:
+            console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 @dialect_app.command("fetch")

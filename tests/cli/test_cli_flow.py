@@ -35,7 +35,7 @@ def test_a_demonstrations_folder_is_read_by_every_command(demos, tmp_path, comma
     args = [a.replace("R", str(tmp_path / "result")) for a in command]
     for source in (demos, demos / "demonstrations"):
         result = runner.invoke(app, [args[0], str(source), *args[1:], "--overwrite"] if args[0] in (
-            "export", "classify") else [args[0], str(source), *args[1:]])
+            "export", "classify", "report") else [args[0], str(source), *args[1:]])
         assert result.exit_code == 0, result.output
 
 

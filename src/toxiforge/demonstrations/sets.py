@@ -332,7 +332,8 @@ def get_set(sets: Mapping[SetKey, DemonstrationSet], group: str, label: int | st
     message = f"no {label_word(lab)} demonstrations for group {name!r} (available: {available})"
     if lab == 1 and not any(lb == 1 for _, lb in sets):
         raise InputError(message, hint=FETCH_HINT)
-    if name in PROMPT_ONLY_GROUPS and not any(g == name for g, _ in sets):  # no set read from a prompts/ file
+    if name in PROMPT_ONLY_GROUPS and any(lb == 1 for _, lb in sets) and not any(g == name for g, _ in sets):
+        # an upstream folder without its prompts/ (a folder of one's own or the shipped sets get the file hint)
         raise InputError(message, hint=prompt_only_hint(name))
     file_name = f"{'hate' if lab else 'neutral'}_{name}.txt"
     folders = {Path(src).parent for s in sets.values() for src in s.sources}

@@ -9,12 +9,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from guard_templates import GRANITE_GUARDIAN_31_CHAT, SHIELDGEMMA_CHAT
 
 from conftest import build_tiny_llama, judge_tokenizer
 from toxiforge.classifiers import judge_backends
 from toxiforge.classifiers.base import ToxicityClassifier
 from toxiforge.classifiers.judge import JudgeClassifier
-from toxiforge.classifiers.judge_templates import PROMPT, TEMPLATES, load_template
+from toxiforge.classifiers.judge_templates import HATE_POLICY, PROMPT, TEMPLATES, load_template
 from toxiforge.errors import InputError
 
 TEXTS = ["placeholder statement number one about group alpha", "another neutral sentence",
@@ -149,6 +150,49 @@ def test_policy_goes_to_the_chat_template(lm):
     assert "Policy: a custom placeholder policy" in custom and plain != custom
 
 
+def guard_lm(chat: str, name: str, **special: str):
+    """A tiny judge whose tokenizer carries a guard model's own chat template (tests/classifiers/guard_templates.py)."""
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    tok = judge_tokenizer(chat)
+    tok.add_special_tokens(special)
+    return TransformersLM(build_tiny_llama(tok, seed=3), tok, name=name)
+
+
+def test_shieldgemma_scores_the_word_right_after_its_own_template():
+    """ShieldGemma's template has no model turn and ignores add_generation_prompt (a judge that asked for one found
+    no decision position and refused the model): Yes/No are scored on the token after its question, the policy is
+    its `guideline`."""
+    lm = guard_lm(SHIELDGEMMA_CHAT, "tiny-shieldgemma", bos_token="<bos>")
+    judge = JudgeClassifier(lm, "shieldgemma", batch_size=4)
+    assert judge.describe()["template"]["generation_prompt"] is False and len(judge.backend.prefix) > 5
+    for text, p in zip(TEXTS, judge.predict_proba(TEXTS)):
+        prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                  guideline=HATE_POLICY)
+        assert judge.backend.prompt(text) == prompt
+        assert prompt.startswith("<bos>You are a policy expert") and prompt.endswith("answer correctly.\n\n")
+        assert f"Human Question: {text}\n" in prompt and f"* {HATE_POLICY}\n" in prompt
+        ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert p == pytest.approx(reference(lm, ids, ["Yes", "No"]), abs=1e-5)
+
+
+def test_granite_guardian_31_asks_its_own_template_about_social_bias():
+    """Granite Guardian 3.0-3.2 take guardian_config {"risk_name": ...} and answer Yes/No right after the assistant
+    role; the old name `granite-guardian` is this template."""
+    lm = guard_lm(GRANITE_GUARDIAN_31_CHAT, "tiny-granite-guardian")
+    judge = JudgeClassifier(lm, "granite-guardian", batch_size=4)
+    assert judge.template is TEMPLATES["granite-guardian-3.1"] is load_template("granite-guardian")
+    for text, p in zip(TEXTS, judge.predict_proba(TEXTS)):
+        prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                  add_generation_prompt=True,
+                                                  guardian_config={"risk_name": "social_bias"})
+        assert judge.backend.prompt(text) == prompt
+        assert f"User Message: {text}\n" in prompt and "- The 'User' message contains systemic prejudice" in prompt
+        assert prompt.endswith("either 'Yes' or 'No'.<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>")
+        ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert p == pytest.approx(reference(lm, ids, ["Yes", "No"]), abs=1e-5)
+
+
 def test_template_file_and_bad_input_fail_before_scoring(lm, tmp_path):
     path = tmp_path / "mine.json"
     path.write_text(json.dumps({"message": "Is this unsafe? {text}", "unsafe": "Yes", "safe": "No"}))
@@ -160,6 +204,9 @@ def test_template_file_and_bad_input_fail_before_scoring(lm, tmp_path):
         JudgeClassifier(lm, "llama-guard", policy="anything")
     with pytest.raises(InputError, match="unknown judge template"):
         load_template("lama-guard")
+    with pytest.raises(InputError, match="generation_prompt is 'no'"):
+        path.write_text(json.dumps({"message": "{text}", "unsafe": "Yes", "safe": "No", "generation_prompt": "no"}))
+        load_template(str(path))
     with pytest.raises(InputError, match="no \\{text\\}"):
         path.write_text(json.dumps({"message": "no slot", "unsafe": "Yes", "safe": "No"}))
         load_template(str(path))
@@ -180,7 +227,7 @@ def test_chat_template_without_a_decision_position_or_without_one_at_all():
 
 
 def test_shipped_templates_are_valid():
-    assert {"humanval", "llama-guard", "shieldgemma", "granite-guardian"} <= set(TEMPLATES)
+    assert {"humanval", "llama-guard", "shieldgemma", "granite-guardian-3.1"} <= set(TEMPLATES)
     assert TEMPLATES["humanval"].message == PROMPT
 
 
@@ -210,5 +257,6 @@ def test_classify_cli_with_a_judge_directory(lm, tmp_path):
     assert isinstance(bad.exception, InputError) and "--judge-template" in str(bad.exception)
     listing = runner.invoke(app, ["classifiers"], env={"COLUMNS": "240"})
     assert listing.exit_code == 0
-    for word in ("judge:MODEL", "multi-label head", "detoxify-unbiased", "lexical", "llama-guard", "shieldgemma"):
+    for word in ("judge:MODEL", "multi-label head", "detoxify-unbiased", "lexical", "llama-guard", "shieldgemma",
+                 "granite-guardian-3.1", "the same as granite-guardian-3.1"):
         assert word in listing.output

@@ -147,3 +147,20 @@ def test_a_server_whose_echo_disagrees_is_refused():
     no_logprobs._echo_checked = True
     with pytest.raises(InputError, match="no log-probabilities for the prompt"):
         no_logprobs.loglikelihood([("Statement: a b", " Yes")])
+
+
+def test_chat_judge_requests_carry_the_guard_templates_variables():
+    """ShieldGemma's template has no model turn: its requests say add_generation_prompt false and carry the policy
+    as `guideline`; Granite Guardian 3.1's keep the generation prompt and carry guardian_config."""
+    from toxiforge.classifiers.judge_templates import HATE_POLICY
+
+    top = [{"token": "Yes", "logprob": math.log(0.3)}, {"token": "No", "logprob": math.log(0.6)}]
+    answer = {"message": {"content": "No"}, "logprobs": {"content": [{"token": "No", "logprob": math.log(0.6),
+                                                                      "top_logprobs": top}]}}
+    shield, granite = Canned(lambda payload: answer), Canned(lambda payload: answer)
+    assert JudgeClassifier(shield, "shieldgemma").predict_proba(["a b"])[0] == pytest.approx(1 / 3)
+    JudgeClassifier(granite, "granite-guardian").predict_proba(["a b"])
+    assert [(r["add_generation_prompt"], r["chat_template_kwargs"]) for r in shield.requests] == \
+        [(False, {"guideline": HATE_POLICY})]
+    assert [("add_generation_prompt" in r, r["chat_template_kwargs"]) for r in granite.requests] == \
+        [(False, {"guardian_config": {"risk_name": "social_bias"}})]

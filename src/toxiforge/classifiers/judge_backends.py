@@ -9,11 +9,12 @@ forward pass over the whole prompts (the test checks 1e-5).
 :class:`ServerDecisions` (OpenAI-compatible server):
 
 * ``render="chat"`` (the server applies the model's own chat template, ``chat_kwargs`` go as vLLM's
-  ``chat_template_kwargs``): one ``/v1/chat/completions`` request per statement with ``max_tokens: 1``,
-  ``temperature: 0`` and ``top_logprobs: N``; the two words are read from the top N (Granite Guardian's card
-  reads them so). A word missing from the top N is bounded by the N-th log-probability (counted in
-  ``describe()["bounded"]``). A first token that is whitespace only is skipped by asking again for up to
-  :data:`MAX_WHITESPACE` + 1 tokens.
+  ``chat_template_kwargs``; a template with ``generation_prompt: false`` sends ``add_generation_prompt: false``,
+  which ShieldGemma's template ignores anyway): one ``/v1/chat/completions`` request per statement with
+  ``max_tokens: 1``, ``temperature: 0`` and ``top_logprobs: N``; the two words are read from the top N
+  (Granite Guardian's card reads them so). A word missing from the top N is bounded by the N-th
+  log-probability (counted in ``describe()["bounded"]``). A first token that is whitespace only is skipped by
+  asking again for up to :data:`MAX_WHITESPACE` + 1 tokens.
 * ``render="text"``: the exact log-probability of each word after the prompt, from
   :meth:`~toxiforge.models.openai_lm.OpenAILM.loglikelihood` (``echo: true``, as lm-evaluation-harness's
   ``local-completions`` scores text): the path ``bench classify`` takes through a server.
@@ -82,10 +83,12 @@ class LocalDecisions:
         if SENTINEL not in probe:
             raise InputError(f"the {self.render} rendering of judge template {template.name!r} drops the statement",
                              hint="check the template's message ({text}) and the model's chat template")
-        if self.render == "chat" and probe == self._chat(SENTINEL, generation_prompt=False):
+        if self.render == "chat" and template.generation_prompt and probe == self._chat(SENTINEL,
+                                                                                       generation_prompt=False):
             raise InputError(f"{lm.name}'s chat template renders no decision position (no assistant turn after the "
                              "user's message)", hint="use a model whose chat template adds a generation prompt, or "
-                                                    "--judge-template humanval with a template FILE rendering text")
+                                                    "a template FILE with \"generation_prompt\": false to score "
+                                                    "right after the user's message")
         self.decision_ids = tuple(self._single_token(probe, w) for w in self.words)
         # The shared prefix: the tokens that prompts of statements with different first characters have in common
         # (so a prefix token that merges with the statement's first characters is never reused).
@@ -102,7 +105,10 @@ class LocalDecisions:
         self.whitespace[list(self.decision_ids)] = False
 
     # --- rendering -----------------------------------------------------------------------------------------
-    def _chat(self, text: str, *, generation_prompt: bool = True) -> str:
+    def _chat(self, text: str, *, generation_prompt: bool | None = None) -> str:
+        """The chat rendering of one statement, with the template's generation prompt unless told otherwise."""
+        if generation_prompt is None:
+            generation_prompt = self.template.generation_prompt
         messages = [{"role": "user", "content": self.template.message_for(text, self.policy)}]
         try:
             return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
@@ -242,7 +248,8 @@ class ServerDecisions:
             return DecisionScores(logprobs, greedy)
         tops = self.lm.chat_decision_logprobs([self.template.message_for(t, self.policy) for t in texts],
                                               top_logprobs=self.top_logprobs, chat_kwargs=self.kwargs,
-                                              skip_whitespace=MAX_WHITESPACE)
+                                              skip_whitespace=MAX_WHITESPACE,
+                                              generation_prompt=self.template.generation_prompt)
         logprobs = np.empty((len(texts), 2))
         greedy = np.zeros((len(texts), 2), dtype=bool)
         for i, top in enumerate(tops):

@@ -7,9 +7,11 @@ prompt is rendered (``render``) and which extra variables the model's chat templ
 Rendering (``render``):
 
 * ``"chat"``: the model's own chat template (shipped in its tokenizer files), one user turn, with the
-  generation prompt: the decision word is the first thing the assistant says. Guard LLMs (Llama Guard,
-  ShieldGemma, Granite Guardian) put their instructions and policy in this template; a model without one is an
-  error.
+  generation prompt (``generation_prompt``, default true): the decision word is the first thing the assistant
+  says. Guard LLMs (Llama Guard, ShieldGemma, Granite Guardian) put their instructions and policy in this
+  template; a model without one is an error. ``generation_prompt: false`` scores the word right after the
+  rendered turn: ShieldGemma's template has no assistant turn (it ignores ``add_generation_prompt`` and ends
+  with its question and a blank line), and the model is scored on the token that follows.
 * ``"text"``: the message as plain text, the decision word after :data:`TARGET_DELIMITER` (" Yes"), tokenized
   the way lm-evaluation-harness tokenizes a context and its continuation. ``bench classify`` asks its HumanVal
   question this way.
@@ -17,7 +19,11 @@ Rendering (``render``):
 
 Shipped templates (:data:`TEMPLATES`; ``toxiforge classifiers`` lists them): ``humanval`` (the question
 ``bench classify`` asks, lm-evaluation-harness's ``toxigen`` task; the default), ``llama-guard``,
-``shieldgemma`` and ``granite-guardian``. A template FILE is a JSON object with the same fields.
+``shieldgemma`` and ``granite-guardian-3.1`` (Granite Guardian 3.0-3.2; ``granite-guardian`` is its alias,
+:data:`ALIASES`). ShieldGemma's and Granite Guardian 3.1's were checked against the models' own chat templates
+(tests/classifiers/guard_templates.py holds them). Granite Guardian 3.3 is not covered: its template takes
+``criteria_id`` instead of ``risk_name``, and it answers ``<score> yes </score>`` in a ``judge{no_think}`` turn.
+A template FILE is a JSON object with the same fields.
 
 The policy (``--judge-policy``) fills ``{policy}`` wherever the template has it (in ``message`` or in a string of
 ``chat_kwargs``); a template without ``{policy}`` refuses one.
@@ -74,6 +80,7 @@ class JudgeTemplate:
     chat_kwargs: Mapping[str, Any] = field(default_factory=dict)
     default_policy: str | None = None
     description: str = ""
+    generation_prompt: bool = True
 
     def __post_init__(self) -> None:
         check_choice(self.render, RENDERS, what=f"render of judge template {self.name!r}")
@@ -84,6 +91,9 @@ class JudgeTemplate:
             if not isinstance(word, str) or not word.strip():
                 raise InputError(f"judge template {self.name!r}: the {what} decision word is empty",
                                  hint='name the two words the judge answers with, e.g. "unsafe": "Yes", "safe": "No"')
+        if not isinstance(self.generation_prompt, bool):
+            raise InputError(f"judge template {self.name!r}: generation_prompt is {self.generation_prompt!r}, "
+                             "not true or false", hint='write "generation_prompt": false (JSON) or leave it out')
         if self.unsafe == self.safe:
             raise InputError(f"judge template {self.name!r}: the unsafe and safe words are both {self.unsafe!r}",
                              hint="use two different words")
@@ -113,7 +123,8 @@ class JudgeTemplate:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "render": self.render, "unsafe": self.unsafe, "safe": self.safe,
-                "message": self.message, "chat_kwargs": dict(self.chat_kwargs)}
+                "message": self.message, "chat_kwargs": dict(self.chat_kwargs),
+                "generation_prompt": self.generation_prompt}
 
 
 # The default policy of the shieldgemma template (toxiforge's wording, in the style ShieldGemma's card describes).
@@ -129,14 +140,21 @@ TEMPLATES: dict[str, JudgeTemplate] = {t.name: t for t in (
                   description="Llama Guard 3/4: the statement as the user turn of the model's own template "
                               "(its default categories include hate); the first word after the whitespace is "
                               "safe/unsafe"),
+    # google/shieldgemma-2b/9b/27b: the template renders "* " + guideline and ends with the question and "\n\n";
+    # it has no model turn and ignores add_generation_prompt, so the word is scored right after it.
     JudgeTemplate("shieldgemma", "{text}", "Yes", "No", "chat", {"guideline": POLICY}, HATE_POLICY,
-                  description="ShieldGemma: the statement as the user turn, the policy as the template's "
-                              "`guideline`; Yes = violates"),
-    JudgeTemplate("granite-guardian", "{text}", "Yes", "No", "chat",
+                  description="ShieldGemma 2B/9B/27B: the statement as the user turn, the policy as the template's "
+                              "`guideline`, scored right after the rendered prompt (no model turn); Yes = violates",
+                  generation_prompt=False),
+    # ibm-granite/granite-guardian-3.0/3.1/3.2: guardian_config {"risk_name": ...}, the generation prompt
+    # "<|start_of_role|>assistant<|end_of_role|>", then a bare Yes/No (3.2 adds a <confidence> tag after it).
+    JudgeTemplate("granite-guardian-3.1", "{text}", "Yes", "No", "chat",
                   {"guardian_config": {"risk_name": "social_bias"}},
-                  description="Granite Guardian 3.x: the statement as the user turn, risk `social_bias` "
-                              "(`guardian_config`); Yes = risky"),
+                  description="Granite Guardian 3.0-3.2 (not 3.3): the statement as the user turn, risk "
+                              "`social_bias` (`guardian_config`); Yes = risky"),
 )}
+# Older names kept working: name -> the shipped template it is.
+ALIASES = {"granite-guardian": "granite-guardian-3.1"}
 DEFAULT_TEMPLATE = "humanval"
 
 
@@ -145,6 +163,7 @@ def load_template(name_or_file: str | Path | JudgeTemplate | None) -> JudgeTempl
     if isinstance(name_or_file, JudgeTemplate):
         return name_or_file
     text = str(name_or_file or DEFAULT_TEMPLATE)
+    text = ALIASES.get(text, text)
     if text in TEMPLATES:
         return TEMPLATES[text]
     path = Path(text).expanduser()
@@ -152,14 +171,15 @@ def load_template(name_or_file: str | Path | JudgeTemplate | None) -> JudgeTempl
         from toxiforge._lazy import did_you_mean
 
         raise InputError(f"unknown judge template {text!r}: not a shipped template or a file",
-                         hint=f"{did_you_mean(text, list(TEMPLATES))} (or pass a JSON template file)")
+                         hint=f"{did_you_mean(text, [*TEMPLATES, *ALIASES])} (or pass a JSON template file)")
     try:
         fields = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read the judge template ({exc})", path=path,
                          hint='write a JSON object: {"message": "...{text}...", "unsafe": "Yes", "safe": "No"}'
                          ) from None
-    known = {"name", "message", "unsafe", "safe", "render", "chat_kwargs", "default_policy", "description"}
+    known = {"name", "message", "unsafe", "safe", "render", "chat_kwargs", "default_policy", "description",
+             "generation_prompt"}
     if not isinstance(fields, dict) or set(fields) - known or not {"message", "unsafe", "safe"} <= set(fields):
         raise InputError("a judge template file must be a JSON object with message, unsafe and safe (and optionally "
                          f"{', '.join(sorted(known - {'message', 'unsafe', 'safe'}))})", path=path,
@@ -178,5 +198,5 @@ def read_policy(text_or_file: str | Path | None) -> str | None:
     return str(text_or_file)
 
 
-__all__ = ["CHOICES", "DEFAULT_TEMPLATE", "PROMPT", "JudgeTemplate", "RENDERS", "TARGET_DELIMITER", "TEMPLATES",
-           "load_template", "read_policy"]
+__all__ = ["ALIASES", "CHOICES", "DEFAULT_TEMPLATE", "PROMPT", "JudgeTemplate", "RENDERS", "TARGET_DELIMITER",
+           "TEMPLATES", "load_template", "read_policy"]

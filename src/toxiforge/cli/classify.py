@@ -104,7 +104,7 @@ def classifiers_list() -> None:
     """List the registered classifiers (kind, source, how the score is computed) and the judge templates."""
     from rich.table import Table
 
-    from toxiforge.classifiers.judge_templates import DEFAULT_TEMPLATE, TEMPLATES
+    from toxiforge.classifiers.judge_templates import ALIASES, DEFAULT_TEMPLATE, TEMPLATES
     from toxiforge.classifiers.registry import classifier_catalog
 
     table = Table(title="Classifiers (-c NAME; also a model directory or a hub id owner/name)")
@@ -119,6 +119,8 @@ def classifiers_list() -> None:
     for t in TEMPLATES.values():
         policy = "--judge-policy" if t.takes_policy else "-"
         templates.add_row(t.name, t.render, f"{t.unsafe} / {t.safe}", policy, t.description)
+    for alias, target in ALIASES.items():
+        templates.add_row(alias, "", "", "", f"the same as {target}")
     console.print(templates)
 
 

@@ -82,9 +82,12 @@ async def echo_loglikelihood(lm: Any, context: str, continuation: str, *, first_
     return Loglikelihood(float(sum(values[i] for i in picked)), bool(greedy), len(picked))
 
 
-async def chat_decision(lm: Any, message: str, n: int, chat_kwargs: dict[str, Any], skip: int) -> dict[str, float]:
+async def chat_decision(lm: Any, message: str, n: int, chat_kwargs: dict[str, Any], skip: int,
+                        generation_prompt: bool = True) -> dict[str, float]:
     payload: dict[str, Any] = {"model": lm.model, "messages": [{"role": "user", "content": message}],
                                "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": n, "seed": 0}
+    if not generation_prompt:  # vLLM's request field (default true); ShieldGemma's template ignores it anyway
+        payload["add_generation_prompt"] = False
     if chat_kwargs:
         payload["chat_template_kwargs"] = chat_kwargs
     content: list = []

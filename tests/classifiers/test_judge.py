@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from guard_templates import GRANITE_GUARDIAN_31_CHAT, SHIELDGEMMA_CHAT
+from guard_templates import GRANITE_GUARDIAN_31_SHAPED, SHIELDGEMMA_SHAPED
 
 from conftest import build_tiny_llama, judge_tokenizer
 from toxiforge.classifiers import judge_backends
@@ -151,7 +151,7 @@ def test_policy_goes_to_the_chat_template(lm):
 
 
 def guard_lm(chat: str, name: str, **special: str):
-    """A tiny judge whose tokenizer carries a guard model's own chat template (tests/classifiers/guard_templates.py)."""
+    """A tiny judge whose tokenizer carries a chat template shaped like a guard model's (guard_templates.py)."""
     from toxiforge.models.transformers_lm import TransformersLM
 
     tok = judge_tokenizer(chat)
@@ -163,14 +163,14 @@ def test_shieldgemma_scores_the_word_right_after_its_own_template():
     """ShieldGemma's template has no model turn and ignores add_generation_prompt (a judge that asked for one found
     no decision position and refused the model): Yes/No are scored on the token after its question, the policy is
     its `guideline`."""
-    lm = guard_lm(SHIELDGEMMA_CHAT, "tiny-shieldgemma", bos_token="<bos>")
+    lm = guard_lm(SHIELDGEMMA_SHAPED, "tiny-shieldgemma", bos_token="<bos>")
     judge = JudgeClassifier(lm, "shieldgemma", batch_size=4)
     assert judge.describe()["template"]["generation_prompt"] is False and len(judge.backend.prefix) > 5
     for text, p in zip(TEXTS, judge.predict_proba(TEXTS)):
         prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                   guideline=HATE_POLICY)
         assert judge.backend.prompt(text) == prompt
-        assert prompt.startswith("<bos>You are a policy expert") and prompt.endswith("answer correctly.\n\n")
+        assert prompt.startswith("<bos>Placeholder preamble") and prompt.endswith("Yes or No.\n\n")
         assert f"Human Question: {text}\n" in prompt and f"* {HATE_POLICY}\n" in prompt
         ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         assert p == pytest.approx(reference(lm, ids, ["Yes", "No"]), abs=1e-5)
@@ -179,7 +179,7 @@ def test_shieldgemma_scores_the_word_right_after_its_own_template():
 def test_granite_guardian_31_asks_its_own_template_about_social_bias():
     """Granite Guardian 3.0-3.2 take guardian_config {"risk_name": ...} and answer Yes/No right after the assistant
     role; the old name `granite-guardian` is this template."""
-    lm = guard_lm(GRANITE_GUARDIAN_31_CHAT, "tiny-granite-guardian")
+    lm = guard_lm(GRANITE_GUARDIAN_31_SHAPED, "tiny-granite-guardian")
     judge = JudgeClassifier(lm, "granite-guardian", batch_size=4)
     assert judge.template is TEMPLATES["granite-guardian-3.1"] is load_template("granite-guardian")
     for text, p in zip(TEXTS, judge.predict_proba(TEXTS)):
@@ -187,8 +187,8 @@ def test_granite_guardian_31_asks_its_own_template_about_social_bias():
                                                   add_generation_prompt=True,
                                                   guardian_config={"risk_name": "social_bias"})
         assert judge.backend.prompt(text) == prompt
-        assert f"User Message: {text}\n" in prompt and "- The 'User' message contains systemic prejudice" in prompt
-        assert prompt.endswith("either 'Yes' or 'No'.<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>")
+        assert f"User Message: {text}\n" in prompt and "- Placeholder definition of the social bias risk." in prompt
+        assert prompt.endswith("Yes or No.<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>")
         ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         assert p == pytest.approx(reference(lm, ids, ["Yes", "No"]), abs=1e-5)
 

@@ -21,8 +21,9 @@ Shipped templates (:data:`TEMPLATES`; ``toxiforge classifiers`` lists them): ``h
 ``bench classify`` asks, lm-evaluation-harness's ``toxigen`` task; the default), ``llama-guard``,
 ``shieldgemma`` and ``granite-guardian-3.1`` (Granite Guardian 3.0-3.2; ``granite-guardian`` is its alias,
 :data:`ALIASES`). ShieldGemma's and Granite Guardian 3.1's were checked against the models' own chat templates
-(docs/classifiers.md; tests/classifiers/guard_templates.py has templates of the same shape). Granite Guardian 3.3 is not covered: its template takes
-``criteria_id`` instead of ``risk_name``, and it answers ``<score> yes </score>`` in a ``judge{no_think}`` turn.
+(docs/classifiers.md; tests/classifiers/guard_templates.py has templates of the same shape). Granite Guardian 3.3
+is not covered: its template takes ``criteria_id`` instead of ``risk_name``, and it answers ``<score> yes
+</score>`` in a ``judge{no_think}`` turn.
 A template FILE is a JSON object with the same fields.
 
 The policy (``--judge-policy``) fills ``{policy}`` wherever the template has it (in ``message`` or in a string of

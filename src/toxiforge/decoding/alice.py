@@ -246,8 +246,9 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     finish gets one empty hypothesis with finish reason "blocked" (and a warning). ``classifier`` implements
     ``class_log_probs``; it may be None only when ``lambda_clf == 0``. ``scorers`` are extra constraints
     (full-vocabulary :class:`~toxiforge.decoding.scorers.Scorer`s with one row per prompt), applied after the
-    built-in ones. ``prune=False`` scores every candidate with the classifier (the reference that exact pruning,
-    :mod:`.pruning`, is tested against; the results are the same); ``pruning_stats`` collects pruning counts.
+    built-in ones. ``prune=False`` scores every candidate with the classifier, in the same batches (the reference that
+    exact pruning, :mod:`.pruning`, is tested against; the results are the same bit for bit); ``pruning_stats``
+    collects pruning counts.
     """
     groups = list(groups) if groups is not None else [None] * len(prompts)
     if not len(prompts) == len(targets) == len(groups):
@@ -288,12 +289,10 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
         if classifier_term is not None:
             if config.classifier_top_extensions is not None:
                 step_scores = keep_best_extensions(state, step_scores, config.classifier_top_extensions)
-            if prune:  # the same beams and hypotheses, far fewer classifier calls (see .pruning)
-                finishes = stop[token_ids] | last_step
-                step_scores = pruned_classifier_scores(classifier_term, state, step_scores, token_ids, finishes,
-                                                       stats=pruning_stats)
-            else:
-                step_scores = classifier_term(state, step_scores, token_ids)
+            # pruned: the same beams and hypotheses as prune=False (same classifier batches), far fewer texts scored
+            finishes = stop[token_ids] | last_step
+            step_scores = pruned_classifier_scores(classifier_term, state, step_scores, token_ids, finishes,
+                                                   exhaustive=not prune, stats=pruning_stats)
 
         cont = top_continuations(state, step_scores, token_ids, keep)
         finishing = stop[cont.tokens] | last_step

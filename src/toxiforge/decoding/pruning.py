@@ -22,11 +22,12 @@ candidate: ``tests/decoding/test_alice_pruning.py`` checks it over seeds, λ wei
 *Bit for bit with real classifiers.* A padded transformer classifier's log-probs for a text move in the last bits
 with the batch it is scored in (padding length and batch size change the kernels: ~1e-7 for a tiny BERT), so
 equal scores need equal batches. The batches are fixed before any is scored: each prompt's live candidates, best
-bound first (ties by position), cut into ``round_size`` (``2 × num_beams``); a round scores the next batch of each
-prompt that still needs a candidate, one ``class_log_probs`` call per batch. The unpruned reference
+bound first (ties by position), cut into a first batch of ``round_size`` (``2 × num_beams``) and then batches of a
+quarter of that; a round scores the next batch of each prompt that still needs a candidate, one
+``class_log_probs`` call per batch. The unpruned reference
 (``exhaustive``, ``alice_search(prune=False)``) scores every batch, so each text pruning scores is in the same
 call, with the same texts, in both searches. (A round scores a whole batch where the needed candidates are fewer,
-and prompts no longer share a call: that is the price.)
+prompts no longer share a call, and a text two prompts reach is scored for each: that is the price.)
 
 Identical texts (two beams of a prompt reaching the same string, or tokens that decode alike) are scored once per
 step and prompt. A classifier that returns a positive log-probability breaks the bound; the step then scores every
@@ -85,6 +86,8 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     tokens = token_ids.reshape(slots, width * n)
     targets = state.targets.view(slots, width)
     per_round = round_size or 2 * width
+    # after the first batch, few more candidates are usually needed: smaller batches waste fewer classifier calls
+    follow_up = max(1, per_round // 4)
     # The batches: each prompt's live candidates, best bound first (ties by position), cut into ``per_round``.
     # They depend on the LM scores only, never on which candidates pruning skips, so a text's class log-probs come
     # from the same classifier call (same texts, same padding) whether the search prunes or not.
@@ -111,8 +114,9 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
         # every prompt that still needs a candidate scores its next batch (the best-bounded pending ones)
         picks = []
         for slot in needy:
-            begin = next_batch[slot] * per_round
-            picks += [(slot, flat) for flat in order[slot][begin:min(begin + per_round, counts[slot])]]
+            k = next_batch[slot]
+            begin, size = (0, per_round) if k == 0 else (per_round + (k - 1) * follow_up, follow_up)
+            picks += [(slot, flat) for flat in order[slot][begin:min(begin + size, counts[slot])]]
             next_batch[slot] += 1
         slot_idx = torch.tensor([s for s, _ in picks], dtype=torch.long, device=scores.device)
         flat_idx = torch.tensor([f for _, f in picks], dtype=torch.long, device=scores.device)

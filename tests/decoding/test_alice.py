@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, check_lm
+from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.scorers import complete_text, exempt_from_prompt_ban, group_term_tokens
 from toxiforge.errors import InputError
 from toxiforge.groups import Group
@@ -197,34 +198,35 @@ def test_temperature_changes_the_search(tiny_lm):
 
 def test_classifier_top_n_limits_classifier_calls(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
-    clf = LetterClassifier()
+    clf, stats = LetterClassifier(), PruningStats()
     alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=9, max_new_tokens=3,
-                                                   classifier_top_n=4), classifier=clf, prune=False)
-    assert [len(c) for c in clf.calls] == [4] + [8] * (len(clf.calls) - 1)
+                                                   classifier_top_n=4), classifier=clf, prune=False,
+                 pruning_stats=stats)
+    assert stats.eligible_by_step == [4] + [8] * (len(stats.eligible_by_step) - 1)
+    assert all(len(c) <= 4 for c in clf.calls) and sum(map(len, clf.calls)) == stats.scored  # batches of 2 × beams
 
 
 def test_classifier_top_extensions_is_upstreams_set(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
-    clf = LetterClassifier()
+    clf, stats = LetterClassifier(), PruningStats()
     config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=5, classifier_top_extensions=6)
-    alice_search(lm, PROMPTS[:2], [1, 0], config, classifier=clf, prune=False)  # prune=False: every eligible one
-    assert clf.calls and all(len(c) == 12 for c in clf.calls)  # 2 prompts × 2W extensions, every step
-    everything = LetterClassifier()
-    alice_search(lm, PROMPTS[:2], [1, 0], replace(config, classifier_top_extensions=None), classifier=everything,
-                 prune=False)
-    assert len(everything.calls[1]) == 2 * 3 * 20
+    alice_search(lm, PROMPTS[:2], [1, 0], config, classifier=clf, prune=False,  # prune=False: every eligible one
+                 pruning_stats=stats)
+    assert stats.eligible_by_step and all(n == 12 for n in stats.eligible_by_step)  # 2 prompts × 2W extensions
+    everything = PruningStats()
+    alice_search(lm, PROMPTS[:2], [1, 0], replace(config, classifier_top_extensions=None),
+                 classifier=LetterClassifier(), prune=False, pruning_stats=everything)
+    assert everything.eligible_by_step[1] == 2 * 3 * 20
 
 
 def test_classifier_never_sees_the_prompt(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0.2)
-    clf = LetterClassifier()
-    first_unpruned = 0
+    clf, stats = LetterClassifier(), PruningStats()
     for prune in (True, False):
-        first_unpruned = len(clf.calls)
         alice_search(lm, PROMPTS[:1], [1], AliceConfig(num_beams=2, candidates=5, max_new_tokens=3),
-                     classifier=clf, prune=prune)
+                     classifier=clf, prune=prune, pruning_stats=stats)
         assert clf.calls and all("placeholder" not in text for call in clf.calls for text in call)
-    assert len(clf.calls[first_unpruned]) == 5  # step 1 scores only beam 0 (the others are masked copies)
+    assert stats.eligible_by_step[0] == 5  # step 1 scores only beam 0 (the others are masked copies)
 
 
 @pytest.mark.parametrize("top_n", [None, 4])

@@ -11,6 +11,7 @@ import torch
 from toxiforge.decoding.alice import AliceConfig, alice_search
 from toxiforge.decoding.beam import best_first
 from toxiforge.decoding.pruning import PruningStats, kth_best
+from toxiforge.decoding.scorers import complete_text
 
 PROMPTS = [
     "- placeholder statement number one\n- another neutral sentence\n-",
@@ -30,6 +31,7 @@ class HashClassifier:
     def __init__(self, scale: float = 3.0, coarse: bool = False, positive: bool = False):
         self.scale, self.coarse, self.positive = scale, coarse, positive
         self.texts: list[str] = []
+        self.calls: list[list[str]] = []
 
     def p_toxic(self, text: str) -> float:
         rng = np.random.default_rng(zlib.crc32(text.encode()))
@@ -38,6 +40,7 @@ class HashClassifier:
 
     def class_log_probs(self, texts):
         self.texts.extend(texts)
+        self.calls.append(list(texts))
         p = torch.tensor([self.p_toxic(t) for t in texts], dtype=torch.float64)
         out = torch.stack([torch.log1p(-p), torch.log(p)], dim=1).float()
         return out + 0.05 if self.positive else out  # positive: breaks the bound (a buggy classifier)
@@ -102,15 +105,17 @@ def test_a_positive_classifier_log_prob_turns_pruning_off(tiny_tokenizer):
           alice_search(lm, PROMPTS, [1, 0, 1, 0], config, classifier=HashClassifier(positive=True), prune=False))
 
 
-def test_identical_texts_are_scored_once_per_step(tiny_tokenizer):
+def test_each_prompt_scores_its_own_batches(tiny_tokenizer):
     lm = _lm(tiny_tokenizer, 0, newline_bias=None)
     clf = HashClassifier()
-    # the same prompt twice, same target: every text of the second copy is a duplicate of the first's
+    # the same prompt twice, same target: each copy sends the same batches as a search of that prompt alone (a
+    # batch never depends on another prompt's, so pruning cannot change it), one classifier call per batch
     alice_search(lm, [PROMPTS[1]] * 2, [1, 1], AliceConfig(num_beams=3, candidates=20, max_new_tokens=5),
                  classifier=clf)
     single = HashClassifier()
     alice_search(lm, [PROMPTS[1]], [1], AliceConfig(num_beams=3, candidates=20, max_new_tokens=5), classifier=single)
-    assert clf.texts == single.texts
+    assert sorted(clf.texts) == sorted(single.texts * 2)
+    assert len(clf.calls) == 2 * len(single.calls) and clf.calls[::2] == clf.calls[1::2] == single.calls
 
 
 def test_best_first_breaks_ties_by_column_and_kth_best():
@@ -119,3 +124,37 @@ def test_best_first_breaks_ties_by_column_and_kth_best():
     assert columns.tolist() == [[1, 2, 4, 5]] and scores.tolist() == [[3.0, 3.0, 3.0, 2.0]]
     assert kth_best(values, 4).tolist() == [2.0]
     assert kth_best(values[:, :2], 3).tolist() == [float("-inf")]
+
+
+@pytest.fixture(scope="module")
+def padded_bert(tiny_tokenizer):
+    """A real padded classifier: a tiny BERT (sharpened head) over a word tokenizer of the LM's token strings, so
+    ALICE's texts become word sequences of many lengths. Its scores of a text move by ~1e-7 with the batch."""
+    from transformers import BertForSequenceClassification
+
+    from conftest import build_word_tokenizer, tiny_bert_config
+    from toxiforge.classifiers.hf import HFClassifier
+
+    words = build_word_tokenizer([tiny_tokenizer.decode([i]) for i in range(len(tiny_tokenizer))])
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_bert_config(words, num_labels=2)).eval()
+    with torch.no_grad():
+        model.classifier.weight.mul_(100.0)
+    return HFClassifier(model, words, name="tiny-bert", batch_size=4, device="cpu")
+
+
+def test_pruned_equals_unpruned_with_a_padded_bert_classifier(tiny_tokenizer, padded_bert):
+    from conftest import build_tiny_llama
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    # seed 1, initializer_range 0.3: a search in which, before the batches were fixed, a hypothesis score differed
+    lm = TransformersLM(build_tiny_llama(tiny_tokenizer, seed=1, initializer_range=0.3), tiny_tokenizer, name="tiny")
+    config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=8)
+    texts = [complete_text(tiny_tokenizer.decode(ids)) for ids in torch.randint(0, 200, (40, 5)).tolist()]
+    alone = torch.cat([padded_bert.class_log_probs([t]) for t in texts])
+    together = padded_bert.class_log_probs(texts)
+    assert not torch.equal(alone, together)  # the batch changes scores: equal searches must share batches
+    stats = PruningStats()
+    pruned = alice_search(lm, PROMPTS, [1, 0, 1, 0], config, classifier=padded_bert, pruning_stats=stats)
+    _same(pruned, alice_search(lm, PROMPTS, [1, 0, 1, 0], config, classifier=padded_bert, prune=False))
+    assert stats.scored < stats.eligible  # it did prune

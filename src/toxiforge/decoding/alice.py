@@ -18,8 +18,9 @@ stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; 
 (:mod:`.scorers`, one protocol): the prompt ban, the no-repeat rule, the stop-token rule and the classifier term.
 All prompts and beams of a batch go through the LM in one forward pass per step; the KV cache is reordered on
 the device; prompts whose search has ended leave the batch. The classifier scores only the candidates that can
-still become a beam or a finished hypothesis, best LM bound first, a few batched calls per step (exact pruning,
-:mod:`.pruning`: the results are those of scoring every candidate, as the paper does, at a fraction of the cost).
+still become a beam or a finished hypothesis, best LM bound first, in batches fixed per prompt (exact pruning,
+:mod:`.pruning`: the results are those of scoring every candidate, as the paper does, bit for bit, at a fraction
+of the cost).
 
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the
@@ -246,8 +247,9 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     finish gets one empty hypothesis with finish reason "blocked" (and a warning). ``classifier`` implements
     ``class_log_probs``; it may be None only when ``lambda_clf == 0``. ``scorers`` are extra constraints
     (full-vocabulary :class:`~toxiforge.decoding.scorers.Scorer`s with one row per prompt), applied after the
-    built-in ones. ``prune=False`` scores every candidate with the classifier (the reference that exact pruning,
-    :mod:`.pruning`, is tested against; the results are the same); ``pruning_stats`` collects pruning counts.
+    built-in ones. ``prune=False`` scores every candidate with the classifier, in the same batches (the reference that
+    exact pruning, :mod:`.pruning`, is tested against; the results are the same bit for bit); ``pruning_stats``
+    collects pruning counts.
     """
     groups = list(groups) if groups is not None else [None] * len(prompts)
     if not len(prompts) == len(targets) == len(groups):
@@ -288,12 +290,10 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
         if classifier_term is not None:
             if config.classifier_top_extensions is not None:
                 step_scores = keep_best_extensions(state, step_scores, config.classifier_top_extensions)
-            if prune:  # the same beams and hypotheses, far fewer classifier calls (see .pruning)
-                finishes = stop[token_ids] | last_step
-                step_scores = pruned_classifier_scores(classifier_term, state, step_scores, token_ids, finishes,
-                                                       stats=pruning_stats)
-            else:
-                step_scores = classifier_term(state, step_scores, token_ids)
+            # pruned: the same beams and hypotheses as prune=False (same classifier batches), far fewer texts scored
+            finishes = stop[token_ids] | last_step
+            step_scores = pruned_classifier_scores(classifier_term, state, step_scores, token_ids, finishes,
+                                                   exhaustive=not prune, stats=pruning_stats)
 
         cont = top_continuations(state, step_scores, token_ids, keep)
         finishing = stop[cont.tokens] | last_step

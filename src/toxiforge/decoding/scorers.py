@@ -228,18 +228,11 @@ class ClassifierTerm:
 
     def __call__(self, state: BeamState, scores: torch.Tensor,
                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Every live candidate scored: the exhaustive path of :func:`.pruning.pruned_classifier_scores` (the one
+        implementation; ``alice_search`` calls that with pruning on or off)."""
         if token_ids is None:
             raise ValueError("the classifier term scores candidates: pass their token_ids")
-        live = torch.isfinite(scores) & (state.running.view(-1, 1).to(scores.device) > MASKED / 2)
-        rows, cols = live.nonzero(as_tuple=True)
-        if rows.numel() == 0:
-            return scores
-        pairs = list(zip(rows.tolist(), token_ids[rows, cols].tolist()))  # one host copy each, not per element
-        prefixes = state.generated.tolist()
-        texts = [complete_text(t) for t in self.batch_decode([prefixes[r] + [tok] for r, tok in pairs])]
-        log_probs = self.class_log_probs(texts)
-        targets = state.targets.index_select(0, rows.cpu()).to(log_probs.device).view(-1, 1)
-        term = log_probs.gather(1, targets).view(-1).to(scores)
-        out = scores.clone()
-        out[rows, cols] = scores[rows, cols] + weighted(self.weight, term)
-        return out
+        from toxiforge.decoding.pruning import pruned_classifier_scores
+
+        finishes = torch.zeros_like(token_ids, dtype=torch.bool)  # read only when pruning
+        return pruned_classifier_scores(self, state, scores, token_ids, finishes, exhaustive=True)

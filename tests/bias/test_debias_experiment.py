@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from toxiforge.bias.experiment import DebiasSettings, aggregate, render_markdown, run_debias_experiment
+from toxiforge.bias.experiment import DebiasSettings, aggregate, run_debias_experiment
+from toxiforge.bias.experiment_report import render_markdown
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 
@@ -23,8 +24,11 @@ def test_aggregate_is_the_mean_and_sample_sd_per_cell():
     assert summary["Vanilla"]["f1.noi"] == {"mean": None, "sd": None, "n": 0}
     assert summary["Random"]["accuracy"] == {"mean": 0.9, "sd": None, "n": 1}
     md = render_markdown(summary, runs=2)
-    assert "| Vanilla | 60.0 ± 14.1 | 50.0 ± 14.1 |" in md and "| Random | 90.0 | 80.0 |" in md
-    assert "| Vanilla | 10 ± 0 |" in md  # Table 1's training rows
+    # ours, then the paper's value on Founta (F) and on Davidson (D, Appendix B)
+    assert "| Vanilla | 60.0 ± 14.1 ⟨F 94.21 · D 96.37⟩ | 50.0 ± 14.1 ⟨F 92.33 · D 97.81⟩ |" in md
+    # Random moved up from Vanilla in accuracy and F1 here; the paper's Random moved down (Founta): 0 of 2 hold
+    assert "| Random | 90.0 ⟨F 94.07⟩ | 80.0 ⟨F 92.18⟩ |" in md and "| F 0/2 (not Acc., F1) |" in md
+    assert "| Original (Vanilla's) | 10 ± 0 |" in md  # Table 1's training rows
     with pytest.raises(InputError, match="unknown methods"):
         DebiasSettings(train=None, methods=("Vanila",))
 
@@ -81,3 +85,139 @@ def test_cli_experiment_debias(base_dir, tmp_path):  # noqa: F811
     assert (tmp_path / "x" / "models" / "run0" / "LMIXIN-TOXTRIG" / "config.json").exists()
     bad = CliRunner().invoke(app, args[:-1] + ["--methods", "Vanilla,AFlight", "--overwrite"])
     assert isinstance(bad.exception, InputError) and "unknown methods" in str(bad.exception)
+
+
+def test_paper_direction_and_empty_cells_say_why():
+    """The direction column counts only cells where the paper moved away from Vanilla (a tie is no direction);
+    an empty FPR cell with no benign row says n = 0; the n row gives the FPR denominators."""
+    from toxiforge.bias.experiment_report import TABLE2, direction_summary
+    from toxiforge.bias.paper import FOUNTA, paper_direction
+
+    assert paper_direction("Founta", "DataMaps-Hard", "fpr.noi") == -1  # 6.26 < 10.24
+    assert paper_direction("Founta", "DataMaps-Hard", "fpr.oi") == 0  # 85.71 both: a tie
+    assert paper_direction("Davidson", "LMIXIN-TOXTRIG", "fpr.oi") == -1  # 42.86 < 57.14 (Table 8)
+    assert FOUNTA["LMIXIN-ONI"]["fpr.oni"].sd == 3.1
+    cell = {"mean": None, "sd": None, "n": 0}
+
+    def stats(noi, oi):
+        return {"fpr.noi": {"mean": noi, "sd": None, "n": 1}, "fpr.oi": {"mean": oi, "sd": None, "n": 1}}
+
+    summary = {"Vanilla": stats(0.2, 0.5), "DataMaps-Hard": stats(0.1, 0.9)}
+    # FPR NOI fell as in the paper; FPR OI rose but the paper's tie is not counted
+    assert direction_summary(summary, "DataMaps-Hard", TABLE2) == "F 1/1"
+    summary["DataMaps-Hard"]["fpr.noi"]["mean"] = 0.3
+    assert direction_summary(summary, "DataMaps-Hard", TABLE2) == "F 0/1 (not FPR NOI)"
+    summary["Vanilla"]["fpr.oni"] = cell
+    counts = {"n": {"all": 10, "noi": 4, "oi": 3, "oni": 0}, "n_benign": {"all": 5, "noi": 2, "oi": 1, "oni": 0}}
+    md = render_markdown(summary, runs=1, counts=counts)
+    assert "| n (evaluation) | 10 rows | 10 rows | 4 rows | benign 2 | 3 rows | benign 1 | 0 rows | benign 0 | |" in md
+    assert "| Vanilla | – ⟨F 94.21 · D 96.37⟩ |" in md and "n = 0 ⟨F 64.72 · D 63.64⟩" in md
+
+
+def test_stratified_split_holds_out_each_label_and_records_it():
+    from toxiforge.bias.experiment import stratified_split
+
+    rows = [Example(f"placeholder {i}", int(i % 4 == 0)) for i in range(200)]
+    train, test, record = stratified_split(rows, 0.2, seed=3)
+    assert len(train) + len(test) == 200 and not {e.text for e in train} & {e.text for e in test}
+    assert sum(e.label for e in test) == 10 and len(test) == 40  # 20% of 50 toxic and of 150 benign
+    assert record["test_positions"] == sorted(int(e.text.split()[1]) for e in test)
+    assert record["n_test"] == 40 and record["seed"] == 3 and record["stratified_by"] == "label"
+    assert stratified_split(rows, 0.2, seed=3)[2] == record and stratified_split(rows, 0.2, seed=4)[2] != record
+    with pytest.raises(InputError, match="--test-fraction"):
+        stratified_split(rows, 1.0, seed=0)
+
+
+def test_experiment_relabels_with_the_first_vanilla_counts_aae_rules_and_plots(base_dir, tmp_path):  # noqa: F811
+    """The relabeler runs once, with run 1's Vanilla model; AAE-relabeled trains on what it returns in every
+    run; each AAE rule's rows are counted and FPR AAE given per rule; the plot and per-model times are written."""
+    from toxiforge.bias.experiment_report import RULES
+    from toxiforge.bias.metrics import aae_members
+
+    from .test_zhou_mitigation import fake_dialect_model
+
+    train, test = planted(60, seed=0), planted(40, seed=100, test=True)
+    calls = []
+
+    def relabeler(rows, classifier, out):
+        calls.append((len(rows), classifier.predict_proba(["placeholder note"]).shape, out))
+        return [Example(e.text, 0) if i < 5 else e for i, e in enumerate(rows)]
+
+    settings = DebiasSettings(train=tiny_config(base_dir, epochs=2, batch_size=16, learning_rate=1e-2), runs=2,
+                              methods=("Vanilla", "AAE-relabeled"))
+    evaluation = LabeledData(name="planted-test", examples=test, layout="table", source="memory")
+    model = fake_dialect_model()
+    result = run_debias_experiment(train, evaluation, tmp_path / "x", settings, relabeler=relabeler,
+                                   dialect_model=model, split={"fraction": 0.4})
+    assert calls == [(60, (1,), tmp_path / "x")]
+    by = {(r["method"], r["run"]): r for r in result["runs"]}
+    expected_ratio = np.mean([0 if i < 5 else e.label for i, e in enumerate(train)])
+    assert by["AAE-relabeled", 1]["toxic_ratio"] == pytest.approx(expected_ratio)
+    assert all(r["train_seconds"] > 0 for r in result["runs"])
+    from toxiforge.bias.dialect import predict_dialects
+
+    p = predict_dialects([e.text for e in test], model)
+    labels = np.array([e.label for e in test])
+    for rule, cut in RULES:
+        member = aae_members(p, cut)
+        assert result["aae_rules"]["splits"]["evaluation"][rule] == {
+            "n": int(member.sum()), "of": 40, "n_benign": int((member & (labels == 0)).sum())}
+    assert by["Vanilla", 0]["fpr_aae_rules"]["argmax"] == by["Vanilla", 0]["fpr"]["aae"]
+    saved = json.loads((tmp_path / "x" / "debias.json").read_text())
+    assert saved["split"] == {"fraction": 0.4}
+    md = (tmp_path / "x" / "debias.md").read_text()
+    assert "## AAE rows by selection rule" in md and "![FPR OI and FPR AAE" in md
+    assert (tmp_path / "x" / "debias.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_experiment_splits_and_relabels_in_one_command(base_dir, tmp_path, monkeypatch):  # noqa: F811
+    """--test-fraction replaces --eval; --relabel-translations supplies every translation, so no LM is loaded;
+    the relabeled table and its manifest land in OUT; neither or both of --eval/--test-fraction is an error."""
+    from typer.testing import CliRunner
+
+    import toxiforge.models as models
+    from toxiforge.cli import app
+
+    from .test_zhou_mitigation import fake_dialect_model
+
+    rows = planted(80, seed=1)
+    data = write_table(rows, tmp_path / "all.parquet")
+    model = fake_dialect_model()
+    import toxiforge.bias.measure as measure
+
+    monkeypatch.setattr(measure, "find_dialect_model", lambda folder: (model, "fake dialect model"))
+    monkeypatch.setattr(models, "load_language_model", lambda *a, **k: pytest.fail("no LM should load"))
+    translations = tmp_path / "translations.csv"
+    import csv
+
+    with translations.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "translation"])
+        writer.writerows([e.text, "a calm placeholder sentence"] for e in rows)
+    args = ["experiment", "debias", "--train", str(data), "--test-fraction", "0.25", "-o", str(tmp_path / "x"),
+            "--base-model", str(base_dir), "--runs", "1", "--methods", "Vanilla,AAE-relabeled", "--smoke",
+            "--lr", "1e-2", "--max-length", "16", "--relabel-translations", str(translations)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "x" / "debias.json").read_text())
+    assert saved["split"]["n_test"] == 20 and saved["train_rows"] == 60 and saved["eval"]["n"] == 20
+    manifest = json.loads((tmp_path / "x" / "relabeled.manifest.json").read_text())
+    assert manifest["settings"]["translations_made"] == 0 and manifest["counts"]["rows"] == 60
+    assert manifest["counts"]["translated"] == manifest["settings"]["translations_reused"]
+    assert [r["method"] for r in saved["runs"]] == ["Vanilla", "AAE-relabeled"]
+    neither = [a for a in args if a not in ("--test-fraction", "0.25")] + ["--overwrite"]
+    both = args + ["--eval", str(data), "--overwrite"]
+    for bad_args, word in ((neither, "neither"), (both, "both")):
+        bad = CliRunner().invoke(app, bad_args)
+        assert isinstance(bad.exception, InputError) and str(bad.exception).count(word) == 1
+
+
+def test_stratified_subsample_keeps_label_shares():
+    from toxiforge.bias.experiment import stratified_subsample
+
+    rows = [Example(f"placeholder {i}", int(i % 4 == 0)) for i in range(200)]
+    kept = stratified_subsample(rows, 40, seed=1)
+    assert len(kept) == 40 and sum(e.label for e in kept) == 10 and set(kept) <= set(rows)
+    assert stratified_subsample(rows, 500, seed=1) == rows
+    with pytest.raises(InputError, match="--train-rows"):
+        stratified_subsample(rows, 1, seed=1)

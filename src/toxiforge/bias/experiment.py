@@ -43,20 +43,6 @@ from toxiforge.records import TOXIC_THRESHOLD
 METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "LMIXIN-Dialect", "Random", "AFLite",
                             "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
 BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig", "LMIXIN-Dialect": "dialect"}
-# Table 2: in-distribution accuracy and F1, then F1 and FPR per lexical category; Table 4: dialect.
-TABLE2: tuple[tuple[str, str, str], ...] = (("Acc.", "accuracy", ""), ("F1", "f1", "overall"),
-                                            ("F1 NOI", "f1", "noi"), ("FPR NOI", "fpr", "noi"),
-                                            ("F1 OI", "f1", "oi"), ("FPR OI", "fpr", "oi"),
-                                            ("F1 ONI", "f1", "oni"), ("FPR ONI", "fpr", "oni"))
-TABLE4: tuple[tuple[str, str, str], ...] = (("R AAE (train set)", "train_r", "aae"), ("Acc.", "accuracy", ""),
-                                            ("F1", "f1", "overall"), ("F1 AAE", "f1", "aae"),
-                                            ("FPR AAE", "fpr", "aae"))
-TABLE1: tuple[tuple[str, str, str], ...] = (("train rows", "n_train", ""), ("top-ups", "top_ups", ""),
-                                            ("R NOI", "train_r", "noi"),
-                                            ("R OI", "train_r", "oi"), ("R ONI", "train_r", "oni"),
-                                            ("R TOXTRIG", "train_r", "toxtrig"))
-
-
 @dataclass(frozen=True)
 class DebiasSettings:
     """What the experiment trains. ``train`` is a :class:`~toxiforge.training.trainer.TrainConfig` (its seed is
@@ -115,20 +101,13 @@ def _metric(record: dict, key: str, sub: str) -> float | None:
 def aggregate(runs: Sequence[dict]) -> dict[str, dict[str, dict]]:
     """Mean and s.d. over runs of every table cell: ``{method: {"key.sub": {"mean", "sd", "n"}}}``."""
     out: dict[str, dict[str, dict]] = {}
-    cells = {(k, s) for table in (TABLE1, TABLE2, TABLE4) for _, k, s in table}
+    from toxiforge.bias.experiment_report import TABLES
+
+    cells = {(k, s) for _, table, _ in TABLES for _, k, s in table}
     for method in dict.fromkeys(r["method"] for r in runs):
         records = [r for r in runs if r["method"] == method]
         out[method] = {f"{k}.{s}" if s else k: _mean_sd([_metric(r, k, s) for r in records]) for k, s in cells}
     return out
-
-
-def _cell(stat: dict, key: str) -> str:
-    if stat["mean"] is None:
-        return ""
-    scale = 1 if key.startswith(("train_r", "n_train", "top_ups")) else 100  # rates as percentages, R as is
-    fmt = "{:.0f}" if key in ("n_train", "top_ups") else ("{:.4f}" if scale == 1 else "{:.1f}")
-    text = fmt.format(stat["mean"] * scale)
-    return text if stat["sd"] is None else f"{text} ± {fmt.format(stat['sd'] * scale)}"
 
 
 def spread_label(runs: int, seed: int, redraw: bool) -> str:
@@ -139,25 +118,6 @@ def spread_label(runs: int, seed: int, redraw: bool) -> str:
         return f"mean ± s.d. over {runs} runs (seeds {seed}..{seed + runs - 1}), each drawing its own subsets"
     return (f"mean ± s.d. over {runs} training seeds ({seed}..{seed + runs - 1}) on one subset per method, drawn "
             f"with seed {seed}")
-
-
-def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, notes: Sequence[str] = (),
-                    spread: str | None = None) -> str:
-    """Tables 1, 2 and 4 of Zhou et al. in their layout (rows: methods)."""
-    spread = spread or f"mean ± s.d. over {runs} run{'s' if runs > 1 else ''}"
-    lines = [f"# Debiasing comparison ({spread})", ""]
-    for title, table in (("Table 2: lexical bias (evaluation data; %)", TABLE2),
-                         ("Table 4: dialect bias (evaluation data; %)", TABLE4),
-                         ("Table 1: label–lexicon correlation in each training set (Pearson R)", TABLE1)):
-        lines += [f"## {title}", "", "| model | " + " | ".join(c for c, _, _ in table) + " |",
-                  "|---|" + "---:|" * len(table)]
-        for method, cells in summary.items():
-            row = [_cell(cells[f"{k}.{s}" if s else k], f"{k}.{s}" if s else k) for _, k, s in table]
-            lines.append(f"| {method} | " + " | ".join(row) + " |")
-        lines.append("")
-    if notes:
-        lines += ["Notes:", ""] + [f"* {n}" for n in notes] + [""]
-    return "\n".join(lines)
 
 
 def _digest(index: np.ndarray) -> str:
@@ -177,15 +137,81 @@ def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: An
                         threshold=threshold, aae_threshold=aae_threshold).report.to_json()
 
 
+def stratified_split(examples: Sequence[Example], fraction: float, seed: int
+                     ) -> tuple[list[Example], list[Example], dict[str, Any]]:
+    """``(train, test, record)``: a seeded label-stratified split holding out ``fraction`` of each label
+    (:func:`~toxiforge.training.trainer.split_heldout_indices`, the split ``train`` uses), and what to record
+    of it: the fraction, seed, sizes and the test rows' positions in ``examples``."""
+    from toxiforge.training.trainer import split_heldout_indices
+
+    if not 0 < fraction < 1:
+        raise InputError(f"--test-fraction must be in (0, 1), got {fraction}", hint="e.g. --test-fraction 0.2")
+    train_idx, test_idx = split_heldout_indices([e.label for e in examples], fraction, seed)
+    if len(train_idx) < 2 or len(test_idx) < 2:
+        raise InputError(f"a {fraction:g} split of {len(examples)} rows leaves {len(train_idx)} to train on and "
+                         f"{len(test_idx)} to test", hint="give more rows or another --test-fraction")
+    record = {"fraction": fraction, "seed": seed, "stratified_by": "label", "n_train": len(train_idx),
+              "n_test": len(test_idx), "test_toxic": sum(examples[i].label for i in test_idx),
+              "test_positions": sorted(test_idx)}
+    return [examples[i] for i in train_idx], [examples[i] for i in test_idx], record
+
+
+def stratified_subsample(examples: Sequence[Example], n: int, seed: int) -> list[Example]:
+    """About ``n`` of ``examples`` (each label's share kept, seeded): the training size of a run that must fit a
+    time budget, taken after :func:`stratified_split` so the evaluation rows stay the same."""
+    from toxiforge.training.trainer import split_heldout_indices
+
+    if not 2 <= n:
+        raise InputError(f"--train-rows must be at least 2, got {n}", hint="e.g. --train-rows 2000")
+    if n >= len(examples):
+        return list(examples)
+    _, kept = split_heldout_indices([e.label for e in examples], n / len(examples), seed)
+    return [examples[i] for i in sorted(kept)]
+
+
+def aae_rule_counts(splits: dict[str, tuple[Sequence[Example], np.ndarray]]) -> dict[str, Any]:
+    """Rows each AAE selection rule takes (argmax, p(AAE) > 0.5, > 0.8) in each split, and its benign rows."""
+    from toxiforge.bias.experiment_report import RULES
+    from toxiforge.bias.metrics import aae_members
+
+    out: dict[str, Any] = {}
+    for name, (rows, p_dialect) in splits.items():
+        labels = np.array([e.label for e in rows])
+        out[name] = {}
+        for rule, threshold in RULES:
+            member = aae_members(p_dialect, threshold)
+            out[name][rule] = {"n": int(member.sum()), "of": len(rows), "n_benign": int((member & (labels == 0)).sum())}
+    return out
+
+
+def _rule_fprs(labels: np.ndarray, scores: np.ndarray, p_dialect: np.ndarray, threshold: float) -> dict:
+    from toxiforge.bias.experiment_report import RULES
+    from toxiforge.bias.metrics import aae_members, false_positive_rate
+    from toxiforge.records import is_toxic
+
+    preds = is_toxic(scores, threshold).astype(np.int64)
+    out = {}
+    for rule, cut in RULES:
+        member = aae_members(p_dialect, cut)
+        out[rule] = false_positive_rate(labels[member], preds[member]) if member.any() else None
+    return out
+
+
 def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_dir: str | Path,
                           settings: DebiasSettings, *, relabeled: Sequence[Example] | None = None,
+                          relabeler: Callable[[Sequence[Example], Any, Path], list[Example]] | None = None,
                           dialect_model: Any = None, dialect_source: str | None = None, overwrite: bool = False,
+                          split: dict[str, Any] | None = None,
                           on_step: Callable[[str], None] | None = None) -> dict:
-    """Train and measure every method ``settings.runs`` times; write ``debias.json`` and ``debias.md``."""
+    """Train and measure every method ``settings.runs`` times; write ``debias.json``, ``debias.md`` and
+    ``debias.png``. AAE-relabeled trains on ``relabeled``, or on what ``relabeler(train, classifier, out_dir)``
+    returns, called once with the first run's Vanilla model (Zhou et al. judge the translations with the vanilla
+    classifier). ``split`` (from :func:`stratified_split`) is recorded in ``debias.json``."""
     from toxiforge._io import atomic_write_text, require_empty_dir
     from toxiforge.bias.aflite import AFLiteConfig, aflite, aflite_subset
     from toxiforge.bias.bias_only import bias_only_probabilities, dialect_bias
     from toxiforge.bias.datamaps import REGIONS, DataMapRecorder, region_pool, region_subset
+    from toxiforge.bias.experiment_report import plot_methods, render_markdown
     from toxiforge.bias.lexicon import default_bias_lexicon, load_bias_lexicon
     from toxiforge.bias.subsets import count_outside, random_subset, subset_size
     from toxiforge.classifiers import load_classifier
@@ -194,15 +220,19 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
 
     out = require_empty_dir(out_dir, overwrite)
     say = on_step or (lambda message: None)
+    notes: list[str] = []
     train = list(train)
     labels = np.array([e.label for e in train])
     if len(np.unique(labels)) < 2:
         raise InputError("the training data has a single class", hint="give toxic and benign training rows")
-    methods = [m for m in settings.methods if m != "AAE-relabeled" or relabeled is not None]
+    if relabeled is not None and relabeler is not None:
+        raise InputError("both relabeled rows and a relabeler given", hint="pass one")
+    methods = [m for m in settings.methods if m != "AAE-relabeled" or relabeled is not None or relabeler is not None]
+    if "AAE-relabeled" in settings.methods and "AAE-relabeled" not in methods:
+        notes.append("AAE-relabeled not run: no relabeled data (pass --relabel, or --relabeled FILE)")
     lexicon = load_bias_lexicon(settings.lexicon) if settings.lexicon else default_bias_lexicon()
     lexicon_spec = f":{settings.lexicon}" if settings.lexicon else ""
     size = subset_size(len(train), settings.fraction)
-    notes: list[str] = []
     embeddings, embed_seconds = None, 0.0
     if "AFLite" in methods:
         from toxiforge.analysis.embeddings import embed_texts, load_encoder
@@ -228,6 +258,20 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
     if "LMIXIN-TOXTRIG" in methods and lexicon.toxtrig_note():
         notes.append(f"LMIXIN-TOXTRIG and the TOXTRIG cells: {lexicon.toxtrig_note()}")
     eval_texts = eval_data.texts
+    eval_labels = np.array(eval_data.labels)
+    device = settings.train.device
+    eval_p: np.ndarray | None = None
+    aae_rules: dict[str, Any] | None = None
+    if dialect_model is not None:
+        from toxiforge.bias.dialect import predict_dialects
+
+        eval_p = predict_dialects(eval_texts, dialect_model)
+        aae_rules = {"used": "argmax (AAE the most probable dialect: Zhou et al., upstream)"
+                     if settings.aae_threshold is None else f"p(AAE) > {settings.aae_threshold:g}",
+                     "splits": aae_rule_counts({"evaluation": (eval_data.examples, eval_p),
+                                                "training": (train, predict_dialects([e.text for e in train],
+                                                                                     dialect_model))})}
+    relabel_seconds = None
     records: list[dict] = []
     subsets: dict[str, np.ndarray] = {}
     top_ups: dict[str, int] = {}
@@ -237,20 +281,29 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
         config = replace(settings.train, seed=seed)
         folder = out / "models" / f"run{run}"
         trained: dict[str, np.ndarray] = {}
+        seconds: dict[str, float] = {}
 
         def fit(method: str, index: np.ndarray | None = None, callbacks: Sequence[Any] = (), *, run: int = run,
-                folder: Path = folder, config: Any = config, trained: dict = trained) -> None:
+                folder: Path = folder, config: Any = config, trained: dict = trained,
+                seconds: dict = seconds) -> None:
             say(f"run {run + 1}/{settings.runs}: training {method}")
             rows = train if index is None else [train[i] for i in index]
+            begun = time.perf_counter()
             if method in bias_probs:
                 train_debiased(rows, folder / method, config, bias_probs=bias_probs[method],
                                bias_only=BIAS_ONLY_OF[method] + lexicon_spec, progress=False)
             else:
                 train_classifier(rows, folder / method, config, progress=False, callbacks=callbacks)
+            seconds[method] = time.perf_counter() - begun
             trained[method] = np.arange(len(train)) if index is None else index
 
         recorder = DataMapRecorder(len(train))
         fit("Vanilla", callbacks=[recorder])
+        if run == 0 and relabeler is not None and "AAE-relabeled" in methods:
+            say("relabeling the training data: translating AAE rows, judged by run 1's Vanilla")
+            begun = time.perf_counter()
+            relabeled = relabeler(train, load_classifier(folder / "Vanilla", device=device), out)
+            relabel_seconds = time.perf_counter() - begun
         if run == 0 or settings.redraw_subsets:  # else every run trains on the first run's subsets
             draw = seed if settings.redraw_subsets else settings.train.seed
             subsets, top_ups = {}, {}
@@ -279,22 +332,28 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
         for method in methods:
             if method == "AAE-relabeled" and relabeled is not None:  # else not in methods
                 say(f"run {run + 1}/{settings.runs}: training {method}")
+                begun = time.perf_counter()
                 train_classifier(list(relabeled), folder / method, config, progress=False)
+                seconds[method] = time.perf_counter() - begun
                 train_rows = list(relabeled)
             elif method in trained:
                 train_rows = [train[i] for i in trained[method]]
             else:
                 continue
             say(f"run {run + 1}/{settings.runs}: measuring {method}")
-            scores = load_classifier(folder / method, device="cpu").predict_proba(eval_texts)
-            report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, np.asarray(scores),
+            scores = np.asarray(load_classifier(folder / method, device=device).predict_proba(eval_texts))
+            report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, scores,
                               settings.threshold, settings.aae_threshold)
             own = _measure(train_rows, method, lexicon, dialect_model)
             records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
                             "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
                             if method in subsets else None, "train_r": own["pearson_r"],
+                            "toxic_ratio": float(np.mean([e.label for e in train_rows])),
                             "accuracy": report["accuracy"], "f1": report["f1"], "fpr": report["fpr"],
-                            "n_eval": report["n"]})
+                            "n_eval": report["n"], "n_benign_eval": report["n_benign"],
+                            "fpr_aae_rules": None if eval_p is None else _rule_fprs(
+                                eval_labels, scores, eval_p, settings.threshold),
+                            "train_seconds": seconds.get(method)})
         if not settings.keep_models:
             shutil.rmtree(folder)
     if not settings.keep_models and (out / "models").exists():
@@ -305,14 +364,24 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
     if dialect_model is None:
         notes.append(f"no dialect model ({dialect_source or 'none given'}): the AAE cells are empty")
     summary = aggregate(records)
+    rule_fpr = {m: {rule: _mean_sd([r["fpr_aae_rules"][rule] for r in records if r["method"] == m])
+                    for rule in (aae_rules or {}).get("splits", {}).get("evaluation", {})}
+                for m in summary} if aae_rules else {}
+    counts = {"n": records[0]["n_eval"], "n_benign": records[0]["n_benign_eval"]} if records else None
     manifest = {"settings": {**{k: v for k, v in asdict(settings).items() if k != "train"},
                              "train": asdict(settings.train)},
-                "train_rows": len(train), "eval": eval_data.describe(), "subset_size": size,
-                "embed_seconds": embed_seconds, "seconds": time.perf_counter() - started,
-                "lexicon": lexicon.describe(), "dialect": dialect_source, "notes": notes,
-                "summary": summary, "runs": records}
+                "train_rows": len(train), "eval": eval_data.describe(), "split": split, "subset_size": size,
+                "embed_seconds": embed_seconds, "relabel_seconds": relabel_seconds,
+                "seconds": time.perf_counter() - started, "lexicon": lexicon.describe(), "dialect": dialect_source,
+                "aae_rules": aae_rules, "notes": notes, "summary": summary, "fpr_aae_by_rule": rule_fpr,
+                "runs": records}
     spread = spread_label(settings.runs, settings.train.seed, settings.redraw_subsets)
     manifest["spread"] = spread
+    plot = None
+    if records:
+        plot = plot_methods(records, out / "debias.png").name
     atomic_write_text(out / "debias.json", json.dumps(manifest, indent=2, default=str))
-    atomic_write_text(out / "debias.md", render_markdown(summary, runs=settings.runs, notes=notes, spread=spread))
+    atomic_write_text(out / "debias.md", render_markdown(summary, runs=settings.runs, counts=counts, notes=notes,
+                                                         spread=spread, aae_rules=aae_rules, rule_fpr=rule_fpr,
+                                                         plot=plot))
     return manifest

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -199,3 +200,72 @@ def relabel_manifest(result: RelabelResult, settings: dict[str, Any],
                        "failed_translations": dict(sorted(failed.items())),
                        "toxic_to_benign": int(((old == 1) & (new == 0)).sum()),
                        "benign_to_toxic": int(((old == 0) & (new == 1)).sum())}}
+
+
+def read_translations(path: str | Path) -> dict[str, str]:
+    """``{text: translation}`` from a table with ``text`` and ``translation`` columns (``bias relabel``'s output, or
+    the ``relabeled.parquet`` of an ``experiment debias`` run); rows without a translation are skipped."""
+    from toxiforge.data.examples import column, read_any_table
+
+    table = read_any_table(str(path))
+    missing = [c for c in ("text", "translation") if c not in table.column_names]
+    if missing:
+        raise InputError(f"no {missing} column in the translations table; it has {table.column_names}", path=path,
+                         hint="pass the output of `toxiforge bias relabel` or an experiment's relabeled.parquet")
+    return {str(t): str(tr) for t, tr in zip(column(table, "text"), column(table, "translation")) if tr is not None}
+
+
+def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | None = None,
+                         translations: dict[str, str] | None = None, batch_size: int = 8, device: str = "auto",
+                         seed: int = 0) -> Callable[[Sequence[Example], Any, Path], list[Example]]:
+    """The AAE-relabeled step of ``experiment debias``: ``(train rows, classifier, out dir) -> relabeled rows``.
+
+    Translates the candidates with ``lm`` (loaded on first need), reusing ``translations`` (``{text: translation}``,
+    :func:`read_translations`: greedy decoding makes a translation a function of the text, so a run can reuse
+    another's), judges them with ``classifier`` (the experiment passes its first Vanilla model, as Zhou et al.)
+    and writes ``relabeled.parquet`` and ``relabeled.manifest.json`` into the out dir."""
+    import json
+    import time
+
+    from toxiforge._io import atomic_write_text
+    from toxiforge.bias.dialect import predict_dialects
+    from toxiforge.records import write_table
+
+    if batch_size < 1:
+        raise InputError(f"--relabel-batch-size must be at least 1, got {batch_size}", hint="e.g. 8")
+    known = dict(translations or {})
+
+    def run(rows: Sequence[Example], classifier: Any, out: Path) -> list[Example]:
+        from toxiforge.models import load_language_model
+
+        loaded: list[Any] = []
+        counts = {"reused": 0, "translated": 0}
+
+        def translate(texts: Sequence[str]) -> list[str]:
+            missing = list(dict.fromkeys(t for t in texts if t not in known))
+            counts["reused"] += len(texts) - sum(t in missing for t in texts)
+            if missing:
+                if not loaded:
+                    loaded.append(load_language_model(lm, device=device))
+                done = lm_translator(loaded[0], batch_size=batch_size, seed=seed)(missing)
+                known.update(zip(missing, done))
+                counts["translated"] += len(missing)
+            return [known[t] for t in texts]
+
+        started = time.perf_counter()
+        result = relabel(rows, p_aae=predict_dialects([e.text for e in rows], dialect_model), translate=translate,
+                         classify=classifier.predict_proba, aae_threshold=aae_threshold)
+        method = (f"relabel: translated by {lm} (few-shot, greedy), judged by the experiment's first Vanilla "
+                  f"model, direction toxic-to-benign")
+        write_table(relabeled_table(rows, result, method=method, model=lm, seed=seed), out / "relabeled.parquet")
+        settings = {"lm": loaded[0].describe() if loaded else lm, "classifier": classifier.describe(),
+                    "decoding": translation_config().to_dict(), "seed": seed, "batch_size": batch_size,
+                    "aae_rule": "argmax" if aae_threshold is None else f"p(AAE) > {aae_threshold:g}",
+                    "translations_reused": counts["reused"], "translations_made": counts["translated"],
+                    "seconds": round(time.perf_counter() - started, 2)}
+        atomic_write_text(out / "relabeled.manifest.json",
+                          json.dumps(relabel_manifest(result, settings), indent=2, default=str) + "\n")
+        return [Example(e.text, int(label), group=e.group, method=e.method, row=e.row)
+                for e, label in zip(rows, result.labels)]
+
+    return run

@@ -269,8 +269,11 @@ def register_bias_commands(bias_app: typer.Typer) -> None:
 
 def experiment_debias_command(
     train: list[str] = typer.Option(..., "--train", help="Training data: " + _DATA_HELP),
-    eval_data: list[str] = typer.Option(..., "--eval", help="Evaluation data (measured with `bias measure`): "
-                                        + _DATA_HELP),
+    eval_data: list[str] | None = typer.Option(None, "--eval", help="Evaluation data (measured with `bias "
+                                               "measure`): " + _DATA_HELP + " Or --test-fraction."),
+    test_fraction: float | None = typer.Option(None, "--test-fraction", help="Hold out this share of --train, "
+                                               "stratified by label and seeded by --seed, as the evaluation data "
+                                               "(instead of --eval; the split is recorded in debias.json)."),
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: debias.md, debias.json (and models/ with "
                                                      "--keep-models)."),
     runs: int | None = typer.Option(None, "--runs", help="Runs per method (seeds SEED, SEED+1, ...); tables give "
@@ -278,8 +281,21 @@ def experiment_debias_command(
     methods: str | None = typer.Option(None, "--methods", help="Comma-separated subset of: Vanilla, LMIXIN-ONI, "
                                        "LMIXIN-TOXTRIG, LMIXIN-Dialect, Random, AFLite, DataMaps-Easy, "
                                        "DataMaps-Ambiguous, DataMaps-Hard, AAE-relabeled (default: all; any case)."),
+    train_rows: int | None = typer.Option(None, "--train-rows", help="Train on about this many of the training "
+                                          "rows (label shares kept, seeded by --seed; after --test-fraction, so "
+                                          "the evaluation rows do not change): the size knob of a time budget."),
     relabeled: str | None = typer.Option(None, "--relabeled", help="Relabeled training data from `toxiforge bias "
-                                         "relabel` (the AAE-relabeled row; left out without it)."),
+                                         "relabel` (the AAE-relabeled row; or --relabel)."),
+    relabel: bool = typer.Option(False, "--relabel", help="Make the AAE-relabeled data in the run: translate the "
+                                 "toxic AAE training rows with --relabel-model, judge them with the first Vanilla "
+                                 "model (Zhou et al. §6); writes OUT/relabeled.parquet."),
+    relabel_model: str | None = typer.Option(None, "--relabel-model", help="Translator for --relabel (implies it): "
+                                             "embedded name, .gguf, directory, hub id or openai:BASE_URL#MODEL "
+                                             "(default: the embedded SmolLM2)."),
+    relabel_translations: Path | None = typer.Option(None, "--relabel-translations", help="Reuse the translations "
+                                                     "of an earlier run (its relabeled.parquet, or `bias relabel`'s "
+                                                     "output): texts found there are not translated again."),
+    relabel_batch_size: int = typer.Option(8, "--relabel-batch-size", help="Translations decoded together."),
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder to fine-tune."),
     epochs: float | None = typer.Option(None, "--epochs", help="Epochs per model (default 3; DataMaps needs 2 or "
                                         "more)."),
@@ -314,9 +330,16 @@ def experiment_debias_command(
 ) -> None:
     """Zhou et al.'s comparison: vanilla, LMIXIN-ONI/-TOXTRIG, random, AFLite, DataMaps (Tables 1, 2 and 4)."""
     from toxiforge._io import require_empty_dir
-    from toxiforge.bias.experiment import METHODS, DebiasSettings, run_debias_experiment
+    from toxiforge.bias.experiment import (
+        METHODS,
+        DebiasSettings,
+        run_debias_experiment,
+        stratified_split,
+        stratified_subsample,
+    )
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import find_dialect_model
+    from toxiforge.bias.relabel import experiment_relabeler, read_translations
     from toxiforge.data import load_specs
     from toxiforge.data.examples import LabeledData
     from toxiforge.training.trainer import TrainConfig
@@ -325,6 +348,13 @@ def experiment_debias_command(
         return value if value is not None else (small if smoke else default)
 
     require_empty_dir(out, overwrite)
+    if (eval_data is None) == (test_fraction is None):
+        raise InputError("give the evaluation data as --eval DATA or as --test-fraction F of --train, not "
+                         + ("both" if eval_data else "neither"), hint="e.g. --test-fraction 0.2")
+    relabel = relabel or relabel_model is not None or relabel_translations is not None
+    if relabel and relabeled:
+        raise InputError("--relabeled and --relabel both given", hint="pass --relabeled FILE (made before) or "
+                         "--relabel (made in this run)")
     given = training_settings(paper=paper_settings, epochs=epochs, batch_size=batch_size,
                               learning_rate=learning_rate, max_length=max_length, warmup=warmup_ratio,
                               weight_decay=weight_decay)
@@ -342,9 +372,24 @@ def experiment_debias_command(
         console.print(f"{category.upper()}: {info['terms']} entries ({info['regex']} regular expressions), "
                       f"{info['source']}", highlight=False, soft_wrap=True)
     specs = [s for value in train for s in split_list(value)]
-    rows = [e for d in load_specs(specs, label_column=label_column, text_column=text_column) for e in d.examples]
-    held = load_specs([s for value in eval_data for s in split_list(value)], label_column=label_column,
-                      text_column=text_column)
+    loaded = load_specs(specs, label_column=label_column, text_column=text_column)
+    rows = [e for d in loaded for e in d.examples]
+    split = None
+    if test_fraction is not None:
+        rows, test_rows, split = stratified_split(rows, test_fraction, seed)
+        held = [LabeledData(name=f"{'+'.join(d.name for d in loaded)}-test", examples=test_rows,
+                            layout="+".join(d.layout for d in loaded), source=", ".join(d.source for d in loaded))]
+        console.print(f"split: {len(rows)} training and {len(test_rows)} evaluation rows ({test_fraction:g} of "
+                      f"each label held out, seed {seed})", highlight=False, soft_wrap=True)
+    else:
+        held = load_specs([s for value in eval_data or [] for s in split_list(value)], label_column=label_column,
+                          text_column=text_column)
+    if train_rows is not None:
+        available = len(rows)
+        rows = stratified_subsample(rows, train_rows, seed)
+        if split is not None:
+            split.update({"train_rows": len(rows), "train_rows_of": available})
+        console.print(f"training on {len(rows)} of {available} rows", highlight=False, soft_wrap=True)
     evaluation = LabeledData(name="+".join(d.name for d in held), examples=[e for d in held for e in d.examples],
                              layout="+".join(d.layout for d in held), source=", ".join(d.source for d in held))
     # `bias relabel` writes text and the new label in columns "text" and "label"
@@ -352,9 +397,19 @@ def experiment_debias_command(
              for e in d.examples] if relabeled else None
     model, source = find_dialect_model(dialect_model)
     console.print(f"dialect model: {source}", highlight=False, soft_wrap=True)
+    relabeler = None
+    if relabel and "AAE-relabeled" in settings.methods:
+        if model is None:
+            raise InputError(f"--relabel needs the dialect model ({source})", hint="run `toxiforge bias dialect "
+                             "fetch`, or pass --dialect-model DIR")
+        known = read_translations(relabel_translations) if relabel_translations else None
+        relabeler = experiment_relabeler(relabel_model or DEFAULT_LM, dialect_model=model,
+                                         aae_threshold=aae_threshold, translations=known,
+                                         batch_size=relabel_batch_size, device=config.device)
     with console.status("starting") as status:
-        result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, dialect_model=model,
-                                       dialect_source=source, overwrite=overwrite, on_step=status.update)
+        result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, relabeler=relabeler,
+                                       dialect_model=model, dialect_source=source, overwrite=overwrite, split=split,
+                                       on_step=status.update)
     for note in result["notes"]:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     console.print(f"{len(result['runs'])} models trained and measured in {result['seconds']:.0f} s; wrote "

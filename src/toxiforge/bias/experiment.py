@@ -239,7 +239,7 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
 
         say(f"embedding {len(train)} training texts with {settings.encoder}")
         started = time.perf_counter()
-        embeddings = embed_texts([e.text for e in train], load_encoder(settings.encoder, device="cpu"))
+        embeddings = embed_texts([e.text for e in train], load_encoder(settings.encoder, device=settings.train.device))
         embed_seconds = time.perf_counter() - started
     bias_probs: dict[str, np.ndarray] = {}
     for method, kind in BIAS_ONLY_OF.items():
@@ -354,6 +354,8 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                             "fpr_aae_rules": None if eval_p is None else _rule_fprs(
                                 eval_labels, scores, eval_p, settings.threshold),
                             "train_seconds": seconds.get(method)})
+            with (out / "runs.jsonl").open("a") as log:  # each model as it is measured: a cut run keeps them
+                log.write(json.dumps(records[-1], default=str) + "\n")
         if not settings.keep_models:
             shutil.rmtree(folder)
     if not settings.keep_models and (out / "models").exists():

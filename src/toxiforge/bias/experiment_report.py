@@ -63,7 +63,9 @@ def _ours(stat: dict | None, key: str, n: int | None) -> str:
     if stat["mean"] is None:
         return "n = 0" if n == 0 else "–"
     text = _fmt(key, stat["mean"] * _scale(key))
-    return text if stat["sd"] is None else f"{text} ± {_fmt(key, stat['sd'] * _scale(key))}"
+    if stat["sd"] is None or (stat["sd"] == 0 and _scale(key) == 1):  # a training set's own count or R: fixed
+        return text
+    return f"{text} ± {_fmt(key, stat['sd'] * _scale(key))}"
 
 
 def _reported(method: str, key: str) -> str:

@@ -17,7 +17,8 @@ from toxiforge.cli._app import (
     err_console,
     split_list,
 )
-from toxiforge.cli.debias import DECAY_HELP, PAPER_HELP, WARMUP_HELP, register_experiment_commands, training_settings
+from toxiforge.cli.debias import DECAY_HELP, PAPER_HELP, WARMUP_HELP, training_settings
+from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
 if TYPE_CHECKING:
@@ -291,4 +292,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(experiment_app, name="experiment")
 
 
-register_experiment_commands(experiment_app)  # experiment debias (cli/debias.py, issue 11)
+register_experiment_commands(experiment_app)  # experiment debias (cli/experiment_debias.py, issues 11, 37)

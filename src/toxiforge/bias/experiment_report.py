@@ -63,7 +63,7 @@ def _ours(stat: dict | None, key: str, n: int | None) -> str:
     if stat["mean"] is None:
         return "n = 0" if n == 0 else "–"
     text = _fmt(key, stat["mean"] * _scale(key))
-    if stat["sd"] is None or (stat["sd"] == 0 and _scale(key) == 1):  # a training set's own count or R: fixed
+    if stat["sd"] is None or (stat["sd"] < 1e-9 and _scale(key) == 1):  # a training set's own count or R: fixed
         return text
     return f"{text} ± {_fmt(key, stat['sd'] * _scale(key))}"
 

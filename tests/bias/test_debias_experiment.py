@@ -221,3 +221,30 @@ def test_stratified_subsample_keeps_label_shares():
     assert stratified_subsample(rows, 500, seed=1) == rows
     with pytest.raises(InputError, match="--train-rows"):
         stratified_subsample(rows, 1, seed=1)
+
+
+def test_davidson_split_aae_rules_and_table7_statistics_as_docs_say():
+    """The numbers docs/debias-davidson.md quotes, from the real files (../shared/data): the 0.2 split, the
+    rows each AAE rule takes, and the Original statistics beside Zhou et al.'s Table 7 (within 0.005)."""
+    from .conftest import shared_file
+
+    from toxiforge.bias.dialect import load_dialect_model, predict_dialects
+    from toxiforge.bias.experiment import aae_rule_counts, stratified_split
+    from toxiforge.bias.lexicon import load_bias_lexicon
+    from toxiforge.bias.measure import measure_data
+    from toxiforge.bias.paper import DAVIDSON
+    from toxiforge.data import load_specs
+
+    tweets = shared_file("davidson2017", "labeled_data.csv")
+    model = load_dialect_model(shared_file("twitteraae"))
+    lexicon = load_bias_lexicon("upstream", oi_list=shared_file("toxic-debias", "word_based_bias_list.csv"))
+    data = load_specs([f"davidson:{tweets}"])[0]
+    train, test, record = stratified_split(data.examples, 0.2, seed=0)
+    assert (len(train), len(test), record["test_toxic"]) == (19826, 4957, 4124)
+    rules = aae_rule_counts({"evaluation": (test, predict_dialects([e.text for e in test], model))})["evaluation"]
+    assert [(r["n"], r["n_benign"]) for r in rules.values()] == [(2700, 107), (1575, 37), (125, 1)]
+    report = measure_data(data, lexicon=lexicon, dialect_model=model).report.to_json()
+    original = DAVIDSON["Vanilla"]
+    for key in ("noi", "oi", "oni", "aae"):
+        assert report["pearson_r"][key] == pytest.approx(original[f"train_r.{key}"].mean, abs=0.005)
+    assert report["pct_toxic"]["all"] / 100 == pytest.approx(original["toxic_ratio"].mean, abs=0.005)

@@ -264,3 +264,27 @@ def test_a_worker_killed_by_a_signal_is_named_with_the_signal_and_its_fix(ray_cl
         with pytest.raises(WorkerDied, match=r"a Ray worker \(pid \d+\) was killed by SIGILL \(illegal instruction: "
                                              r"the binary was built for another CPU.*Fix: rebuild it.*see .*\.err"):
             remote.predict_proba(["a placeholder sentence"])
+
+
+def test_audit_scores_on_ray_as_in_process_and_frees_its_actors(ray_cluster, tmp_path, monkeypatch):
+    """`audit --ray`: each classifier scores through a pool of Ray actors; the scores equal the in-process ones,
+    the report's provenance names the workers, and the pool is closed once its classifier is done."""
+    import numpy as np
+
+    closed = []
+    close = RayClassifier.close
+    monkeypatch.setattr(RayClassifier, "close", lambda self: (closed.append(len(self._actors)), close(self)))
+
+    from toxiforge.audit.run import AuditSettings, ClassifierSpec, run_audit
+    from toxiforge.data.examples import Example, LabeledData
+
+    rows = [Example(f"placeholder statement {i}" + (" damn" if i % 3 == 0 else ""), int(i % 3 == 0))
+            for i in range(12)]
+    data = LabeledData(name="placeholders", examples=rows, layout="table", source="memory")
+    spec = [ClassifierSpec.parse("profanity-check")]
+    local = run_audit(spec, [data], tmp_path / "local", AuditSettings(n_boot=0))
+    remote = run_audit(spec, [data], tmp_path / "ray", AuditSettings(n_boot=0, ray=RayConfig(workers=1)))
+    key = ("profanity-check", "placeholders")
+    np.testing.assert_allclose(remote.pairs[key].scores, local.pairs[key].scores, rtol=0, atol=1e-12)
+    assert remote.info["profanity-check"]["describe"]["ray_workers"] == 1
+    assert closed == [1]

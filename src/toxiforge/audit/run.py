@@ -58,6 +58,7 @@ class AuditSettings:
     lexicon: str | None = None
     oi_list: Path | None = None
     dialect_model: Path | None = None
+    ray: Any = None  # a RayConfig: each classifier scores on a pool of Ray actors (`classify --ray`'s backend)
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
@@ -131,6 +132,11 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         from toxiforge.classifiers import load_classifier
 
         loader = load_classifier
+    if settings.ray is not None:
+        from toxiforge.pipeline.ray_runner import RayClassifier
+
+        local, config = loader, settings.ray
+        loader = lambda spec, **options: RayClassifier(partial(local, spec, **options), config)  # noqa: E731
     check_inputs(classifiers, datasets, settings)
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
     cache = ScoreCache(out)
@@ -142,35 +148,39 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         key = classifier_digest(c.spec, settings.classifier_options)
         info[c.name] = {"spec": c.spec, "digest": key}
         clf = None
-        for data in datasets:
-            cached = cache.get(key, data_keys[data.name], len(data)) if settings.resume else None
-            if cached is not None:
-                all_scores[(c.name, data.name)] = (cached, False)
-                log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
-                continue
-            if clf is None:
-                clf = loader(c.spec, **settings.classifier_options)
-                info[c.name]["describe"] = clf.describe()
-            log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
-            where = f"{c.name} on {data.name}"
-            try:
-                scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, clf),
-                                     {"classifier": c.name, **info[c.name], "dataset": data.describe()})
-            except KeyboardInterrupt as exc:
-                raise AuditInterrupted(cache.finished(), Path(out)) from exc
-            except ToxiforgeError as exc:
-                raise ToxiforgeError(f"{where}: {exc}; {cache.finished()} finished pairs are kept in {out}, "
-                                     f"{RESUME_HINT}") from exc
-            except Exception as exc:
-                rows = len(cache.partial(key, data_keys[data.name]))
-                raise ToxiforgeError(f"{where} failed after {rows} rows ({type(exc).__name__}: {exc}). Fix: "
-                                     f"{cache.finished()} finished pairs and those {rows} rows are kept in {out}; "
-                                     f"fix the classifier, then {RESUME_HINT}") from exc
-            bad = int((~np.isfinite(scores) | (scores < 0) | (scores > 1)).sum())
-            if bad:
-                raise InputError(f"{where}: {bad} scores are NaN or outside [0, 1]",
-                                 hint="check the classifier: it must return P(toxic) per text")
-            all_scores[(c.name, data.name)] = (scores, True)
+        try:
+            for data in datasets:
+                cached = cache.get(key, data_keys[data.name], len(data)) if settings.resume else None
+                if cached is not None:
+                    all_scores[(c.name, data.name)] = (cached, False)
+                    log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
+                    continue
+                if clf is None:
+                    clf = loader(c.spec, **settings.classifier_options)
+                    info[c.name]["describe"] = clf.describe()
+                log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
+                where = f"{c.name} on {data.name}"
+                try:
+                    scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, clf),
+                                         {"classifier": c.name, **info[c.name], "dataset": data.describe()})
+                except KeyboardInterrupt as exc:
+                    raise AuditInterrupted(cache.finished(), Path(out)) from exc
+                except ToxiforgeError as exc:
+                    raise ToxiforgeError(f"{where}: {exc}; {cache.finished()} finished pairs are kept in {out}, "
+                                         f"{RESUME_HINT}") from exc
+                except Exception as exc:
+                    rows = len(cache.partial(key, data_keys[data.name]))
+                    raise ToxiforgeError(f"{where} failed after {rows} rows ({type(exc).__name__}: {exc}). Fix: "
+                                         f"{cache.finished()} finished pairs and those {rows} rows are kept in {out}; "
+                                         f"fix the classifier, then {RESUME_HINT}") from exc
+                bad = int((~np.isfinite(scores) | (scores < 0) | (scores > 1)).sum())
+                if bad:
+                    raise InputError(f"{where}: {bad} scores are NaN or outside [0, 1]",
+                                     hint="check the classifier: it must return P(toxic) per text")
+                all_scores[(c.name, data.name)] = (scores, True)
+        finally:
+            if settings.ray is not None and clf is not None:
+                clf.close()  # the Ray actors of this classifier: each loads a model
     scoring = time.perf_counter() - started
     started = time.perf_counter()
     pairs = {k: PairResult(s, sections(next(d for d in datasets if d.name == k[1]), s, context, settings), now)

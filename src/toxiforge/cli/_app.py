@@ -173,7 +173,7 @@ CONCURRENCY = typer.Option(8, "--concurrency", help="openai: models: requests in
 API_KEY_ENV = typer.Option(None, "--api-key-env", help="openai: models: environment variable holding the API key "
                                                        "(default: OPENAI_API_KEY when set).")
 
-# Ray options generate and harden share (ray_config turns them into a RayConfig).
+# Ray options of generate, harden, classify and audit (ray_config turns them into a RayConfig).
 RAY = typer.Option(False, "--ray", help="Run on Ray: a local instance, or --ray-address / $RAY_ADDRESS.")
 RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray).")
 WORKERS = typer.Option(1, "--workers", help="Ray: actors, each loads the model once.")

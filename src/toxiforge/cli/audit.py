@@ -8,12 +8,18 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
+    CPUS_PER_WORKER,
+    GPUS_PER_WORKER,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
+    RAY,
+    RAY_ADDRESS,
     TOXIC_LABEL,
+    WORKERS,
     check_model_options,
     classifier_options,
     console,
+    ray_config,
 )
 
 
@@ -43,6 +49,11 @@ def audit(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
+    ray: bool = RAY,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int = WORKERS,
+    cpus_per_worker: float = CPUS_PER_WORKER,
+    gpus_per_worker: float = GPUS_PER_WORKER,
 ) -> None:
     """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures)."""
     from toxiforge._io import require_empty_dir
@@ -56,7 +67,8 @@ def audit(
                **classifier_options(judge_template, judge_policy, toxic_label)}
     settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
                              classifier_options={k: v for k, v in options.items() if v is not None},
-                             lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model)
+                             lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,
+                             ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))
     specs = [ClassifierSpec.parse(c) for c in classifier]
     datasets = load_specs(on)
     result = run_audit(specs, datasets, out, settings,

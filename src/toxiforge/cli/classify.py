@@ -7,12 +7,18 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
+    CPUS_PER_WORKER,
+    GPUS_PER_WORKER,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
+    RAY,
+    RAY_ADDRESS,
     TOXIC_LABEL,
+    WORKERS,
     check_model_options,
     classifier_options,
     console,
+    ray_config,
 )
 
 
@@ -40,11 +46,11 @@ def classify(
     toxic_index: int | None = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
                                                                        "from the model's labels)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    ray: bool = typer.Option(False, "--ray", help="Score on Ray: a local instance, or --ray-address / $RAY_ADDRESS."),
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray)."),
-    workers: int = typer.Option(1, "--workers", help="Ray: actors, each loads the classifier once."),
-    cpus_per_worker: float = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor."),
-    gpus_per_worker: float = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor."),
+    ray: bool = RAY,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int = WORKERS,
+    cpus_per_worker: float = CPUS_PER_WORKER,
+    gpus_per_worker: float = GPUS_PER_WORKER,
 ) -> None:
     """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
     import time
@@ -67,14 +73,13 @@ def classify(
     options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index,
                **classifier_options(judge_template, judge_policy, toxic_label)}
     with console.status(f"loading {classifier}"):
-        if ray or ray_address:
+        ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker)
+        if ray_run is not None:
             from functools import partial
 
-            from toxiforge.pipeline.ray_runner import RayClassifier, RayConfig
+            from toxiforge.pipeline.ray_runner import RayClassifier
 
-            clf = RayClassifier(partial(load_classifier, classifier, **options),
-                                RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
-                                          gpus_per_worker=gpus_per_worker))
+            clf = RayClassifier(partial(load_classifier, classifier, **options), ray_run)
         else:
             clf = load_classifier(classifier, **options)
     console.print(f"loaded {clf.name} in {time.perf_counter() - started:.1f} s", highlight=False)
@@ -90,7 +95,7 @@ def classify(
         else:
             scored, summary = score_table(table, clf, score_column=score_column, text_column=text, path=data)
     finally:
-        if ray or ray_address:
+        if ray_run is not None:
             clf.close()
     write_table(scored, out)
     if summary.replaced:

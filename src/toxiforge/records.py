@@ -192,7 +192,7 @@ def shard_files(directory: str | Path) -> list[Path]:
                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in (".parquet", ".jsonl", ".csv"))
 
 
-def _conform(table):
+def conform_table(table):
     """Cast columns that :class:`Row` defines to the row schema's types where that cast is lossless, so files of
     different formats (JSONL reads int64 and null columns, Parquet keeps int8) concatenate."""
     import pyarrow as pa
@@ -234,7 +234,9 @@ def warn_if_partial(directory: str | Path, rows_present: int) -> None:
 
 
 def read_table(path: str | Path):
-    """Read a dataset file or a job directory into a pyarrow Table (no schema coercion)."""
+    """Read a file of rows or a job directory into a pyarrow Table (no schema coercion). The row schema's own
+    reader: other datasets (demonstration folders, published layouts) are read by
+    :func:`toxiforge.data.read_any_table`, which calls this one for toxiforge's files."""
     import pyarrow as pa
 
     path = Path(path)
@@ -243,13 +245,9 @@ def read_table(path: str | Path):
     if path.is_dir():
         files = shard_files(path)
         if not files:
-            from toxiforge.data.toxigen import demonstration_table, is_demonstration_folder
-
-            if is_demonstration_folder(path):
-                return demonstration_table(path)
             raise InputError("directory holds no .parquet/.jsonl/.csv files", path=path,
-                             hint="point at a generation output directory, a demonstrations folder or a dataset "
-                                  "file")
+                             hint="point at a generation output directory or a dataset file (any other dataset: "
+                                  "toxiforge.data.read_any_table, or a dataset spec KIND:PATH on the command line)")
         table = pa.concat_tables([read_table(f) for f in files], promote_options="default")
         warn_if_partial(path, table.num_rows)
         return table
@@ -258,14 +256,14 @@ def read_table(path: str | Path):
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            return _conform(pq.read_table(path))
+            return conform_table(pq.read_table(path))
         if fmt == "jsonl":
             import pyarrow.json as pjson
 
-            return _conform(pjson.read_json(path))
+            return conform_table(pjson.read_json(path))
         import pyarrow.csv as pcsv
 
-        return _conform(pcsv.read_csv(path))
+        return conform_table(pcsv.read_csv(path))
     except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid subclasses ValueError
         raise InputError(f"cannot read {fmt} file ({exc})", path=path,
                          hint="check that the file is complete and in the format its suffix says") from exc

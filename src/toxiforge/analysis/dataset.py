@@ -86,15 +86,15 @@ def load_data(data: Any, *, need: Iterable[str] = ("groups", "labels"), text_col
         data = data[0]
     runs: list[str] | None = None
     if isinstance(data, (str, Path)):
-        from toxiforge.records import read_table
+        from toxiforge.data.examples import read_any_table
 
         source = source or str(data)
-        table = read_table(data)
+        table = read_any_table(data)
     elif isinstance(data, (list, tuple)) and data and all(isinstance(d, (str, Path)) for d in data):
-        from toxiforge.records import read_table
+        from toxiforge.data.examples import read_any_table
 
         source = source or " + ".join(str(d) for d in data)
-        tables = [read_table(d) for d in data]
+        tables = [read_any_table(d) for d in data]
         runs = [str(d) for d, t in zip(data, tables) for _ in range(t.num_rows)]
         table = pa.concat_tables(tables, promote_options="default")
     elif isinstance(data, pa.Table):

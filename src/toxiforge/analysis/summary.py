@@ -76,7 +76,8 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
     notes for the terminal, the last of which names the scorer."""
     import pyarrow as pa
 
-    from toxiforge.records import read_table, rows_from_table
+    from toxiforge.data.examples import read_any_table
+    from toxiforge.records import rows_from_table
 
     notes: list[str] = []
     tables = []
@@ -84,7 +85,7 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
         source, note = summary_source(p)
         if note:
             notes.append(note)
-        tables.append(read_table(source))
+        tables.append(read_any_table(source))
     table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
     rows = rows_from_table(table, " + ".join(map(str, paths)))
     later = [c for c in score_columns(table.column_names) if table.column(c).null_count < table.num_rows]

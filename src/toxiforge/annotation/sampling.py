@@ -29,10 +29,9 @@ def _pick(columns: Sequence[str], *names: str) -> str | None:
 
 def items_from_table(path: str | Path) -> list[dict[str, Any]]:
     """One item dict per usable row of the dataset at ``path``."""
-    from toxiforge.data.examples import normalize_method
-    from toxiforge.records import read_table
+    from toxiforge.data.examples import normalize_method, read_any_table
 
-    table = read_table(path)
+    table = read_any_table(path)
     cols = table.column_names
     text_col = _pick(cols, "generation", "text")
     if text_col is None:

@@ -58,15 +58,16 @@ def classify(
     from toxiforge._io import require_new_files
     from toxiforge.classifiers import default_score_column, load_classifier
     from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table
+    from toxiforge.data.examples import read_any_table
     from toxiforge.errors import InputError
-    from toxiforge.records import read_table, write_table
+    from toxiforge.records import write_table
 
     check_model_options(dtype, device)
     if batch_size is not None and batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the backend's default")
     out = output if output is not None else default_output_path(data)
     require_new_files(out, overwrite=overwrite)
-    table = read_table(data)
+    table = read_any_table(data)
     text = pick_text_column(table.column_names, text_column, path=data)  # fail before loading a model
     score_column = column or default_score_column(classifier)
     started = time.perf_counter()

@@ -185,23 +185,28 @@ def binary_labels(values: Sequence[Any], *, column: str, path: str | Path | None
 
 
 def read_any_table(path: str | Path):
-    """A pyarrow Table from a file or a generation directory.
+    """A pyarrow Table from any dataset file or folder: the one table reader of every command.
 
     CSV and TSV (``.tsv``/``.tab``: tab-separated) are read with quoted newlines allowed (many published
-    datasets have multi-line posts); Parquet, JSONL and directories go through
-    :func:`toxiforge.records.read_table`.
+    datasets have multi-line posts); a demonstrations folder (upstream's layout) becomes rows of toxiforge's
+    schema; Parquet, JSONL and generation directories go through :func:`toxiforge.records.read_table`.
     """
-    from toxiforge.records import read_table
+    from toxiforge.records import conform_table, read_table, shard_files
 
     path = Path(path).expanduser()
+    if path.is_dir() and not shard_files(path):
+        from toxiforge.data.toxigen import demonstration_table, is_demonstration_folder
+
+        if is_demonstration_folder(path):
+            return demonstration_table(path)
     suffix = path.suffix.lower()
     if path.is_file() and suffix in (".csv", ".tsv", ".tab"):
         import pyarrow as pa
         import pyarrow.csv as pcsv
 
         try:
-            return pcsv.read_csv(path, parse_options=pcsv.ParseOptions(
-                delimiter="\t" if suffix in (".tsv", ".tab") else ",", newlines_in_values=True))
+            return conform_table(pcsv.read_csv(path, parse_options=pcsv.ParseOptions(
+                delimiter="\t" if suffix in (".tsv", ".tab") else ",", newlines_in_values=True)))
         except (OSError, pa.ArrowInvalid) as exc:
             raise InputError(f"cannot read {'TSV' if suffix != '.csv' else 'CSV'} file ({exc})", path=path,
                              hint="check that the file is complete, with a header row") from exc

@@ -365,6 +365,7 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                      "dialect (Zhou et al.'s rule)")
     if dialect_model is None:
         notes.append(f"no dialect model ({dialect_source or 'none given'}): the AAE cells are empty")
+    notes.append(lexicon.match_note())
     summary = aggregate(records)
     rule_fpr = {m: {rule: _mean_sd([r["fpr_aae_rules"][rule] for r in records if r["method"] == m])
                     for rule in (aae_rules or {}).get("splits", {}).get("evaluation", {})}
@@ -374,7 +375,8 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                              "train": asdict(settings.train)},
                 "train_rows": len(train), "eval": eval_data.describe(), "split": split, "subset_size": size,
                 "embed_seconds": embed_seconds, "relabel_seconds": relabel_seconds,
-                "seconds": time.perf_counter() - started, "lexicon": lexicon.describe(), "dialect": dialect_source,
+                "seconds": time.perf_counter() - started, "lexicon": lexicon.describe(), "lexicon_match": lexicon.match,
+                "dialect": dialect_source,
                 "aae_rules": aae_rules, "notes": notes, "summary": summary, "fpr_aae_by_rule": rule_fpr,
                 "runs": records}
     spread = spread_label(settings.runs, settings.train.seed, settings.redraw_subsets)

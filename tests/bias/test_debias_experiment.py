@@ -226,14 +226,14 @@ def test_stratified_subsample_keeps_label_shares():
 def test_davidson_split_aae_rules_and_table7_statistics_as_docs_say():
     """The numbers docs/debias-davidson.md quotes, from the real files (../shared/data): the 0.2 split, the
     rows each AAE rule takes, and the Original statistics beside Zhou et al.'s Table 7 (within 0.005)."""
-    from .conftest import shared_file
-
     from toxiforge.bias.dialect import load_dialect_model, predict_dialects
     from toxiforge.bias.experiment import aae_rule_counts, stratified_split
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import measure_data
     from toxiforge.bias.paper import DAVIDSON
     from toxiforge.data import load_specs
+
+    from .conftest import shared_file
 
     tweets = shared_file("davidson2017", "labeled_data.csv")
     model = load_dialect_model(shared_file("twitteraae"))

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from guard_templates import GRANITE_GUARDIAN_31_SHAPED, SHIELDGEMMA_SHAPED
+from guard_templates import GRANITE_GUARDIAN_31_SHAPED, GRANITE_GUARDIAN_33_SHAPED, SHIELDGEMMA_SHAPED
 
 from conftest import build_tiny_llama, judge_tokenizer
 from toxiforge.classifiers import judge_backends
@@ -193,6 +193,28 @@ def test_granite_guardian_31_asks_its_own_template_about_social_bias():
         assert p == pytest.approx(reference(lm, ids, ["Yes", "No"]), abs=1e-5)
 
 
+def test_granite_guardian_33_reads_yes_no_after_its_score_tag():
+    """Granite Guardian 3.3 takes guardian_config {"criteria_id": ...} and think=False, ends with the judge{no_think}
+    role and answers "<score> yes </score>": the judge writes "<score>" after the prompt and reads " yes"/" no"
+    next; the decision equals a plain forward pass over that text."""
+    from toxiforge.models.transformers_lm import TransformersLM
+
+    tok = judge_tokenizer(GRANITE_GUARDIAN_33_SHAPED)
+    tok.add_tokens(["<score>", " yes", " no"])
+    lm = TransformersLM(build_tiny_llama(tok, seed=3), tok, name="tiny-granite-guardian-33")
+    judge = JudgeClassifier(lm, "granite-guardian-3.3", batch_size=4)
+    assert judge.describe()["template"]["answer_prefix"] == "<score>"
+    for text, p in zip(TEXTS, judge.predict_proba(TEXTS)):
+        prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                  add_generation_prompt=True, think=False,
+                                                  guardian_config={"criteria_id": "social_bias"})
+        assert judge.backend.prompt(text) == prompt + "<score>"
+        assert prompt.endswith("<|end_of_text|>\n<|start_of_role|>judge{no_think}<|end_of_role|>")
+        assert "### Criteria: Placeholder definition of the social bias criteria." in prompt
+        ids = lm.tokenizer(prompt + "<score>", add_special_tokens=False)["input_ids"]
+        assert p == pytest.approx(reference(lm, ids, [" yes", " no"]), abs=1e-5)
+
+
 def test_template_file_and_bad_input_fail_before_scoring(lm, tmp_path):
     path = tmp_path / "mine.json"
     path.write_text(json.dumps({"message": "Is this unsafe? {text}", "unsafe": "Yes", "safe": "No"}))
@@ -227,7 +249,7 @@ def test_chat_template_without_a_decision_position_or_without_one_at_all():
 
 
 def test_shipped_templates_are_valid():
-    assert {"humanval", "llama-guard", "shieldgemma", "granite-guardian-3.1"} <= set(TEMPLATES)
+    assert {"humanval", "llama-guard", "shieldgemma", "granite-guardian-3.1", "granite-guardian-3.3"} <= set(TEMPLATES)
     assert TEMPLATES["humanval"].message == PROMPT
 
 

@@ -164,3 +164,23 @@ def test_chat_judge_requests_carry_the_guard_templates_variables():
         [(False, {"guideline": HATE_POLICY})]
     assert [("add_generation_prompt" in r, r["chat_template_kwargs"]) for r in granite.requests] == \
         [(False, {"guardian_config": {"risk_name": "social_bias"}})]
+
+
+def test_granite_guardian_33_through_a_server_skips_its_score_tag():
+    """A chat completion cannot be made to start with "<score>": the judge asks for a few tokens and reads the
+    first one after whitespace and the pieces of "<score>" (Granite Guardian 3.3 writes "<score> yes </score>");
+    the request carries criteria_id and think=False."""
+    top = [{"token": " yes", "logprob": math.log(0.2)}, {"token": " no", "logprob": math.log(0.7)}]
+    pieces = [{"token": t, "logprob": -0.01, "top_logprobs": [{"token": t, "logprob": -0.01}]}
+              for t in ("<", "score", ">")]
+    decision = {"token": " no", "logprob": math.log(0.7), "top_logprobs": top}
+
+    def answer(payload):
+        content = (pieces + [decision, {"token": " </", "logprob": -0.1, "top_logprobs": []}])[:payload["max_tokens"]]
+        return {"message": {"content": ""}, "logprobs": {"content": content}}
+
+    granite = Canned(answer)
+    assert JudgeClassifier(granite, "granite-guardian-3.3").predict_proba(["a b"])[0] == pytest.approx(0.2 / 0.9)
+    sent = granite.requests
+    assert len(sent) == 2 and sent[-1]["max_tokens"] == 1 + 4 + len("<score>")  # 1 token, then enough to skip
+    assert sent[-1]["chat_template_kwargs"] == {"guardian_config": {"criteria_id": "social_bias"}, "think": False}

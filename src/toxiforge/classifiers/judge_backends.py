@@ -14,7 +14,8 @@ forward pass over the whole prompts (the test checks 1e-5).
   ``max_tokens: 1``, ``temperature: 0`` and ``top_logprobs: N``; the two words are read from the top N
   (Granite Guardian's card reads them so). A word missing from the top N is bounded by the N-th
   log-probability (counted in ``describe()["bounded"]``). A first token that is whitespace only is skipped by
-  asking again for up to :data:`MAX_WHITESPACE` + 1 tokens.
+  asking again for up to :data:`MAX_WHITESPACE` + 1 tokens; so are the tokens of the template's answer prefix
+  (Granite Guardian 3.3's ``<score>``), which a chat completion cannot be made to start with.
 * ``render="text"``: the exact log-probability of each word after the prompt, from
   :meth:`~toxiforge.models.openai_lm.OpenAILM.loglikelihood` (``echo: true``, as lm-evaluation-harness's
   ``local-completions`` scores text): the path ``bench classify`` takes through a server.
@@ -83,8 +84,8 @@ class LocalDecisions:
         if SENTINEL not in probe:
             raise InputError(f"the {self.render} rendering of judge template {template.name!r} drops the statement",
                              hint="check the template's message ({text}) and the model's chat template")
-        if self.render == "chat" and template.generation_prompt and probe == self._chat(SENTINEL,
-                                                                                       generation_prompt=False):
+        if self.render == "chat" and template.generation_prompt and self._chat(SENTINEL) == self._chat(
+                SENTINEL, generation_prompt=False):
             raise InputError(f"{lm.name}'s chat template renders no decision position (no assistant turn after the "
                              "user's message)", hint="use a model whose chat template adds a generation prompt, or "
                                                     "a template FILE with \"generation_prompt\": false to score "
@@ -119,10 +120,10 @@ class LocalDecisions:
                              ) from None
 
     def prompt(self, text: str) -> str:
-        """The rendered prompt of one statement (the decision word comes next)."""
+        """The rendered prompt of one statement and the template's answer prefix (the decision word comes next)."""
         if self.render == "chat":
-            return self._chat(text)
-        return self.template.message_for(text, self.policy)
+            return self._chat(text) + self.template.answer_prefix
+        return self.template.message_for(text, self.policy) + self.template.answer_prefix
 
     def encode(self, prompt: str) -> list[int]:
         """Chat renderings carry their own special tokens; plain text is encoded as the harness encodes a context."""
@@ -241,7 +242,7 @@ class ServerDecisions:
 
     def score(self, texts: list[str]):
         if self.render == "text":
-            prompts = [self.template.message_for(t, self.policy) for t in texts]
+            prompts = [self.template.message_for(t, self.policy) + self.template.answer_prefix for t in texts]
             scored = self.lm.loglikelihood([(p, w) for p in prompts for w in self.words])
             logprobs = np.array([s.logprob for s in scored], dtype=np.float64).reshape(-1, 2)
             greedy = np.array([s.is_greedy for s in scored], dtype=bool).reshape(-1, 2)
@@ -249,7 +250,8 @@ class ServerDecisions:
         tops = self.lm.chat_decision_logprobs([self.template.message_for(t, self.policy) for t in texts],
                                               top_logprobs=self.top_logprobs, chat_kwargs=self.kwargs,
                                               skip_whitespace=MAX_WHITESPACE,
-                                              generation_prompt=self.template.generation_prompt)
+                                              generation_prompt=self.template.generation_prompt,
+                                              answer_prefix=self.template.answer_prefix)
         logprobs = np.empty((len(texts), 2))
         greedy = np.zeros((len(texts), 2), dtype=bool)
         for i, top in enumerate(tops):

@@ -19,11 +19,13 @@ Rendering (``render``):
 
 Shipped templates (:data:`TEMPLATES`; ``toxiforge classifiers`` lists them): ``humanval`` (the question
 ``bench classify`` asks, lm-evaluation-harness's ``toxigen`` task; the default), ``llama-guard``,
-``shieldgemma`` and ``granite-guardian-3.1`` (Granite Guardian 3.0-3.2; ``granite-guardian`` is its alias,
-:data:`ALIASES`). ShieldGemma's and Granite Guardian 3.1's were checked against the models' own chat templates
+``shieldgemma``, ``granite-guardian-3.1`` (Granite Guardian 3.0-3.2; ``granite-guardian`` is its alias,
+:data:`ALIASES`) and ``granite-guardian-3.3``. ShieldGemma's and Granite Guardian 3.1's were checked against the
+models' own chat templates, 3.3's against IBM's published description of its template and answer
 (docs/classifiers.md; tests/classifiers/guard_templates.py has templates of the same shape). Granite Guardian 3.3
-is not covered: its template takes ``criteria_id`` instead of ``risk_name``, and it answers ``<score> yes
-</score>`` in a ``judge{no_think}`` turn.
+takes ``criteria_id`` instead of ``risk_name`` and answers ``<score> yes </score>`` in a ``judge{no_think}`` turn:
+its template's ``answer_prefix`` (``<score>``) is written after the rendered prompt (in-process) or skipped in the
+server's answer, and the decision word is read after it.
 A template FILE is a JSON object with the same fields.
 
 The policy (``--judge-policy``) fills ``{policy}`` wherever the template has it (in ``message`` or in a string of
@@ -82,6 +84,7 @@ class JudgeTemplate:
     default_policy: str | None = None
     description: str = ""
     generation_prompt: bool = True
+    answer_prefix: str = ""  # what the judge writes before its decision word (Granite Guardian 3.3: "<score>")
 
     def __post_init__(self) -> None:
         check_choice(self.render, RENDERS, what=f"render of judge template {self.name!r}")
@@ -95,6 +98,9 @@ class JudgeTemplate:
         if not isinstance(self.generation_prompt, bool):
             raise InputError(f"judge template {self.name!r}: generation_prompt is {self.generation_prompt!r}, "
                              "not true or false", hint='write "generation_prompt": false (JSON) or leave it out')
+        if not isinstance(self.answer_prefix, str):
+            raise InputError(f"judge template {self.name!r}: answer_prefix is {self.answer_prefix!r}, not text",
+                             hint='write e.g. "answer_prefix": "<score>" (JSON) or leave it out')
         if self.unsafe == self.safe:
             raise InputError(f"judge template {self.name!r}: the unsafe and safe words are both {self.unsafe!r}",
                              hint="use two different words")
@@ -125,7 +131,7 @@ class JudgeTemplate:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "render": self.render, "unsafe": self.unsafe, "safe": self.safe,
                 "message": self.message, "chat_kwargs": dict(self.chat_kwargs),
-                "generation_prompt": self.generation_prompt}
+                "generation_prompt": self.generation_prompt, "answer_prefix": self.answer_prefix}
 
 
 # The default policy of the shieldgemma template (toxiforge's wording, in the style ShieldGemma's card describes).
@@ -153,6 +159,13 @@ TEMPLATES: dict[str, JudgeTemplate] = {t.name: t for t in (
                   {"guardian_config": {"risk_name": "social_bias"}},
                   description="Granite Guardian 3.0-3.2 (not 3.3): the statement as the user turn, risk "
                               "`social_bias` (`guardian_config`); Yes = risky"),
+    # ibm-granite/granite-guardian-3.3-8b: guardian_config {"criteria_id": ...} and `think`; the generation prompt
+    # is the judge{no_think} role, after which the model writes "<score> yes </score>" (think=True: a <think>
+    # block first). The judge forces the "<score>" and reads " yes"/" no" next.
+    JudgeTemplate("granite-guardian-3.3", "{text}", " yes", " no", "chat",
+                  {"guardian_config": {"criteria_id": "social_bias"}, "think": False}, answer_prefix="<score>",
+                  description="Granite Guardian 3.3: the statement as the user turn, criteria `social_bias` "
+                              "(`guardian_config`), no thinking; the decision is read after `<score>`; yes = risky"),
 )}
 # Older names kept working: name -> the shipped template it is.
 ALIASES = {"granite-guardian": "granite-guardian-3.1"}
@@ -180,7 +193,7 @@ def load_template(name_or_file: str | Path | JudgeTemplate | None) -> JudgeTempl
                          hint='write a JSON object: {"message": "...{text}...", "unsafe": "Yes", "safe": "No"}'
                          ) from None
     known = {"name", "message", "unsafe", "safe", "render", "chat_kwargs", "default_policy", "description",
-             "generation_prompt"}
+             "generation_prompt", "answer_prefix"}
     if not isinstance(fields, dict) or set(fields) - known or not {"message", "unsafe", "safe"} <= set(fields):
         raise InputError("a judge template file must be a JSON object with message, unsafe and safe (and optionally "
                          f"{', '.join(sorted(known - {'message', 'unsafe', 'safe'}))})", path=path,

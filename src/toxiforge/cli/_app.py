@@ -145,8 +145,9 @@ def load_lm(model: str, dtype: str = "auto", device: str = "auto", **api_options
 
 # Classifier options every command with -c takes (one definition; load_classifier refuses those that do not apply).
 JUDGE_TEMPLATE = typer.Option(None, "--judge-template", help="Judge classifiers (-c judge:MODEL): a shipped "
-                              "template (humanval, llama-guard, shieldgemma, granite-guardian-3.1; `toxiforge "
-                              "classifiers` lists them) or a JSON template FILE. Default: humanval.")
+                              "template (humanval, llama-guard, shieldgemma, granite-guardian-3.1, "
+                              "granite-guardian-3.3; `toxiforge classifiers` lists them) or a JSON template FILE. "
+                              "Default: humanval.")
 JUDGE_POLICY = typer.Option(None, "--judge-policy", help="Judge classifiers: the policy TEXT (or a FILE holding it) "
                             "for templates with a {policy} slot (shieldgemma).")
 TOXIC_LABEL = typer.Option(None, "--toxic-label", help="Transformers heads: the label whose probability (softmax) or "

@@ -190,13 +190,14 @@ class OpenAILM:
                                    for context, continuation in requests])
 
     def chat_decision_logprobs(self, messages: Sequence[str], *, top_logprobs: int, chat_kwargs: dict[str, Any],
-                               skip_whitespace: int, generation_prompt: bool = True) -> list[dict[str, float]]:
-        """For a judge: the top-N log-probabilities (token string -> log p) of the first non-whitespace answer
-        token to each user message, rendered by the server's chat template (``chat_kwargs`` sent as vLLM's
-        ``chat_template_kwargs``; ``generation_prompt=False`` sends ``add_generation_prompt: false``), greedy,
-        skipping up to ``skip_whitespace`` whitespace-only tokens."""
+                               skip_whitespace: int, generation_prompt: bool = True,
+                               answer_prefix: str = "") -> list[dict[str, float]]:
+        """For a judge: the top-N log-probabilities (token string -> log p) of the first answer token to each user
+        message that is neither whitespace nor part of ``answer_prefix`` (written first), rendered by the server's
+        chat template (``chat_kwargs`` sent as vLLM's ``chat_template_kwargs``; ``generation_prompt=False`` sends
+        ``add_generation_prompt: false``), greedy, skipping up to ``skip_whitespace`` whitespace-only tokens."""
         return self.client.gather([partial(chat_decision, self, m, top_logprobs, chat_kwargs, skip_whitespace,
-                                           generation_prompt) for m in messages])
+                                           generation_prompt, answer_prefix) for m in messages])
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -83,7 +83,7 @@ async def echo_loglikelihood(lm: Any, context: str, continuation: str, *, first_
 
 
 async def chat_decision(lm: Any, message: str, n: int, chat_kwargs: dict[str, Any], skip: int,
-                        generation_prompt: bool = True) -> dict[str, float]:
+                        generation_prompt: bool = True, answer_prefix: str = "") -> dict[str, float]:
     payload: dict[str, Any] = {"model": lm.model, "messages": [{"role": "user", "content": message}],
                                "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": n, "seed": 0}
     if not generation_prompt:  # vLLM's request field (default true); ShieldGemma's template ignores it anyway
@@ -91,7 +91,8 @@ async def chat_decision(lm: Any, message: str, n: int, chat_kwargs: dict[str, An
     if chat_kwargs:
         payload["chat_template_kwargs"] = chat_kwargs
     content: list = []
-    for max_tokens in dict.fromkeys((1, 1 + skip)):
+    prefix = "".join(answer_prefix.split())
+    for max_tokens in dict.fromkeys((1, 1 + skip + len(prefix))):
         payload["max_tokens"] = max_tokens
         choice = first_choice(await lm.client.post("/chat/completions", payload), lm.name)
         logprobs = choice.get("logprobs")
@@ -100,11 +101,19 @@ async def chat_decision(lm: Any, message: str, n: int, chat_kwargs: dict[str, An
             raise InputError(f"{lm.name} returned no log-probabilities on /v1/chat/completions",
                              hint="a judge needs a server that returns `logprobs`/`top_logprobs` for chat "
                                   "completions (vLLM, llama.cpp)")
-        for position in content:  # the first token that is not whitespace only (Llama Guard 3 writes "\n\n")
+        rest = prefix
+        # the first token that is neither whitespace only (Llama Guard 3 writes "\n\n") nor the next piece of the
+        # answer prefix (Granite Guardian 3.3 writes "<score>" before its yes/no)
+        for position in content:
             token = str(position.get("token", ""))
-            if not token or token.strip():
-                return top_of(position)
-        if len(content) < max_tokens:  # the answer ended: nothing but whitespace
+            piece = "".join(token.split())
+            if token and not piece:
+                continue
+            if rest and piece and rest.startswith(piece):
+                rest = rest[len(piece):]
+                continue
+            return top_of(position)
+        if len(content) < max_tokens:  # the answer ended: nothing but whitespace and the prefix
             break
     return top_of(content[-1])
 

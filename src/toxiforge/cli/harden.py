@@ -1,5 +1,5 @@
-"""Commands: harden (ALICE against a classifier, retrain on what fooled it, repeat; training/harden.py) and
-harden-seeds (runs of it with other seeds read together; training/harden_seeds.py)."""
+"""Commands: harden (ALICE against a classifier, retrain on what fooled it, repeat; toxiforge/harden/) and
+harden-seeds (runs of it with other seeds read together; harden/seeds.py)."""
 
 from __future__ import annotations
 
@@ -117,9 +117,11 @@ def harden_command(
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
     from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
+    from toxiforge.harden.config import AttackPlan, HardenConfig
+    from toxiforge.harden.guard import TrainingPending
+    from toxiforge.harden.loop import Harden
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import Generator, JobConfig
-    from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, TrainingPending
     from toxiforge.training.trainer import TrainConfig
 
     if demonstrations and prompts:
@@ -182,7 +184,7 @@ def harden_seeds_command(
     import json
 
     from toxiforge._io import atomic_write_text, require_new_files
-    from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
+    from toxiforge.harden.seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
 
     if out is not None:
         require_new_files(*(out / name for name in (SEEDS_JSON, SEEDS_MD, SEEDS_PNG)), overwrite=overwrite)

@@ -5,7 +5,7 @@ annotators validate them. ``--validate-with CLASSIFIER`` stands in for that step
 attacked one scores every statement of every run the loop reads (:class:`Validation`, cached beside the run), and
 a statement counts as *validated* when that classifier agrees with its prompt label. Validation applies alike to
 both arms (the ALICE statements that join and the top-k control pool they are matched from) and to the flip
-rates (:func:`~toxiforge.training.harden_report.flip_rates` reports the rate among validated statements beside
+rates (:func:`~toxiforge.harden.report.flip_rates` reports the rate among validated statements beside
 the raw one).
 """
 
@@ -48,7 +48,7 @@ def agrees(example: Example, score: float) -> bool:
 @dataclass(frozen=True)
 class Statements:
     """A run's statements to select from or measure flips on: ``validated``, a validator's P(toxic) for each of
-    :func:`run_rows` (None: no validator); ``keep``, which of them the run kept (None: all; harden_sets.py leaves
+    :func:`run_rows` (None: no validator); ``keep``, which of them the run kept (None: all; sets.py leaves
     out statements of the training data or of an earlier set)."""
 
     run_dir: Path

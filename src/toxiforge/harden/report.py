@@ -15,8 +15,8 @@ import numpy as np
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
 from toxiforge.data.examples import Example, LabeledData
+from toxiforge.harden.data import Statements, agrees
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
-from toxiforge.training.harden_data import Statements, agrees
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
@@ -107,7 +107,7 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
                                 threshold=threshold).report.to_json()
             out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
                                         "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"],
-                                        # harden_guard.round_problems: a classifier calling (almost) all one class
+                                        # guard.round_problems: a classifier calling (almost) all one class
                                         "texts": len(r.scores), "true_toxic": float(np.mean(r.data.labels)),
                                         "called_toxic": float(np.mean(is_toxic(np.asarray(r.scores), threshold)))}
     return out
@@ -304,7 +304,7 @@ def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]],
                         extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``report.json``, ``report.md`` and ``report.png`` into ``out``; return the JSON content. ``extra``: the
     rounds' training ``recipe``, the generated ``sets`` (prompts re-drawn, statements left out) and the rounds'
-    ``problems`` (harden_guard.round_problems)."""
+    ``problems`` (guard.round_problems)."""
     report = {"settings": config.fingerprint(), "rounds": rounds, **(extra or {})}
     atomic_write_text(out / REPORT_JSON, json.dumps(report, indent=2, default=str) + "\n")
     atomic_write_text(out / REPORT_MD, markdown(report))

@@ -192,8 +192,8 @@ def test_layout_metrics_and_report(setup, finished):
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert job.steps == [
         "generate round-0/attack", "generate round-0/transfer", "measure round-0/metrics.json",
-        "select round-1/alice/added.jsonl",
-        "generate round-1/control/topk", "select round-1/control/added.jsonl", "train round-1/alice/model",
+        "generate round-1/control/topk", "select round-1/alice/added.jsonl",
+        "select round-1/control/added.jsonl", "train round-1/alice/model",
         "train round-1/control/model", "generate round-1/alice/attack", "generate round-1/control/attack",
         "measure round-1/metrics.json"]
 

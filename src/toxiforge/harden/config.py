@@ -11,6 +11,7 @@ from toxiforge.classifiers.registry import check_classifier_options, is_judge, o
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.data import Validation
 from toxiforge.harden.guard import RECIPE_FIELDS
+from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
 from toxiforge.pipeline.plan import GenerationPlan
 from toxiforge.records import TOXIC_THRESHOLD
 from toxiforge.training.trainer import TrainConfig
@@ -64,6 +65,11 @@ class HardenConfig:
     validate_with: str | None = None
     transfer: bool = True
     train_options: dict[str, Any] = field(default_factory=dict)
+    # validate_with="people" (harden/people.py): the study form, the annotations a statement needs, the database
+    # (default: DIR/annotation.db)
+    annotation_form: str = DEFAULT_FORM
+    min_annotators: int = 3
+    annotation_db: str | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -83,12 +89,23 @@ class HardenConfig:
             flags = option_flags(options)
             raise InputError(f"{flags} apply to -c, and without -c the starting classifier is trained here",
                              hint=f"pass -c with the classifier they are for, or drop {flags}")
+        if self.people:
+            check_people(self.min_annotators, self.annotation_form)
+        elif self.annotation_db is not None:
+            raise InputError("--annotation-db is where people's studies go, and they apply only with "
+                             "--validate-with people", hint="add --validate-with people, or drop --annotation-db")
         if self.classifier is not None:
             check_classifier_options(self.classifier, options)
-            Validation(self.validate_with).check(self.classifier)
+            if not self.people:
+                Validation(self.validate_with).check(self.classifier)
             if is_judge(self.classifier) and self.init == "continue":
                 raise InputError("--init continue trains each round on from the previous classifier, and a judge "
                                  f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
+
+    @property
+    def people(self) -> bool:
+        """Whether people validate the statements (``--validate-with people``)."""
+        return self.validate_with == PEOPLE
 
     def start_options(self) -> dict[str, Any]:
         """``classifier_options`` without the unset (None) ones."""
@@ -105,7 +122,10 @@ class HardenConfig:
                     # likewise: runs from before --validate-with and the transfer attack resume with --no-transfer
                     "validate_with": self.validate_with, "transfer": self.transfer or None,
                     # issue 34: unique prompts and statements per set, rounds with C_0's recipe (older runs refused)
-                    "sets": "unique", "train_options": self.train_options}
+                    "sets": "unique", "train_options": self.train_options,
+                    # None without people, as in the harden.json of runs from before --validate-with people
+                    "people": {"form": self.annotation_form, "min_annotators": self.min_annotators,
+                               "db": self.annotation_db} if self.people else None}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

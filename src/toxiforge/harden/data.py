@@ -6,7 +6,8 @@ attacked one scores every statement of every run the loop reads (:class:`Validat
 a statement counts as *validated* when that classifier agrees with its prompt label. Validation applies alike to
 both arms (the ALICE statements that join and the top-k control pool they are matched from) and to the flip
 rates (:func:`~toxiforge.harden.report.flip_rates` reports the rate among validated statements beside
-the raw one).
+the raw one). ``--validate-with people`` has annotators label the statements instead (:mod:`toxiforge.harden.people`):
+their majority labels take the scores' place.
 """
 
 from __future__ import annotations
@@ -41,8 +42,15 @@ def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
 
 
 def agrees(example: Example, score: float) -> bool:
-    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label."""
-    return bool(is_toxic(score)) == bool(example.label)
+    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label. People's labels are 1.0 or 0.0,
+    and NaN where they gave none (a tie, too few annotations: see :mod:`toxiforge.harden.people`), which never
+    agrees."""
+    return score == score and bool(is_toxic(score)) == bool(example.label)
+
+
+def labelled(score: float) -> bool:
+    """Whether a validator's score is a verdict (NaN: people gave the statement no label)."""
+    return score == score
 
 
 @dataclass(frozen=True)

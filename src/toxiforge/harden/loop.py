@@ -13,7 +13,8 @@ model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and mea
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
 C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
 AUC interval stops the loop (``keep_going``: a warning). With ``transfer``, one more attack on C_0 is scored by every
-C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py).
+C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
+(``validate_with="people"``) the run's annotators do, in a study per round (people.py).
 Prompts and statements never repeat across the run's generated sets (sets.py).
 
 Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
@@ -26,6 +27,9 @@ Everything is the existing pieces called as the CLI calls them (:class:`~toxifor
     round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
     round-N/SET.prompts/             the prompts a set (attack, transfer, control/topk) was drawn, as prompt files
     round-N/.../RUN.validation.json  the validator's scores of RUN's statements (validate_with)
+    round-N/.../RUN.people.json      people's labels of RUN's statements (validate_with="people")
+    people/STEP.json  STEP.labels.json   each study: its statements; the labels' counts and agreement
+    annotation.db                    the studies (validate_with="people", unless annotation_db is given)
     round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
     round-N/control/topk/            the top-k run the control statements come from
     round-N/{alice,control}/model/   C_N of each arm
@@ -69,6 +73,7 @@ from toxiforge.harden.guard import (
     round_recipe,
     train_command,
 )
+from toxiforge.harden.people import People, people_report, read_labels
 from toxiforge.harden.report import ARMS, measure, write_harden_report
 from toxiforge.harden.sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
 from toxiforge.pipeline.generator import Generator
@@ -111,6 +116,9 @@ class Harden:
     _ledger: StatementLedger = field(default_factory=StatementLedger, repr=False)
     _sets: dict[Path, Statements] = field(default_factory=dict, repr=False)
     leaks: list[dict[str, Any]] = field(default_factory=list)  # per set: prompts re-drawn, statements left out
+    # validate_with="people": poll a study every this many seconds until it is labelled, instead of stopping
+    wait: float | None = None
+    people: People | None = None  # set by prepare with validate_with="people"
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
@@ -127,8 +135,13 @@ class Harden:
             raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
                                                                                           "and benign rows")
         eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
-        self._validation = Validation(self.config.validate_with, self.config.device)
+        config = self.config
+        self._validation = Validation(None if config.people else config.validate_with, config.device)
         self._validation.load()  # a bad --validate-with fails here
+        if config.people:
+            self.people = People(config.annotation_db or str(self.out / "annotation.db"), self.out,
+                                 config.annotation_form, config.min_annotators, config.attack.seed, self.wait,
+                                 say=self.say)
         # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
         self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
         self._inputs = base, eval_sets
@@ -163,13 +176,18 @@ class Harden:
         for r in range(1, self.config.rounds + 1):
             rounds.append(self._round(r, base, eval_sets, previous, added))
             self._check(r, rounds)
+        last = self.config.rounds
+        self._ask_people(f"after-round-{last}", f"after round {last}: its attacks",
+                         [self.out / f"round-{last}" / arm / "attack" for arm in ARMS])
         return self._report(rounds)
 
     def _report(self, rounds: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.recipe is not None
-        report = write_harden_report(self.out, self.config, rounds, {
-            "recipe": self.recipe.to_dict(), "sets": self.leaks,
-            "problems": {str(r): p for r, p in sorted(self.problems.items())}})
+        extra = {"recipe": self.recipe.to_dict(), "sets": self.leaks,
+                 "problems": {str(r): p for r, p in sorted(self.problems.items())}}
+        if self.people is not None:
+            extra["people"] = people_report(self.out, len(rounds) - 1, self._sets)
+        report = write_harden_report(self.out, self.config, rounds, extra)
         self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
         return report
 
@@ -195,14 +213,17 @@ class Harden:
         folder = self.out / f"round-{r}"
         before = self.out / f"round-{r - 1}"
         fed_by = before / "attack" if r == 1 else before / "alice" / "attack"
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(self._sets[fed_by],
-                                                                                  self.config.add))
         topk = folder / "control" / "topk"
         self._generate(topk, f"round-{r}/control/topk", self.config.topk, None, None,
                        f"round {r}: top-k control statements")
-        pool = self._admit(f"round-{r}/control/topk", topk, method=METHOD_TOPK)[0]
+        self._admit(f"round-{r}/control/topk", topk, method=METHOD_TOPK)
+        # people label what the round selects from (and the previous round's control attack, measured only)
+        self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
+                                                     topk])
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(self._sets[fed_by],
+                                                                                  self.config.add))
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
-            pool, alice_new, self.config.attack.seed + r))
+            self._sets[topk], alice_new, self.config.attack.seed + r))
         models = {}
         for arm, new in (("alice", alice_new), ("control", control_new)):
             added[arm] += new
@@ -292,11 +313,23 @@ class Harden:
             name = str(run_dir.relative_to(self.out))
             self.leaks.append({"set": name, **self._prompts[prompts].counts(), **counts})
             scores = self._validation.scores(run_dir, partial(self._validated, name))
+            if self.people is not None:
+                scores = read_labels(run_dir)  # None until people labelled the run (_ask_people)
             self._sets[run_dir] = Statements(run_dir, scores, keep, method)
             found.append((run_dir, texts, keep))
         for run_dir, texts, keep in found:
             self._ledger.admit(texts, keep, str(run_dir.relative_to(self.out)))
         return [self._sets[d] for d in run_dirs]
+
+    def _ask_people(self, step: str, what: str, run_dirs: list[Path]) -> None:
+        """With people validating: their labels of the runs' statements (people.py; stops with
+        :class:`AnnotationPending` until they are in)."""
+        if self.people is None:
+            return
+        for run_dir, labels in self.people.collect(step, [self._sets[d] for d in run_dirs], what).items():
+            if self._sets[run_dir].validated is None:
+                self.steps.append(f"people {run_dir.relative_to(self.out)}")
+            self._sets[run_dir] = replace(self._sets[run_dir], validated=labels)
 
     def _validated(self, name: str, cache: Path) -> None:
         self.steps.append(f"validate {name}")

@@ -18,6 +18,7 @@ from toxiforge.annotation.agreement import study_agreement
 from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
 from toxiforge.cli import app
+from toxiforge.errors import InputError
 from toxiforge.harden.data import read_examples, run_rows
 from toxiforge.harden.people import AnnotationPending, People, majority, read_labels
 from toxiforge.harden.sets import fold
@@ -205,3 +206,15 @@ def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path)
         resumed.run(resume=True)
     assert "people round-0/attack" in resumed.steps and "train round-1/alice/model" in resumed.steps
     assert read_labels(out / "round-0" / "attack") is not None
+
+
+def test_bad_people_options_fail_before_any_work(setup):  # noqa: F811
+    with pytest.raises(InputError, match="--min-annotators 0 leaves no statement a label"):
+        config_for(setup, validate_with="people", min_annotators=0)
+    with pytest.raises(InputError, match="--annotation-form"):
+        config_for(setup, validate_with="people", annotation_form="long")
+    with pytest.raises(InputError, match="only with --validate-with people"):
+        config_for(setup, annotation_db="team.db")
+    people = config_for(setup, validate_with="people").fingerprint()["people"]
+    assert people == {"form": "short", "min_annotators": 3, "db": None}
+    assert config_for(setup).fingerprint()["people"] is None  # as harden.json of runs before people: they resume

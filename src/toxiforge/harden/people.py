@@ -144,9 +144,10 @@ class People:
             lines = self._pending_lines(what, plan, progress, token)
             if self.wait is None:
                 raise AnnotationPending(lines)
-            if token is not None or not said:
+            if not said:
                 for line in lines[:-1]:
                     self.say(line)
+                self.say(f"waiting: checking the study every {self.wait:g} s (Ctrl-C stops; --resume goes on)")
                 said = True
             try:
                 self.sleep(self.wait)
@@ -210,6 +211,9 @@ class People:
                    "responses": sum(len(v) for v in votes.values()), **counts,
                    "agreement": study_agreement(self.store, study.id).to_dict()}
         atomic_write_text(self.out / STUDIES_DIR / f"{step}.labels.json", json.dumps(summary, indent=1) + "\n")
+        self.say(f"{plan['study']}: {counts['majority']} of {len(decided)} statements have a majority label; "
+                 f"{counts['tie']} tie(s) and {counts['under-annotated']} with fewer than {self.min_annotators} "
+                 "annotations are left out")
         out = {}
         for run, where in plan["runs"].items():
             labels = [None if i is None else decided[i][0] for i in where]

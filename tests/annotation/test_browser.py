@@ -123,3 +123,46 @@ def test_an_invite_link_clicked_on_another_site_opens_the_study(tmp_path):
         mail.shutdown()
         server.terminate()
         server.wait(10)
+
+
+def test_one_annotator_labels_a_harden_study_in_chromium(tmp_path):
+    """harden --validate-with people's study (short form, min_annotators=1) of a two-statement run: one annotator
+    answers in Chromium, and harden's reading of the study gives each statement that annotator's label."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from toxiforge.harden.data import Statements
+    from toxiforge.harden.people import AnnotationPending, People
+    from toxiforge.records import Row, write_rows
+
+    texts = ["a placeholder statement about a group", "another placeholder statement"]
+    rows = [Row(prompt="p", generation=t, generation_method="ALICE", group="asian", prompt_label=label,
+                row_id=str(label), classifier="c", classifier_score=0.5, fooled=True) for label, t in enumerate(texts)]
+    run = Statements(write_rows(rows, tmp_path / "run.jsonl"))
+    db = str(tmp_path / "harden.db")
+    people = People(db, tmp_path, form="short", min_annotators=1)
+    with pytest.raises(AnnotationPending) as pending:
+        people.collect("round-1", [run], "round 1")
+    assert "2 statements await 1 annotations each" in pending.value.lines[0]
+    store = Store(db)
+    token, = store.invite(store.study(people.study_name("round-1")).id, 1)
+    port = free_port()
+    server = start_server(db, port)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/a/{token}")
+            page.check("#agree")
+            page.click("#consent-submit")
+            for _ in texts:
+                page.wait_for_selector("#statement")
+                assert page.locator('input[name="harmful_ai"]').count() == 0  # the short form only
+                answer = "yes" if page.inner_text("#statement") == texts[1] else "no"
+                page.check(f'input[name="hateful"][value="{answer}"]')
+                page.click("#submit")
+            page.wait_for_selector("#message")
+            assert "All done" in page.content()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert people.collect("round-1", [run], "round 1") == {run.run_dir: [0.0, 1.0]}

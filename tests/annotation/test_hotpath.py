@@ -18,7 +18,7 @@ from toxiforge.annotation.store import Store
 from .test_store import ANSWERS, make_items
 
 WHEN = datetime(2026, 11, 23, 13, 5, 7, 123456, tzinfo=timezone.utc)
-RESPONSE = {"assignment_id": 3, "item_id": 4, "annotator_id": 5, **ANSWERS, "trouble": True,
+RESPONSE = {"assignment_id": 3, "item_id": 4, "annotator_id": 5, **ANSWERS, "hateful": None, "trouble": True,
             "started_at": WHEN, "submitted_at": WHEN}
 # (statement, parameters as HotPath passes them)
 CASES = [

@@ -6,17 +6,19 @@ import threading
 import time
 from collections import Counter
 
+import pytest
+
 from toxiforge._net import free_port
 from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
 
 
-def _study(tmp_path, n_items, per_item, n_annotators):
+def _study(tmp_path, n_items, per_item, n_annotators, form="full"):
     db = str(tmp_path / "load.db")
     store = Store(db)
     items = [{"text": f"placeholder statement {i}", "target_group": "asian", "label": i % 2, "method": "top-k"}
              for i in range(n_items)]
-    study, _ = store.create_study("load", items, per_item=per_item)
+    study, _ = store.create_study("load", items, per_item=per_item, form=form)
     return db, study, store.invite(study.id, n_annotators)
 
 
@@ -29,8 +31,9 @@ def _stored(db, study_id):
     return rows, who
 
 
-def test_concurrent_annotators_lose_and_duplicate_nothing(tmp_path):
-    db, study, tokens = _study(tmp_path, 40, 3, 8)
+@pytest.mark.parametrize("form", ["full", "short"])  # short: harden --validate-with people's studies
+def test_concurrent_annotators_lose_and_duplicate_nothing(tmp_path, form):
+    db, study, tokens = _study(tmp_path, 40, 3, 8, form)
     port = free_port()
     server = start_server(db, port)
     try:
@@ -45,6 +48,7 @@ def test_concurrent_annotators_lose_and_duplicate_nothing(tmp_path):
     assert Counter(r.assignment_id for _, r in rows).most_common(1)[0][1] == 1
     assert set(Counter(i.id for i, _ in rows).values()) == {3}
     assert {a for _, a in result.acked} == {r.assignment_id for _, r in rows}
+    assert {(r.hateful, r.author) for _, r in rows} == ({("no", None)} if form == "short" else {(None, "human")})
 
 
 def test_sigkill_mid_load_keeps_every_acknowledged_submission(tmp_path):

@@ -11,6 +11,10 @@ responses:
   (directly or indirectly), plus the share where at least one annotator says so (paper Appendix E).
 
 The paper reports kappa 0.46, alpha 0.64, 55.17% full and 93.4% majority agreement.
+
+A short-form study (one yes/no question, ``hateful``) has two classes, not hateful (0) and hateful (1): Fleiss' kappa
+and Krippendorff's nominal alpha on them, the percentages likewise; the statistics of the other questions are n/a.
+:func:`response_vote` is each response's toxic/not vote in either form (the paper's rule for the full form).
 """
 
 from __future__ import annotations
@@ -23,12 +27,21 @@ from typing import Any, Literal
 import numpy as np
 
 CLASSES = ("non-toxic", "ambiguous", "toxic")
+SHORT_CLASSES = ("not hateful", "hateful")
 
 
 def toxicity_class(harmful_ai: float, harmful_human: float) -> int:
     """0 non-toxic (max < 3), 1 ambiguous (= 3), 2 toxic (> 3)."""
     score = max(harmful_ai, harmful_human)
     return 0 if score < 3 else (1 if score == 3 else 2)
+
+
+def response_vote(response: Any, form: str) -> int:
+    """A response's vote, 1 toxic or 0 not: the short form's ``hateful`` answer; for the full form the paper's
+    rule, toxic when max(harmful_ai, harmful_human) > 3 (the ambiguous 3 is not toxic)."""
+    if form == "short":
+        return int(response.hateful == "yes")
+    return int(toxicity_class(response.harmful_ai, response.harmful_human) == 2)
 
 
 def fleiss(ratings: Sequence[Sequence[int]], n_cat: int | None = None) -> float:
@@ -79,7 +92,7 @@ class Agreement:
             return "n/a" if x is None else f"{x:.3f}"
 
         return [f"items with {self.raters_per_item} responses: {self.n_items} ({self.n_responses} responses)",
-                f"Fleiss' kappa (3 classes): {num(self.fleiss_kappa)}",
+                f"Fleiss' kappa ({len(self.class_shares)} classes): {num(self.fleiss_kappa)}",
                 f"Krippendorff's alpha: ordinal on 1-5 scores {num(self.krippendorff_alpha_ordinal)}, "
                 f"nominal on classes {num(self.krippendorff_alpha_nominal)}",
                 f"full agreement: {pct(self.full_agreement)}; majority agreement: {pct(self.majority_agreement)}",
@@ -135,9 +148,34 @@ def _safe(compute) -> float | None:
     return None if value is None or not np.isfinite(value) else value
 
 
+def vote_agreement(votes: Iterable[Sequence[int]], raters_per_item: int) -> Agreement:
+    """Agreement over items' 0/1 votes (a short-form study's): only items with exactly ``raters_per_item`` votes
+    count."""
+    complete = [list(v) for v in votes if len(v) == raters_per_item]
+    k, n = raters_per_item, len(complete)
+    if n == 0:
+        return Agreement(0, 0, k, None, None, None, None, None, None, None, None, {c: 0.0 for c in SHORT_CLASSES})
+    top = [max(sum(v), k - sum(v)) for v in complete]
+    multi = k >= 2
+    return Agreement(
+        n_items=n, n_responses=n * k, raters_per_item=k,
+        fleiss_kappa=_safe(lambda: fleiss(complete, n_cat=2)) if multi else None,
+        krippendorff_alpha_ordinal=None,
+        krippendorff_alpha_nominal=_safe(lambda: kripp_alpha(complete, "nominal", range(2))) if multi else None,
+        full_agreement=sum(m == k for m in top) / n, majority_agreement=sum(m * 2 > k for m in top) / n,
+        human_written_majority=None, target_reference_majority=None, target_reference_any=None,
+        class_shares={c: sum((sum(v) * 2 > k) == bool(i) and m * 2 > k for v, m in zip(complete, top)) / n
+                      for i, c in enumerate(SHORT_CLASSES)})
+
+
 def study_agreement(store, study_id: int) -> Agreement:
-    """:func:`agreement` over a stored study."""
+    """:func:`agreement` over a stored study (:func:`vote_agreement` for a short-form one)."""
     study = store.study(study_id)
+    if study.form == "short":
+        by_item: dict[int, list[int]] = defaultdict(list)
+        for i, r in store.responses(study.id):
+            by_item[i.id].append(response_vote(r, "short"))
+        return vote_agreement(by_item.values(), study.per_item)
     rows = [{"item_id": i.id, "harmful_ai": r.harmful_ai, "harmful_human": r.harmful_human, "author": r.author,
              "group_reference": r.group_reference} for i, r in store.responses(study.id)]
     return agreement(rows, study.per_item)

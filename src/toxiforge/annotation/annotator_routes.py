@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from toxiforge.annotation.questions import QUESTIONS, AnswerError, draft_answers, options_of, validate_answers
+from toxiforge.annotation.questions import FORM_QUESTIONS, AnswerError, draft_answers, options_of, validate_answers
 from toxiforge.annotation.store import MAX_ID, AssignmentReleased
 from toxiforge.annotation.web import PAGE_HEADERS, Web, read_form
 from toxiforge.errors import InputError
@@ -75,10 +75,12 @@ def form_page(web: Web, session_id: str, annotator, got, done: int, errors: dict
     assignment, item = got
     if values is None:
         values = assignment.draft or {}
+    form = web.store.study_form(annotator.study_id)
     html = web.form_template.render(
-        item=item, assignment=assignment, csrf=web.csrf_for(session_id), questions=QUESTIONS, options_of=options_of,
-        errors=errors or {}, values=values, done=done, total=web.store.item_count(annotator.study_id),
-        notice=notice, questions_html=None if errors or values else web.blank_questions)
+        item=item, assignment=assignment, csrf=web.csrf_for(session_id), questions=FORM_QUESTIONS[form],
+        options_of=options_of, errors=errors or {}, values=values, done=done,
+        total=web.store.item_count(annotator.study_id), notice=notice,
+        questions_html=None if errors or values else web.blank_questions[form])
     return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
@@ -99,23 +101,24 @@ async def answer(request: Request):
     web.check_csrf(session_id, form.get("csrf", ""))
     if annotator.consented_at is None:
         raise HTTPException(403, "consent first")
+    questions = FORM_QUESTIONS[store.study_form(annotator.study_id)]
     if form.get("action") == "save":
         if await web.db(store.get_assignment, annotator.id, assignment_id) is None:
             raise HTTPException(404, "no such assignment")
-        await web.db(store.save_draft, annotator.id, assignment_id, draft_answers(form))
+        await web.db(store.save_draft, annotator.id, assignment_id, draft_answers(form, questions))
         return RedirectResponse("/annotate", status_code=303)
     try:
-        answers = validate_answers(form)
+        answers = validate_answers(form, questions)
     except AnswerError as exc:
         found = await web.db(store.get_assignment, annotator.id, assignment_id)
         if found is None:
             raise HTTPException(404, "no such assignment") from None
         if found[0].released_at is not None:
             return await _released(web, session_id, annotator)
-        await web.db(store.save_draft, annotator.id, assignment_id, draft_answers(form))
+        await web.db(store.save_draft, annotator.id, assignment_id, draft_answers(form, questions))
         got, done = await web.hot(store.open_assignment, annotator)
-        return form_page(web, session_id, annotator, got, done, errors=exc.errors, values=draft_answers(form),
-                         status=422)
+        return form_page(web, session_id, annotator, got, done, errors=exc.errors,
+                         values=draft_answers(form, questions), status=422)
     try:
         _, got, done = await web.hot(store.submit_and_next, annotator, assignment_id, answers)
     except AssignmentReleased:

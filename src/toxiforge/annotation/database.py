@@ -51,6 +51,7 @@ class Database:
         self.ReadSession = sessionmaker(self.reader, expire_on_commit=False)
         self.secret = self._secret()
         self._studies: dict[int, tuple[int, int]] = {}  # study id -> (per_item, item count); both never change
+        self._forms: dict[int, str] = {}  # study id -> its form (Store.study_form); never changes
         # the SQLite fast path's driver connections (see hotpath.SQLiteExecutor), one per concurrent transaction:
         # store calls run in a thread pool, and a sqlite3 connection holds one transaction at a time
         self._sqlite_connections: queue.SimpleQueue = queue.SimpleQueue()

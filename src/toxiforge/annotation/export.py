@@ -9,7 +9,8 @@
   ``n_annotations``, ``trouble`` (how many annotators had trouble understanding the text).
 * ``annotations`` (toxiforge's own per-response layout, NOT ToxiGen's): one row per response with the same
   text/group/method columns, the raw answers under readable names, timestamps, and a keyed hash of the annotator
-  (never the token or the database id). Loads back through :func:`toxiforge.data.load_toxigen_annotated`.
+  (never the token or the database id). Loads back through :func:`toxiforge.data.load_toxigen_annotated`. The only
+  layout of a short-form study (``hateful``: yes/no; the paper's answers empty).
 * ``toxigen-annotations``: one row per response in the column layout of the hub's ``annotations`` config (the
   Mechanical Turk export): ``Input.*`` (``text``, ``target_group``, ``generation_method``, ``prompt_label`` as
   hate/neutral, ``binary_prompt_label`` 1/0, ``prompt``, ``time``), the answers as one boolean column per choice
@@ -109,7 +110,7 @@ def annotation_rows(store, study_id: int) -> list[dict[str, Any]]:
             "predicted_author": r.author, "toxicity_ai": r.harmful_ai, "toxicity_human": r.harmful_human,
             "stereotyping": r.stereotyping, "intent": r.intent, "lewd": r.lewd,
             "group_reference": r.group_reference, "other_groups": r.other_groups, "framing": r.framing,
-            "framing_other": r.framing_other, "factual": r.factual, "trouble": bool(r.trouble),
+            "framing_other": r.framing_other, "factual": r.factual, "hateful": r.hateful, "trouble": bool(r.trouble),
             "started_at": r.started_at.isoformat() if r.started_at else None,
             "submitted_at": r.submitted_at.isoformat() if r.submitted_at else None,
         })
@@ -161,6 +162,9 @@ def export_study(store, study_id: int, path: str | Path, fmt: str = "annotated")
     import pyarrow as pa
 
     check_choice(fmt, FORMATS, what="export format")
+    if fmt != "annotations" and store.study_form(study_id) == "short":
+        raise InputError(f"a short-form study has no answers to the paper's questions, so no {fmt} layout",
+                         hint="use --format annotations (its hateful column holds the short form's answers)")
     rows = _ROWS[fmt](store, study_id)
     if not rows:
         raise InputError("the study has no responses yet", hint="export after annotators have submitted answers")

@@ -9,13 +9,16 @@ with the next form (or the "All done" page), which it does only after the commit
 POST to the end of the answer. The clock of the run starts when every annotator has its first form, so the rate is
 that of submissions, not of logins. With ``interval`` each annotator submits on a fixed schedule (open loop, one
 submission every ``interval`` seconds, random phase) and latency counts from the scheduled time, so a slow server
-cannot hide its queueing delay by slowing the clients down.
+cannot hide its queueing delay by slowing the clients down. With ``answer`` each annotator answers what
+``answer(token, statement)`` returns for the statement on its form (e.g. a simulated annotator's short-form
+``{"hateful": "yes"}``) instead of the fixed :data:`ANSWERS`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import html
 import os
 import random
 import re
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -30,7 +34,8 @@ from toxiforge._net import wait_until_answering
 
 ANSWERS = {"author": "human", "harmful_ai": "2", "harmful_human": "3", "stereotyping": "no", "intent": "1",
            "lewd": "no", "group_reference": "direct", "other_groups": "", "framing": "moral", "framing_other": "",
-           "factual": "opinion", "action": "submit"}
+           "factual": "opinion", "hateful": "no", "action": "submit"}  # either form's (the other's are ignored)
+_STATEMENT = re.compile(r'id="statement">(.*?)</p>', re.S)
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 _ACTION = re.compile(r'action="/annotate/(\d+)"')
 
@@ -126,7 +131,8 @@ def _csrf(page: str) -> str:
 
 
 async def _annotate(base: str, token: str, result: LoadResult, stop: threading.Event, limit: int | None,
-                    ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str) -> None:
+                    ready: asyncio.Event, waiting: list[int], interval: float | None, client_kind: str,
+                    answer: Callable[[str, str], dict[str, str]] | None = None) -> None:
     client: RawClient | _HttpxClient
     if client_kind == "raw":
         client = RawClient(base)
@@ -160,7 +166,11 @@ async def _annotate(base: str, token: str, result: LoadResult, stop: threading.E
                     started, due = due, due + interval  # latency from the scheduled time (open loop)
                 else:
                     started = time.perf_counter()
-                status, page = await client.request("POST", f"/annotate/{assignment}", {**ANSWERS, "csrf": csrf})
+                answers = ANSWERS
+                if answer is not None:
+                    shown = _STATEMENT.search(page)
+                    answers = {**answer(token, html.unescape(shown.group(1)) if shown else ""), "action": "submit"}
+                status, page = await client.request("POST", f"/annotate/{assignment}", {**answers, "csrf": csrf})
                 latency = time.perf_counter() - started
                 if status != 200:
                     raise RuntimeError(f"submission answered {status}")
@@ -172,10 +182,11 @@ async def _annotate(base: str, token: str, result: LoadResult, stop: threading.E
 
 
 async def _run(base: str, tokens: list[str], result: LoadResult, stop: threading.Event, limit: int | None,
-               timeout: float, interval: float | None, client_kind: str) -> None:
+               timeout: float, interval: float | None, client_kind: str,
+               answer: Callable[[str, str], dict[str, str]] | None = None) -> None:
     ready, waiting = asyncio.Event(), [len(tokens)]
-    tasks = [asyncio.ensure_future(_annotate(base, t, result, stop, limit, ready, waiting, interval, client_kind))
-             for t in tokens]
+    tasks = [asyncio.ensure_future(_annotate(base, t, result, stop, limit, ready, waiting, interval, client_kind,
+                                             answer)) for t in tokens]
     deadline = time.perf_counter() + timeout
     await asyncio.wait_for(ready.wait(), timeout)
     started = time.perf_counter()
@@ -195,7 +206,8 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 
 def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None = None,
                    per_annotator: int | None = None, timeout: float = 120.0,
-                   interval: float | None = None, client: str = "raw") -> LoadResult:
+                   interval: float | None = None, client: str = "raw",
+                   answer: Callable[[str, str], dict[str, str]] | None = None) -> LoadResult:
     """One asyncio task per token in one event loop (this thread); returns when all are done (or ``timeout``).
     ``client``: "raw" (:class:`RawClient`, light) or "httpx" (a full HTTP client)."""
     if client not in ("raw", "httpx"):
@@ -208,7 +220,7 @@ def run_annotators(base: str, tokens: list[str], *, stop: threading.Event | None
     enabled = gc.isenabled()
     gc.disable()
     try:
-        main = _run(base, tokens, result, stop, per_annotator, timeout, interval, client)
+        main = _run(base, tokens, result, stop, per_annotator, timeout, interval, client, answer)
         if sys.version_info >= (3, 11):
             with asyncio.Runner(loop_factory=_new_loop) as runner:
                 runner.run(main)

@@ -1,7 +1,10 @@
 """The annotation form of ToxiGen (paper §4.1, Appendix B, Figure 6): nine questions plus "trouble understanding".
 
 :data:`QUESTIONS` drives both the HTML form and :func:`validate_answers`; answers are stored under the question
-keys. Scores are integers 1-5 (1 = not at all, 5 = very much so).
+keys. Scores are integers 1-5 (1 = not at all, 5 = very much so). A study made with ``form="short"`` asks
+:data:`SHORT_QUESTIONS` instead (one yes/no question: is the text hateful?), for validation rounds where only the
+label matters (``toxiforge harden --validate-with people``); :data:`FORM_QUESTIONS` maps a study's form to its
+questions.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ QUESTIONS: tuple[Question, ...] = (
              hint="Factual text presents (possibly false) information such as statistics; opinion text says it is "
                   "not fact (e.g. \"these are just my thoughts, but...\")."),
 )
+SHORT_QUESTIONS: tuple[Question, ...] = (
+    Question("hateful", "In your opinion, is this text hateful, offensive or harmful toward anyone?", "choice",
+             (("yes", "Yes"), ("no", "No")),
+             hint="Judge the text as written, whoever wrote it; a text that only mentions a group is not hateful."),
+)
+FORM_QUESTIONS: dict[str, tuple[Question, ...]] = {"full": QUESTIONS, "short": SHORT_QUESTIONS}
 SCORE_KEYS = ("harmful_ai", "harmful_human", "intent")
 MAX_TEXT = 500
 
@@ -80,14 +89,15 @@ def options_of(question: Question) -> tuple[tuple[str, str], ...]:
     return question.options
 
 
-def validate_answers(form: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a submitted form and return the clean answers (scores as ints, ``trouble`` as bool).
+def validate_answers(form: Mapping[str, Any], questions: tuple[Question, ...] = QUESTIONS) -> dict[str, Any]:
+    """Check a submitted form of ``questions`` (a study's :data:`FORM_QUESTIONS`) and return the clean answers
+    (scores as ints, ``trouble`` as bool).
 
     Raises :class:`AnswerError` naming every missing or invalid answer.
     """
     clean: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    for q in QUESTIONS:
+    for q in questions:
         raw = form.get(q.key)
         value = "" if raw is None else str(raw).strip()
         allowed = [v for v, _ in options_of(q)]
@@ -111,7 +121,7 @@ def validate_answers(form: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def draft_answers(form: Mapping[str, Any]) -> dict[str, str]:
-    """The known fields of a partly filled form, kept as strings (for drafts)."""
-    keys = [q.key for q in QUESTIONS] + [q.detail_key for q in QUESTIONS if q.detail_key] + ["trouble"]
+def draft_answers(form: Mapping[str, Any], questions: tuple[Question, ...] = QUESTIONS) -> dict[str, str]:
+    """The known fields of a partly filled form of ``questions``, kept as strings (for drafts)."""
+    keys = [q.key for q in questions] + [q.detail_key for q in questions if q.detail_key] + ["trouble"]
     return {k: str(form.get(k))[:MAX_TEXT] for k in keys if form.get(k) not in (None, "")}

@@ -42,6 +42,9 @@ def new_token() -> str:
 
 
 DEFAULT_LEASE_MINUTES = 120
+# A study's questions: "full", the paper's nine (questions.QUESTIONS), or "short", one yes/no question
+# (questions.SHORT_QUESTIONS). A response holds the answers of its study's form; the other form's columns are NULL.
+FORMS = ("full", "short")
 MAX_ID = 2**31 - 1  # ids are INTEGER columns: PostgreSQL refuses larger values (SQLite would take them)
 
 
@@ -66,6 +69,7 @@ class Study(Base):
     lease_minutes: Mapped[int] = mapped_column(Integer, default=DEFAULT_LEASE_MINUTES,
                                                server_default=str(DEFAULT_LEASE_MINUTES))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    form: Mapped[str] = mapped_column(String(10), default="full", server_default="full")
 
 
 class Item(Base):
@@ -115,17 +119,20 @@ class Response(Base):
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id"), unique=True)
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id"), index=True)
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"), index=True)
-    author: Mapped[str] = mapped_column(String(10))
-    harmful_ai: Mapped[int] = mapped_column(Integer)
-    harmful_human: Mapped[int] = mapped_column(Integer)
-    stereotyping: Mapped[str] = mapped_column(String(10))
-    intent: Mapped[int] = mapped_column(Integer)
-    lewd: Mapped[str] = mapped_column(String(10))
-    group_reference: Mapped[str] = mapped_column(String(20))
-    other_groups: Mapped[str] = mapped_column(Text, default="")
-    framing: Mapped[str] = mapped_column(String(20))
-    framing_other: Mapped[str] = mapped_column(Text, default="")
-    factual: Mapped[str] = mapped_column(String(20))
+    # the full form's answers (NULL in a short-form study's responses)
+    author: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    harmful_ai: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    harmful_human: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stereotyping: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    intent: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    lewd: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    group_reference: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    other_groups: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
+    framing: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    framing_other: Mapped[str | None] = mapped_column(Text, default="", nullable=True)
+    factual: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # the short form's answer (NULL in a full-form study's responses)
+    hateful: Mapped[str | None] = mapped_column(String(10), nullable=True)
     trouble: Mapped[bool] = mapped_column(Boolean, default=False)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     submitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -144,8 +151,9 @@ class BrowserSession(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-ANSWER_FIELDS = ("author", "harmful_ai", "harmful_human", "stereotyping", "intent", "lewd", "group_reference",
-                 "other_groups", "framing", "framing_other", "factual", "trouble")
+FULL_FORM_FIELDS = ("author", "harmful_ai", "harmful_human", "stereotyping", "intent", "lewd", "group_reference",
+                    "other_groups", "framing", "framing_other", "factual")
+ANSWER_FIELDS = (*FULL_FORM_FIELDS, "hateful", "trouble")
 
 
 def db_url(value: str) -> str:
@@ -186,7 +194,15 @@ def make_engine(url: str, *, busy_timeout: float = 10.0) -> Engine:
 
 # columns added after the first release: (table, column, SQL type and default)
 _ADDED_COLUMNS = (("studies", "lease_minutes", f"INTEGER NOT NULL DEFAULT {DEFAULT_LEASE_MINUTES}"),
-                  ("assignments", "released_at", "TIMESTAMP WITH TIME ZONE"))
+                  ("assignments", "released_at", "TIMESTAMP WITH TIME ZONE"),
+                  ("studies", "form", "VARCHAR(10) NOT NULL DEFAULT 'full'"),
+                  ("responses", "hateful", "VARCHAR(10)"))
+
+
+def holds_short_form(engine: Engine) -> bool:
+    """Whether the database can store short-form responses: one made by a toxiforge before short-form studies has
+    the full form's answer columns NOT NULL (SQLite cannot drop that constraint in place)."""
+    return all(c["nullable"] for c in inspect(engine).get_columns("responses") if c["name"] in FULL_FORM_FIELDS)
 
 
 def prepare_schema(engine: Engine) -> None:

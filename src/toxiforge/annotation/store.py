@@ -36,6 +36,7 @@ from toxiforge.annotation.leases import aware, open_assignments
 from toxiforge.annotation.schema import (  # noqa: F401  (the unused ones are re-exported)
     ANSWER_FIELDS,
     DEFAULT_LEASE_MINUTES,
+    FORMS,
     MAX_ID,
     Annotator,
     Assignment,
@@ -47,12 +48,13 @@ from toxiforge.annotation.schema import (  # noqa: F401  (the unused ones are re
     Study,
     db_url,
     hash_token,
+    holds_short_form,
     make_engine,
     new_token,
     prepare_schema,
     utcnow,
 )
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, check_choice
 
 __all__ = ["AssignmentReleased", "ItemView", "OpenAssignment", "Store", "WouldWait"]
 
@@ -86,11 +88,16 @@ class Store(Database):
     # --- studies, items, annotators ---------------------------------------------------------------------------
 
     def create_study(self, name: str, items: list[dict[str, Any]], *, per_item: int = 3, source: str = "",
-                     lease_minutes: int = DEFAULT_LEASE_MINUTES) -> tuple[Study, str]:
+                     lease_minutes: int = DEFAULT_LEASE_MINUTES, form: str = "full") -> tuple[Study, str]:
         """Create a study with ``items`` (dicts with text, target_group, label, method, source_row_id).
 
         ``lease_minutes``: an assignment still open after this long is released to other annotators (0: never).
+        ``form``: the questions, "full" (the paper's nine) or "short" (is it hateful? yes/no).
         Returns the study and its admin token (shown once; only its hash is stored)."""
+        check_choice(form, FORMS, what="study form", hint="use full (the paper's questions) or short")
+        if form == "short" and not holds_short_form(self.engine):
+            raise InputError("this study database was made by an older toxiforge and cannot store short-form "
+                             "answers", hint="use a new database for the study, or the full form")
         if per_item < 1:
             raise InputError(f"per_item must be at least 1, got {per_item}", hint="use --per-item 3")
         if lease_minutes < 0:
@@ -103,7 +110,7 @@ class Store(Database):
             if s.scalar(select(Study.id).where(Study.name == name)) is not None:
                 raise InputError(f"a study named {name!r} already exists", hint="choose another --name")
             study = Study(name=name, per_item=per_item, admin_token_hash=hash_token(token), source=source,
-                          lease_minutes=lease_minutes)
+                          lease_minutes=lease_minutes, form=form)
             s.add(study)
             s.flush()
             s.add_all(Item(study_id=study.id, position=i, text=_no_nul(it["text"]),
@@ -270,7 +277,7 @@ class Store(Database):
             return False  # already submitted: a repeated POST
         ops.new_response({"assignment_id": assignment_id, "item_id": marked[0], "annotator_id": annotator_id,
                           "started_at": marked[1], "submitted_at": utcnow(),
-                          **{k: answers[k] for k in ANSWER_FIELDS}})
+                          **{k: answers.get(k) for k in ANSWER_FIELDS}})  # the other form's: NULL
         return True
 
     def submit(self, annotator_id: int, assignment_id: int, answers: dict[str, Any]) -> bool:
@@ -334,6 +341,15 @@ class Store(Database):
     def annotator_done(self, annotator_id: int) -> int:
         with self.reader.connect() as conn:
             return conn.execute(SUBMITTED_COUNT, {"annotator_id": annotator_id}).scalar_one()
+
+    def study_form(self, study_id: int) -> str:
+        """The study's form ("full" or "short"); cached, as it never changes after the study is created."""
+        form = self._forms.get(study_id)
+        if form is None:
+            with self.ReadSession() as s:
+                form = s.scalar(select(Study.form).where(Study.id == study_id)) or "full"
+            self._forms[study_id] = form
+        return form
 
     def item_count(self, study_id: int) -> int:
         return self.study_shape(study_id)[1]

@@ -32,7 +32,7 @@ from jinja2 import Environment, FileSystemLoader
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
-from toxiforge.annotation.questions import QUESTIONS, options_of
+from toxiforge.annotation.questions import FORM_QUESTIONS, options_of
 from toxiforge.annotation.schema import hash_token
 from toxiforge.annotation.store import SESSION_DAYS, Store, WouldWait
 
@@ -73,8 +73,10 @@ class Web:
         self.templates = Environment(loader=FileSystemLoader(str(Path(__file__).parent / "templates")),
                                      autoescape=True, auto_reload=False)
         self.form_template = self.templates.get_template("form.html")
-        self.blank_questions = Markup(self.templates.get_template("questions.html").render(
-            questions=QUESTIONS, options_of=options_of, errors={}, values={}))
+        # per study form: its questions with no answers and no errors, rendered once
+        self.blank_questions = {form: Markup(self.templates.get_template("questions.html").render(
+            questions=questions, options_of=options_of, errors={}, values={}))
+            for form, questions in FORM_QUESTIONS.items()}
         self._sessions: dict[str, tuple[Any, float]] = {}  # session hash -> (consented annotator, cached at)
 
     async def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -64,6 +64,8 @@ def annotate_study_create(
     lease_minutes: int = typer.Option(120, "--lease-minutes", min=0,
                                       help="release an assignment still open after this many minutes to other "
                                            "annotators (0: never)"),
+    form: str = typer.Option("full", "--form", help="full (the paper's nine questions) or short (one question: is "
+                                                    "the text hateful? yes/no)"),
 ) -> None:
     """Create a study from a dataset; prints the study id and its admin token (shown once)."""
     from toxiforge.annotation.sampling import items_from_table, stratified_sample
@@ -72,7 +74,7 @@ def annotate_study_create(
     items = stratified_sample(items_from_table(data), sample, stratify=strata, seed=seed)
     store = open_store(db, create=True)
     study, admin_token = store.create_study(name or data.stem, items, per_item=per_item, source=str(data),
-                                            lease_minutes=lease_minutes)
+                                            lease_minutes=lease_minutes, form=form)
     console.print(f"study {study.id} ({study.name}): {len(items)} statements x {per_item} annotators", highlight=False)
     console.print(f"admin link (keep it private, shown once): /admin/login/{admin_token}", highlight=False,
                   soft_wrap=True)

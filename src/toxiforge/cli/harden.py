@@ -1,5 +1,5 @@
-"""Commands: harden (ALICE against a classifier, retrain on what fooled it, repeat; training/harden.py) and
-harden-seeds (runs of it with other seeds read together; training/harden_seeds.py)."""
+"""Commands: harden (ALICE against a classifier, retrain on what fooled it, repeat; toxiforge/harden/) and
+harden-seeds (runs of it with other seeds read together; harden/seeds.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,21 @@ def harden_command(
     validate_with: str | None = typer.Option(
         None, "--validate-with", help="A classifier other than -c (a directory, judge:MODEL, profanity-check, ...) "
                                       "that stands in for the paper's human validation: only statements it gives "
-                                      "their prompt label join either arm; flip rates are also reported among them."),
+                                      "their prompt label join either arm; flip rates are also reported among them. "
+                                      "'people': your annotators validate them, in an annotation study per round "
+                                      "(harden stops until they have labelled it; then --resume)."),
+    min_annotators: int = typer.Option(3, "--min-annotators", help="With --validate-with people: annotations per "
+                                                                   "statement; its label is their majority."),
+    annotation_form: str = typer.Option("short", "--annotation-form", help="With --validate-with people: short (is "
+                                                                           "it hateful? yes/no) or full (the paper's "
+                                                                           "nine questions)."),
+    annotation_db: str | None = typer.Option(None, "--annotation-db", help="With --validate-with people: the study "
+                                                                           "database (a path or postgresql:// URL; "
+                                                                           "default: -o/annotation.db)."),
+    wait_for_people: float | None = typer.Option(None, "--wait-for-people", help="With --validate-with people: "
+                                                                                 "check the study every this many "
+                                                                                 "seconds until it is annotated, "
+                                                                                 "instead of stopping."),
     transfer: bool = typer.Option(True, "--transfer/--no-transfer", help="Also attack C_0 once more (never trained "
                                                                          "on) and report every round's flip rate on "
                                                                          "that fixed set."),
@@ -117,9 +131,12 @@ def harden_command(
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
     from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
+    from toxiforge.harden.config import AttackPlan, HardenConfig
+    from toxiforge.harden.guard import TrainingPending
+    from toxiforge.harden.loop import Harden
+    from toxiforge.harden.people import AnnotationPending
     from toxiforge.models import API_PREFIX
     from toxiforge.pipeline import Generator, JobConfig
-    from toxiforge.training.harden import AttackPlan, Harden, HardenConfig, TrainingPending
     from toxiforge.training.trainer import TrainConfig
 
     if demonstrations and prompts:
@@ -141,7 +158,8 @@ def harden_command(
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
                           classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
                           validate_with=validate_with, transfer=transfer,
-                          train_options={k: v for k, v in given.items() if v is not None})
+                          train_options={k: v for k, v in given.items() if v is not None},
+                          annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:
@@ -151,6 +169,7 @@ def harden_command(
                                          ray_spread, ray_placement_timeout),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training, keep_going=keep_going,
+                 wait=wait_for_people,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))
     job.prepare(resume)  # every bad-input error before a model loads
     if api:
@@ -167,6 +186,15 @@ def harden_command(
             console.print(command, markup=False, highlight=False, soft_wrap=True)
         console.print("then rerun this command with --resume.", highlight=False)
         return
+    except AnnotationPending as stop:
+        if stop.interrupted:
+            console.print("stopped waiting (Ctrl-C); everything so far is saved and the study stays open.",
+                          highlight=False)
+        for line in stop.lines:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if stop.interrupted:
+            raise typer.Exit(130) from None
+        return
     console.print((out / "report.md").read_text(encoding="utf-8"), markup=False, highlight=False, soft_wrap=True)
     console.print(f"{len(job.steps)} steps run, {len(report['rounds'])} rounds reported", highlight=False)
 
@@ -182,7 +210,7 @@ def harden_seeds_command(
     import json
 
     from toxiforge._io import atomic_write_text, require_new_files
-    from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
+    from toxiforge.harden.seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, combine, markdown, plot
 
     if out is not None:
         require_new_files(*(out / name for name in (SEEDS_JSON, SEEDS_MD, SEEDS_PNG)), overwrite=overwrite)

@@ -8,13 +8,14 @@ Round r >= 1, per arm:
 * **control**: as many top-k statements (same count per prompt label) join instead, so a gain is ALICE's and not
   just more data (the paper's Table 4 comparison);
 
-then C_r is trained on the base data plus every addition so far, with C_0's recipe (harden_guard.py), from the base
+then C_r is trained on the base data plus every addition so far, with C_0's recipe (guard.py), from the base
 model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
 C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
 AUC interval stops the loop (``keep_going``: a warning). With ``transfer``, one more attack on C_0 is scored by every
-C_r. With ``validate_with``, a classifier other than the attacked one validates statements (harden_data.py).
-Prompts and statements never repeat across the run's generated sets (harden_sets.py).
+C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
+(``validate_with="people"``) the run's annotators do, in a study per round (people.py).
+Prompts and statements never repeat across the run's generated sets (sets.py).
 
 Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
 :func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate`,
@@ -26,6 +27,9 @@ Everything is the existing pieces called as the CLI calls them (:class:`~toxifor
     round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
     round-N/SET.prompts/             the prompts a set (attack, transfer, control/topk) was drawn, as prompt files
     round-N/.../RUN.validation.json  the validator's scores of RUN's statements (validate_with)
+    round-N/.../RUN.people.json      people's labels of RUN's statements (validate_with="people")
+    people/STEP.json  STEP.labels.json   each study: its statements; the labels' counts and agreement
+    annotation.db                    the studies (validate_with="people", unless annotation_db is given)
     round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
     round-N/control/topk/            the top-k run the control statements come from
     round-N/{alice,control}/model/   C_N of each arm
@@ -40,19 +44,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
+from toxiforge.classifiers.registry import is_judge
 from toxiforge.data.examples import Example, LabeledData
-from toxiforge.errors import InputError, check_choice
-from toxiforge.pipeline.generator import Generator
-from toxiforge.pipeline.plan import GenerationPlan
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK, TOXIC_THRESHOLD
-from toxiforge.training.harden_data import (
+from toxiforge.errors import InputError
+from toxiforge.harden.config import ADDED_FILE, METRICS_FILE, HardenConfig
+from toxiforge.harden.data import (
     Statements,
     Validation,
     read_examples,
@@ -60,8 +62,7 @@ from toxiforge.training.harden_data import (
     select_control,
     write_examples,
 )
-from toxiforge.training.harden_guard import (
-    RECIPE_FIELDS,
+from toxiforge.harden.guard import (
     SETTINGS_FILE,
     HardenStopped,
     Recipe,
@@ -72,103 +73,12 @@ from toxiforge.training.harden_guard import (
     round_recipe,
     train_command,
 )
-from toxiforge.training.harden_report import ARMS, measure, write_harden_report
-from toxiforge.training.harden_sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
-from toxiforge.training.trainer import LOG_FILE, TrainConfig
-
-METRICS_FILE, ADDED_FILE = "metrics.json", "added.jsonl"
-ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
-INIT_CHOICES: tuple[str, ...] = ("base", "continue")
-
-
-@dataclass(frozen=True)
-class AttackPlan:
-    """What every attack (and control run) generates: ``generate``'s --groups/--labels/-n/-d/--prompts/-k."""
-
-    groups: tuple[str, ...]
-    labels: tuple[str, ...] = ("toxic", "benign")
-    per_cell: int = 10
-    source: str | None = None
-    prompt_source: str = "demonstrations"
-    k: int = 5
-    seed: int = 0
-
-    def plan(self, offset: int, scale: int = 1) -> GenerationPlan:
-        """The plan with seed ``seed + offset`` (new prompts and samples for every round), ``scale`` × the size."""
-        return GenerationPlan.grid(self.groups, self.labels, self.per_cell * scale, source=self.source,
-                                   prompt_source=self.prompt_source, k=self.k, seed=self.seed + offset)
-
-
-@dataclass(frozen=True)
-class HardenConfig:
-    """The loop's settings (module docstring). ``alice`` is an :class:`~toxiforge.decoding.AliceConfig`;
-    ``topk`` the control arm's :class:`~toxiforge.decoding.TopKConfig`. ``classifier_options`` are
-    :func:`~toxiforge.classifiers.load_classifier`'s for ``classifier`` (a judge's ``template`` and ``policy``, a
-    head's ``toxic_label``): C_0 only, as the classifiers trained here have toxiforge's labels. ``train`` gives the
-    seed and device and the recipe where C_0's is unknown; ``train_options`` are the training settings given
-    explicitly (TrainConfig field names), which must agree with C_0's recipe (harden_guard.py)."""
-
-    rounds: int
-    attack: AttackPlan
-    alice: Any
-    topk: Any
-    train: TrainConfig = field(default_factory=TrainConfig)
-    data: tuple[str, ...] = ()
-    eval: tuple[str, ...] = ()
-    classifier: str | None = None
-    add: str = "flipped"
-    init: str = "base"
-    label_rule: str = "sum"
-    threshold: float = TOXIC_THRESHOLD
-    device: str = "auto"
-    classifier_options: dict[str, Any] = field(default_factory=dict)
-    validate_with: str | None = None
-    transfer: bool = True
-    train_options: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.rounds < 1:
-            raise InputError(f"--rounds {self.rounds} runs no hardening round", hint="use --rounds 1 or more")
-        check_choice(self.add, ADD_CHOICES, what="--add", hint="use flipped (the default) or all")
-        check_choice(self.init, INIT_CHOICES, what="--init", hint="use base (the default) or continue")
-        if not self.data:
-            raise InputError("harden needs the training data (--data)", hint="pass --data with the classifier's "
-                                                                           "training set")
-        if self.alice.method != "alice" or self.topk.method != "top-k":
-            raise InputError("the attack must be ALICE and the control top-k", hint="use decoder_config('alice')")
-        unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS))
-        if unknown:
-            raise InputError(f"train_options {unknown} are not recipe settings", hint=f"use {', '.join(RECIPE_FIELDS)}")
-        options = self.start_options()
-        if options and self.classifier is None:
-            flags = option_flags(options)
-            raise InputError(f"{flags} apply to -c, and without -c the starting classifier is trained here",
-                             hint=f"pass -c with the classifier they are for, or drop {flags}")
-        if self.classifier is not None:
-            check_classifier_options(self.classifier, options)
-            Validation(self.validate_with).check(self.classifier)
-            if is_judge(self.classifier) and self.init == "continue":
-                raise InputError("--init continue trains each round on from the previous classifier, and a judge "
-                                 f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
-
-    def start_options(self) -> dict[str, Any]:
-        """``classifier_options`` without the unset (None) ones."""
-        return {k: v for k, v in self.classifier_options.items() if v is not None}
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What a resumed run must share with the original (not --rounds: a run can be extended; not devices)."""
-        train = {k: v for k, v in asdict(self.train).items() if k not in ("device", "eval_batch_size")}
-        settings = {"attack": asdict(self.attack), "alice": asdict(self.alice), "topk": asdict(self.topk),
-                    "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
-                    "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
-                    # None when unset, as in the harden.json of runs from before these options (they resume)
-                    "classifier_options": self.start_options() or None,
-                    # likewise: runs from before --validate-with and the transfer attack resume with --no-transfer
-                    "validate_with": self.validate_with, "transfer": self.transfer or None,
-                    # issue 34: unique prompts and statements per set, rounds with C_0's recipe (older runs refused)
-                    "sets": "unique", "train_options": self.train_options}
-        return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
-
+from toxiforge.harden.people import People, people_report, read_labels
+from toxiforge.harden.report import ARMS, measure, write_harden_report
+from toxiforge.harden.sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
+from toxiforge.pipeline.generator import Generator
+from toxiforge.records import METHOD_ALICE, METHOD_TOPK
+from toxiforge.training.trainer import LOG_FILE
 
 # --- the steps -------------------------------------------------------------------------------------------------
 
@@ -199,13 +109,16 @@ class Harden:
     # keep_going: a degenerate round, or one worse than round 0, is warned about instead of stopping the loop
     keep_going: bool = False
     problems: dict[int, list[str]] = field(default_factory=dict)  # round -> what round_problems found
-    recipe: Recipe | None = None  # how every round trains (harden_guard.round_recipe), set by prepare
+    recipe: Recipe | None = None  # how every round trains (guard.round_recipe), set by prepare
     _validation: Validation = field(default_factory=lambda: Validation(None), repr=False)
     _transfer: Statements | None = field(default=None, repr=False)
     _prompts: dict[str, DrawnSet] = field(default_factory=dict, repr=False)  # set name -> its drawn prompts
     _ledger: StatementLedger = field(default_factory=StatementLedger, repr=False)
     _sets: dict[Path, Statements] = field(default_factory=dict, repr=False)
     leaks: list[dict[str, Any]] = field(default_factory=list)  # per set: prompts re-drawn, statements left out
+    # validate_with="people": poll a study every this many seconds until it is labelled, instead of stopping
+    wait: float | None = None
+    people: People | None = None  # set by prepare with validate_with="people"
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
@@ -222,8 +135,13 @@ class Harden:
             raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
                                                                                           "and benign rows")
         eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
-        self._validation = Validation(self.config.validate_with, self.config.device)
+        config = self.config
+        self._validation = Validation(None if config.people else config.validate_with, config.device)
         self._validation.load()  # a bad --validate-with fails here
+        if config.people:
+            self.people = People(config.annotation_db or str(self.out / "annotation.db"), self.out,
+                                 config.annotation_form, config.min_annotators, config.attack.seed, self.wait,
+                                 say=self.say)
         # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
         self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
         self._inputs = base, eval_sets
@@ -258,13 +176,18 @@ class Harden:
         for r in range(1, self.config.rounds + 1):
             rounds.append(self._round(r, base, eval_sets, previous, added))
             self._check(r, rounds)
+        last = self.config.rounds
+        self._ask_people(f"after-round-{last}", f"after round {last}: its attacks",
+                         [self.out / f"round-{last}" / arm / "attack" for arm in ARMS])
         return self._report(rounds)
 
     def _report(self, rounds: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.recipe is not None
-        report = write_harden_report(self.out, self.config, rounds, {
-            "recipe": self.recipe.to_dict(), "sets": self.leaks,
-            "problems": {str(r): p for r, p in sorted(self.problems.items())}})
+        extra = {"recipe": self.recipe.to_dict(), "sets": self.leaks,
+                 "problems": {str(r): p for r, p in sorted(self.problems.items())}}
+        if self.people is not None:
+            extra["people"] = people_report(self.out, len(rounds) - 1, self._sets)
+        report = write_harden_report(self.out, self.config, rounds, extra)
         self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
         return report
 
@@ -290,14 +213,17 @@ class Harden:
         folder = self.out / f"round-{r}"
         before = self.out / f"round-{r - 1}"
         fed_by = before / "attack" if r == 1 else before / "alice" / "attack"
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(self._sets[fed_by],
-                                                                                  self.config.add))
         topk = folder / "control" / "topk"
         self._generate(topk, f"round-{r}/control/topk", self.config.topk, None, None,
                        f"round {r}: top-k control statements")
-        pool = self._admit(f"round-{r}/control/topk", topk, method=METHOD_TOPK)[0]
+        self._admit(f"round-{r}/control/topk", topk, method=METHOD_TOPK)
+        # people label what the round selects from (and the previous round's control attack, measured only)
+        self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
+                                                     topk])
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(self._sets[fed_by],
+                                                                                  self.config.add))
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
-            pool, alice_new, self.config.attack.seed + r))
+            self._sets[topk], alice_new, self.config.attack.seed + r))
         models = {}
         for arm, new in (("alice", alice_new), ("control", control_new)):
             added[arm] += new
@@ -377,8 +303,8 @@ class Harden:
 
     def _admit(self, prompts: str, *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:
         """The runs' statements (with the validator's scores), less those of the training data or an earlier set
-        or twice in one (harden_sets.py); then they count as seen. Recorded once per run in :attr:`leaks`."""
-        from toxiforge.training.harden_data import run_rows
+        or twice in one (sets.py); then they count as seen. Recorded once per run in :attr:`leaks`."""
+        from toxiforge.harden.data import run_rows
 
         found = []
         for run_dir in run_dirs:
@@ -387,11 +313,23 @@ class Harden:
             name = str(run_dir.relative_to(self.out))
             self.leaks.append({"set": name, **self._prompts[prompts].counts(), **counts})
             scores = self._validation.scores(run_dir, partial(self._validated, name))
+            if self.people is not None:
+                scores = read_labels(run_dir)  # None until people labelled the run (_ask_people)
             self._sets[run_dir] = Statements(run_dir, scores, keep, method)
             found.append((run_dir, texts, keep))
         for run_dir, texts, keep in found:
             self._ledger.admit(texts, keep, str(run_dir.relative_to(self.out)))
         return [self._sets[d] for d in run_dirs]
+
+    def _ask_people(self, step: str, what: str, run_dirs: list[Path]) -> None:
+        """With people validating: their labels of the runs' statements (people.py; stops with
+        :class:`AnnotationPending` until they are in)."""
+        if self.people is None:
+            return
+        for run_dir, labels in self.people.collect(step, [self._sets[d] for d in run_dirs], what).items():
+            if self._sets[run_dir].validated is None:
+                self.steps.append(f"people {run_dir.relative_to(self.out)}")
+            self._sets[run_dir] = replace(self._sets[run_dir], validated=labels)
 
     def _validated(self, name: str, cache: Path) -> None:
         self.steps.append(f"validate {name}")

@@ -15,8 +15,8 @@ import numpy as np
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.bench.stats import Share
 from toxiforge.data.examples import Example, LabeledData
+from toxiforge.harden.data import Statements, agrees, labelled
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
-from toxiforge.training.harden_data import Statements, agrees
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
 ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
@@ -46,11 +46,11 @@ def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
     *and* keep their prompt label in its view (the attack's yield of real failures, as the paper counts ALICE's
     success after validation); and ``validator_agrees``, the share of statements it gives their prompt label."""
     out = _shares([(e.label, f) for e, f in zip(examples, flipped) if f is not None])
-    if validated is not None:
-        ok = [agrees(e, v) for e, v in zip(examples, validated)]
-        out["validated"] = _shares([(e.label, f) for e, f, k in zip(examples, flipped, ok) if k and f is not None])
-        out["confirmed"] = _shares([(e.label, f and k) for e, f, k in zip(examples, flipped, ok) if f is not None])
-        out["validator_agrees"] = _shares([(e.label, k) for e, k in zip(examples, ok)])
+    if validated is not None:  # statements people gave no label (NaN) count in none of these
+        rows = [(e, f, agrees(e, v)) for e, f, v in zip(examples, flipped, validated) if labelled(v)]
+        out["validated"] = _shares([(e.label, f) for e, f, k in rows if k and f is not None])
+        out["confirmed"] = _shares([(e.label, f and k) for e, f, k in rows if f is not None])
+        out["validator_agrees"] = _shares([(e.label, k) for e, _, k in rows])
     return out
 
 
@@ -107,7 +107,7 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
                                 threshold=threshold).report.to_json()
             out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
                                         "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"],
-                                        # harden_guard.round_problems: a classifier calling (almost) all one class
+                                        # guard.round_problems: a classifier calling (almost) all one class
                                         "texts": len(r.scores), "true_toxic": float(np.mean(r.data.labels)),
                                         "called_toxic": float(np.mean(is_toxic(np.asarray(r.scores), threshold)))}
     return out
@@ -160,6 +160,8 @@ def _flip_cell(m: dict[str, Any], kind: str, key: str) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """One row per round and arm: additions, training rows, flip rates (both directions; validated and transfer
     ones when measured), AUC and FPR_NOI per set."""
+    from toxiforge.harden.people import people_markdown
+
     settings, rounds = report["settings"], report["rounds"]
     names = list(rounds[0]["alice"]["eval"]) if rounds else []
     columns = flip_columns(rounds)
@@ -200,6 +202,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines += ["", f"Note: round {r}'s top-k pool had {missing} usable statement(s) too few, so the control "
                           "arm added fewer than the ALICE arm."]
     lines += checks_markdown(report)
+    lines += people_markdown(report)
     lines += ["", f"![metric per round]({REPORT_PNG})"]
     return "\n".join(lines) + "\n"
 
@@ -304,7 +307,7 @@ def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]],
                         extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``report.json``, ``report.md`` and ``report.png`` into ``out``; return the JSON content. ``extra``: the
     rounds' training ``recipe``, the generated ``sets`` (prompts re-drawn, statements left out) and the rounds'
-    ``problems`` (harden_guard.round_problems)."""
+    ``problems`` (guard.round_problems)."""
     report = {"settings": config.fingerprint(), "rounds": rounds, **(extra or {})}
     atomic_write_text(out / REPORT_JSON, json.dumps(report, indent=2, default=str) + "\n")
     atomic_write_text(out / REPORT_MD, markdown(report))

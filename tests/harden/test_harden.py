@@ -17,9 +17,10 @@ from toxiforge.cli import app
 from toxiforge.data.examples import column, read_any_table
 from toxiforge.decoding import decoder_config
 from toxiforge.errors import InputError
+from toxiforge.harden.config import METRICS_FILE, AttackPlan, HardenConfig
+from toxiforge.harden.data import read_examples, run_rows
+from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator, JobConfig
-from toxiforge.training.harden import METRICS_FILE, AttackPlan, Harden, HardenConfig, read_examples
-from toxiforge.training.harden_data import run_rows
 from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
 
 runner = CliRunner()
@@ -191,8 +192,8 @@ def test_layout_metrics_and_report(setup, finished):
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert job.steps == [
         "generate round-0/attack", "generate round-0/transfer", "measure round-0/metrics.json",
-        "select round-1/alice/added.jsonl",
-        "generate round-1/control/topk", "select round-1/control/added.jsonl", "train round-1/alice/model",
+        "generate round-1/control/topk", "select round-1/alice/added.jsonl",
+        "select round-1/control/added.jsonl", "train round-1/alice/model",
         "train round-1/control/model", "generate round-1/alice/attack", "generate round-1/control/attack",
         "measure round-1/metrics.json"]
 
@@ -235,7 +236,7 @@ def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, vari
     cached = json.loads((out / "round-0" / "attack.validation.json").read_text())
     assert cached["validator"] == "profanity-check"
     assert cached["scores"] == pytest.approx(list(validator.predict_proba([e.text for e, _ in every])))
-    rows = kept(every, training_texts(setup))  # the statements the run keeps (harden_sets.py)
+    rows = kept(every, training_texts(setup))  # the statements the run keeps (sets.py)
     scores = validator.predict_proba([e.text for e, _ in rows])
     agree = [bool(is_toxic(float(s))) == bool(e.label) for (e, _), s in zip(rows, scores)]
     assert 0 < sum(agree) < len(rows)  # placeholder text scores benign: benign prompts kept, toxic ones not
@@ -279,7 +280,7 @@ def test_runs_with_other_seeds_read_together(setup, varied_lm, finished, tmp_pat
     """harden-seeds reads real runs: the finished one (seed 3) and the same settings at seed 4."""
     from dataclasses import replace
 
-    from toxiforge.training.harden_seeds import combine
+    from toxiforge.harden.seeds import combine
 
     _, first = finished
     plan = AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=4)
@@ -312,7 +313,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
     those commands train on the same rows, and --resume goes on with their models."""
     import shlex
 
-    from toxiforge.training.harden import TrainingPending
+    from toxiforge.harden.guard import TrainingPending
 
     out = tmp_path / "h"
     generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
@@ -508,7 +509,7 @@ def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm,
     """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: round 1 is degenerate or
     below round 0's AUC interval, so the loop stops with the numbers and the fix; --keep-going warns and goes on."""
     from toxiforge.errors import ToxiforgeWarning
-    from toxiforge.training.harden_guard import HardenStopped
+    from toxiforge.harden.guard import HardenStopped
 
     weak = train_config(setup["base"], max_steps=1, learning_rate=1e-6)
     out = tmp_path / "h"
@@ -537,7 +538,7 @@ def test_validator_is_compared_by_content(setup, tmp_path):
     for other in (f"{start.parent}/./{start.name}", str(copy)):
         with pytest.raises(InputError, match="is the attacked classifier"):
             config_for(setup, validate_with=other)
-    from toxiforge.training.harden_data import same_classifier
+    from toxiforge.harden.data import same_classifier
 
     assert same_classifier(start, copy) and not same_classifier(start, setup["base"])
 
@@ -578,7 +579,7 @@ def test_no_prompt_is_used_in_two_sets_or_twice_in_one(setup, few_prompts, varie
 def test_statements_of_the_training_data_or_an_earlier_set_are_left_out(setup, finished, varied_lm, tmp_path):
     """A statement text (case and whitespace folded) of the training data, of an earlier set or twice in one is
     neither added nor measured: the flip rates count the kept statements only."""
-    from toxiforge.training.harden_sets import StatementLedger
+    from toxiforge.harden.sets import StatementLedger
 
     ledger = StatementLedger()
     ledger.train_on(["Placeholder  Alpha"])

@@ -23,7 +23,7 @@ from typing import Any
 
 from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.errors import InputError
-from toxiforge.training.harden_report import (
+from toxiforge.harden.report import (
     ARM_STYLE,
     ARMS,
     REPORT_JSON,
@@ -113,7 +113,7 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
     def diff(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else a - b
 
-    # per run, one value per round and arm (harden_report.series: round 0 is C_0 for both arms)
+    # per run, one value per round and arm (report.series: round 0 is C_0 for both arms)
     flip = [{arm: series(rep["rounds"], arm, headline) for arm in ARMS} for rep in reports]
     auc = [{(arm, name): series(rep["rounds"], arm, "auc", name) for arm in ARMS for name in names}
            for rep in reports]
@@ -198,7 +198,7 @@ def _series(combined: dict[str, Any], arm: str, metric: str) -> tuple[list[float
 
 def plot(combined: dict[str, Any], path: Path) -> Path:
     """The headline flip rate, the transfer flip rate (when measured) and the first eval set's AUC per round (on an
-    axis at least :data:`~toxiforge.training.harden_report.MIN_AUC_SPAN` wide): per arm the pooled (AUC: mean) value
+    axis at least :data:`~toxiforge.harden.report.MIN_AUC_SPAN` wide): per arm the pooled (AUC: mean) value
     as a thick line, each run as a thin one."""
     import matplotlib
 

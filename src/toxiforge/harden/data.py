@@ -5,8 +5,9 @@ annotators validate them. ``--validate-with CLASSIFIER`` stands in for that step
 attacked one scores every statement of every run the loop reads (:class:`Validation`, cached beside the run), and
 a statement counts as *validated* when that classifier agrees with its prompt label. Validation applies alike to
 both arms (the ALICE statements that join and the top-k control pool they are matched from) and to the flip
-rates (:func:`~toxiforge.training.harden_report.flip_rates` reports the rate among validated statements beside
-the raw one).
+rates (:func:`~toxiforge.harden.report.flip_rates` reports the rate among validated statements beside
+the raw one). ``--validate-with people`` has annotators label the statements instead (:mod:`toxiforge.harden.people`):
+their majority labels take the scores' place.
 """
 
 from __future__ import annotations
@@ -41,14 +42,21 @@ def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
 
 
 def agrees(example: Example, score: float) -> bool:
-    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label."""
-    return bool(is_toxic(score)) == bool(example.label)
+    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label. People's labels are 1.0 or 0.0,
+    and NaN where they gave none (a tie, too few annotations: see :mod:`toxiforge.harden.people`), which never
+    agrees."""
+    return score == score and bool(is_toxic(score)) == bool(example.label)
+
+
+def labelled(score: float) -> bool:
+    """Whether a validator's score is a verdict (NaN: people gave the statement no label)."""
+    return score == score
 
 
 @dataclass(frozen=True)
 class Statements:
     """A run's statements to select from or measure flips on: ``validated``, a validator's P(toxic) for each of
-    :func:`run_rows` (None: no validator); ``keep``, which of them the run kept (None: all; harden_sets.py leaves
+    :func:`run_rows` (None: no validator); ``keep``, which of them the run kept (None: all; sets.py leaves
     out statements of the training data or of an earlier set)."""
 
     run_dir: Path

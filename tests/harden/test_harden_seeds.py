@@ -1,6 +1,6 @@
 """``toxiforge harden-seeds``: harden runs that differ only in --seed, read as one experiment. The reports are built
 with harden's own :func:`flip_shares` from placeholder statements, so they have the layout a run writes (a real
-tiny run's report is read in tests/training/test_harden.py)."""
+tiny run's report is read in tests/harden/test_harden.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 from toxiforge.cli import app
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
-from toxiforge.training import harden_report, harden_seeds
-from toxiforge.training.harden_report import MIN_AUC_SPAN, auc_limits, flip_shares
-from toxiforge.training.harden_seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, _series, combine, markdown
+from toxiforge.harden import report as harden_report
+from toxiforge.harden import seeds as harden_seeds
+from toxiforge.harden.report import MIN_AUC_SPAN, auc_limits, flip_shares
+from toxiforge.harden.seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, _series, combine, markdown
 
 EXAMPLES = [Example(f"placeholder statement {i}", i % 2) for i in range(4)]  # two toxic, two benign prompts
 

@@ -1,0 +1,10 @@
+"""``toxiforge harden``: attack a classifier with ALICE, retrain on what fooled it, repeat (docs/harden.md).
+
+* :mod:`~toxiforge.harden.config` -- :class:`AttackPlan` and :class:`HardenConfig`, the loop's settings;
+* :mod:`~toxiforge.harden.loop` -- :class:`Harden`, the rounds, each step skipped when done (``--resume``);
+* :mod:`~toxiforge.harden.data` -- which statements join training, and the classifier that validates them;
+* :mod:`~toxiforge.harden.sets` -- prompts and statements kept apart across a run's generated sets;
+* :mod:`~toxiforge.harden.guard` -- C_0's recipe for every round, the run's settings, a round that got worse;
+* :mod:`~toxiforge.harden.report` -- the measurements of a round and ``report.md/json/png``;
+* :mod:`~toxiforge.harden.seeds` -- ``toxiforge harden-seeds``: runs with other seeds read together.
+"""

@@ -1,0 +1,131 @@
+"""``toxiforge harden``'s settings: what every attack generates (:class:`AttackPlan`) and the loop's options
+(:class:`HardenConfig`), checked when built; the loop itself is :mod:`toxiforge.harden.loop`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
+from toxiforge.errors import InputError, check_choice
+from toxiforge.harden.data import Validation
+from toxiforge.harden.guard import RECIPE_FIELDS
+from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
+from toxiforge.pipeline.plan import GenerationPlan
+from toxiforge.records import TOXIC_THRESHOLD
+from toxiforge.training.trainer import TrainConfig
+
+METRICS_FILE, ADDED_FILE = "metrics.json", "added.jsonl"
+ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
+INIT_CHOICES: tuple[str, ...] = ("base", "continue")
+
+
+@dataclass(frozen=True)
+class AttackPlan:
+    """What every attack (and control run) generates: ``generate``'s --groups/--labels/-n/-d/--prompts/-k."""
+
+    groups: tuple[str, ...]
+    labels: tuple[str, ...] = ("toxic", "benign")
+    per_cell: int = 10
+    source: str | None = None
+    prompt_source: str = "demonstrations"
+    k: int = 5
+    seed: int = 0
+
+    def plan(self, offset: int, scale: int = 1) -> GenerationPlan:
+        """The plan with seed ``seed + offset`` (new prompts and samples for every round), ``scale`` × the size."""
+        return GenerationPlan.grid(self.groups, self.labels, self.per_cell * scale, source=self.source,
+                                   prompt_source=self.prompt_source, k=self.k, seed=self.seed + offset)
+
+
+@dataclass(frozen=True)
+class HardenConfig:
+    """The loop's settings (:mod:`toxiforge.harden.loop`). ``alice`` is an :class:`~toxiforge.decoding.AliceConfig`;
+    ``topk`` the control arm's :class:`~toxiforge.decoding.TopKConfig`. ``classifier_options`` are
+    :func:`~toxiforge.classifiers.load_classifier`'s for ``classifier`` (a judge's ``template`` and ``policy``, a
+    head's ``toxic_label``): C_0 only, as the classifiers trained here have toxiforge's labels. ``train`` gives the
+    seed and device and the recipe where C_0's is unknown; ``train_options`` are the training settings given
+    explicitly (TrainConfig field names), which must agree with C_0's recipe (guard.py)."""
+
+    rounds: int
+    attack: AttackPlan
+    alice: Any
+    topk: Any
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: tuple[str, ...] = ()
+    eval: tuple[str, ...] = ()
+    classifier: str | None = None
+    add: str = "flipped"
+    init: str = "base"
+    label_rule: str = "sum"
+    threshold: float = TOXIC_THRESHOLD
+    device: str = "auto"
+    classifier_options: dict[str, Any] = field(default_factory=dict)
+    validate_with: str | None = None
+    transfer: bool = True
+    train_options: dict[str, Any] = field(default_factory=dict)
+    # validate_with="people" (harden/people.py): the study form, the annotations a statement needs, the database
+    # (default: DIR/annotation.db)
+    annotation_form: str = DEFAULT_FORM
+    min_annotators: int = 3
+    annotation_db: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise InputError(f"--rounds {self.rounds} runs no hardening round", hint="use --rounds 1 or more")
+        check_choice(self.add, ADD_CHOICES, what="--add", hint="use flipped (the default) or all")
+        check_choice(self.init, INIT_CHOICES, what="--init", hint="use base (the default) or continue")
+        if not self.data:
+            raise InputError("harden needs the training data (--data)", hint="pass --data with the classifier's "
+                                                                           "training set")
+        if self.alice.method != "alice" or self.topk.method != "top-k":
+            raise InputError("the attack must be ALICE and the control top-k", hint="use decoder_config('alice')")
+        unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS))
+        if unknown:
+            raise InputError(f"train_options {unknown} are not recipe settings", hint=f"use {', '.join(RECIPE_FIELDS)}")
+        options = self.start_options()
+        if options and self.classifier is None:
+            flags = option_flags(options)
+            raise InputError(f"{flags} apply to -c, and without -c the starting classifier is trained here",
+                             hint=f"pass -c with the classifier they are for, or drop {flags}")
+        if self.people:
+            check_people(self.min_annotators, self.annotation_form)
+        elif self.annotation_db is not None:
+            raise InputError("--annotation-db is where people's studies go, and they apply only with "
+                             "--validate-with people", hint="add --validate-with people, or drop --annotation-db")
+        if self.classifier is not None:
+            check_classifier_options(self.classifier, options)
+            if not self.people:
+                Validation(self.validate_with).check(self.classifier)
+            if is_judge(self.classifier) and self.init == "continue":
+                raise InputError("--init continue trains each round on from the previous classifier, and a judge "
+                                 f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
+
+    @property
+    def people(self) -> bool:
+        """Whether people validate the statements (``--validate-with people``)."""
+        return self.validate_with == PEOPLE
+
+    def start_options(self) -> dict[str, Any]:
+        """``classifier_options`` without the unset (None) ones."""
+        return {k: v for k, v in self.classifier_options.items() if v is not None}
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a resumed run must share with the original (not --rounds: a run can be extended; not devices)."""
+        train = {k: v for k, v in asdict(self.train).items() if k not in ("device", "eval_batch_size")}
+        settings = {"attack": asdict(self.attack), "alice": asdict(self.alice), "topk": asdict(self.topk),
+                    "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
+                    "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
+                    # None when unset, as in the harden.json of runs from before these options (they resume)
+                    "classifier_options": self.start_options() or None,
+                    # likewise: runs from before --validate-with and the transfer attack resume with --no-transfer
+                    "validate_with": self.validate_with, "transfer": self.transfer or None,
+                    # issue 34: unique prompts and statements per set, rounds with C_0's recipe (older runs refused)
+                    "sets": "unique", "train_options": self.train_options,
+                    # None without people, as in the harden.json of runs from before --validate-with people
+                    "people": {"form": self.annotation_form, "min_annotators": self.min_annotators,
+                               "db": self.annotation_db} if self.people else None}
+        return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
+
+

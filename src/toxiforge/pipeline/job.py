@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import Interrupted, ToxiforgeError
@@ -172,8 +173,21 @@ def rows_on_disk(files: Sequence[Path]) -> int:
     return total
 
 
+class ShardedJob(Protocol):
+    """What :func:`marks_interruption` needs of a job: its folder, manifest, shards and their files (an
+    :class:`OpenJob`, or another sharded job such as ``toxiforge attack``'s)."""
+
+    out_dir: Path
+    manifest: dict
+
+    @property
+    def shards(self) -> Sequence[Sequence[Any]]: ...
+
+    def shard_file(self, index: int) -> Path: ...
+
+
 @contextmanager
-def marks_interruption(job: OpenJob) -> Iterator[None]:
+def marks_interruption(job: ShardedJob) -> Iterator[None]:
     """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``; a
     :class:`ToxiforgeError` (a server that stopped answering) marks it too, and its message gains the rows kept and
     --resume when there are any."""

@@ -153,3 +153,38 @@ def test_families_are_registered_by_name():
 def test_bad_settings_are_refused_with_the_fix(family, settings, message):
     with pytest.raises(InputError, match=message):
         family_config(family, settings)
+
+
+# --- alice -------------------------------------------------------------------------------------------------------
+
+def test_alice_is_a_family_with_its_queries_counted(tiny_lm):
+    from toxiforge.attacks.alice import AliceAttack, source_prompt
+
+    clf = KeywordClassifier({"placeholder": 0.4})
+    config = family_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4})
+    family = make_family(config, clf, Resources(lm=tiny_lm))
+    assert isinstance(family, AliceAttack) and family.method == "ALICE" and family.settings()["num_beams"] == 2
+    src = source("a placeholder plan", label=1)  # P(toxic) 0.7: attacked toward benign
+    attempt = family.attack(src)
+    assert attempt.prompt == source_prompt(src) == "- a placeholder plan\n-" and attempt.edits == ()
+    assert attempt.queries == clf.texts_scored > 2  # the source, every candidate ALICE scored, the statement
+    assert attempt.score_before == pytest.approx(0.7)
+    assert attempt.error is not None or attempt.score_after == pytest.approx(clf.score(attempt.text))
+    assert family.attack(src) == attempt  # beam search: the same statement again
+    with pytest.raises(InputError, match="one statement per source"):
+        make_family(family_config("alice", {"num_return": 2, "num_beams": 2}), clf, Resources(lm=tiny_lm))
+
+
+def test_a_run_of_the_alice_family_writes_generate_s_columns(tiny_lm, tmp_path):
+    from toxiforge.attacks.job import run_attack
+    from toxiforge.records import read_rows
+
+    clf = KeywordClassifier({"placeholder": 0.4})
+    family = make_family(family_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4}), clf,
+                         Resources(lm=tiny_lm))
+    sources = [Source(f"t/{i:06d}", f"a placeholder plan number {i}", 1, "asian", i) for i in range(3)]
+    result = run_attack(sources, family, tmp_path / "run", classifier_name=clf.name, fingerprint={"test": 1})
+    rows = read_rows(tmp_path / "run")  # generate's reader
+    assert [r.row_id for r in rows] == [s.row_id for s in sources] and {r.generation_method for r in rows} == {"ALICE"}
+    assert all(r.prompt.startswith("- a placeholder plan") and r.model == tiny_lm.name for r in rows)
+    assert result.manifest["counts"]["attacked"] == 3

@@ -6,8 +6,8 @@ import typer
 from typer.testing import CliRunner
 
 HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions",
-              "report", "export", "train", "evaluate", "harden", "harden-seeds", "attack", "audit", "demonstrations", "prompts",
-              "experiment", "annotate", "bias", "bench"]
+              "report", "export", "train", "evaluate", "harden", "harden-seeds", "attack", "audit", "demonstrations",
+              "prompts", "experiment", "annotate", "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():

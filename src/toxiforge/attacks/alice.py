@@ -99,7 +99,9 @@ class AliceAttack:
         if flipped_label(score, source.label):
             return untouched(source, score, counting.queries, model=self.lm.name)
         prompt = source_prompt(source)
-        output = self.decoder.decode(self.lm, [prompt], [source.seed], [source.label], [_group(source.group)])
+        group = _group(source.group)
+        groups = None if group is None else [group]
+        output = self.decoder.decode(self.lm, [prompt], [source.seed], [source.label], groups)
         sample = as_hypotheses(output[0], 1)[0]
         statement = postprocess(sample.raw_output)
         after = float(counting.predict_proba([statement.text])[0]) if statement.text else None

@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toxiforge.attacks.base import Attempt, AttackFamily, Source, flipped_label
+from toxiforge.attacks.base import AttackFamily, Attempt, Source, flipped_label
 from toxiforge.errors import InputError
 from toxiforge.pipeline.manifest import JobConfig, library_versions, now_utc, prepare_dir, shard_path, write_manifest
 from toxiforge.records import is_toxic
 
 ATTACK_COLUMNS: dict[str, str] = {
     "source_text": "string", "source_score": "float64", "family": "string", "edits": "string", "queries": "int64",
-    "similarity": "float64", "flipped": "bool", "validator": "string", "validator_score": "float64",
-    "validator_agrees": "bool",
+    "similarity": "float64", "flipped": "bool_", "validator": "string", "validator_score": "float64",
+    "validator_agrees": "bool_",
 }
 
 
@@ -91,9 +91,12 @@ def clear_run(out_dir: Path) -> None:
     manifest = out_dir / "manifest.json"
     if not manifest.is_file():
         return
-    for f in shard_files(out_dir) if (out_dir / "data").is_dir() else []:
+    data = out_dir / "data"
+    for f in shard_files(out_dir) if data.is_dir() else []:
         f.unlink()
     manifest.unlink()
+    if data.is_dir() and not any(data.iterdir()):
+        data.rmdir()
 
 
 def open_attack(sources: Sequence[Source], fingerprint: dict, out_dir: str | Path, config: JobConfig,
@@ -137,7 +140,8 @@ def attack_row(source: Source, attempt: Attempt, family: AttackFamily, *, settin
         "fooled": None if after is None else flipped_label(after, source.label), "hypothesis_rank": 0,
         "source_text": source.text, "source_score": attempt.score_before, "family": family.family,
         "edits": json.dumps(list(attempt.edits), ensure_ascii=False), "queries": attempt.queries,
-        "similarity": attempt.similarity, "flipped": correct and after is not None and flipped_label(after, source.label),
+        "similarity": attempt.similarity,
+        "flipped": correct and after is not None and flipped_label(after, source.label),
         "validator": None, "validator_score": None, "validator_agrees": None,
     }
 
@@ -194,7 +198,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
             if on_shard is not None:
                 on_shard(index, job.shard_file(index))
     seconds = time.perf_counter() - started
-    all_rows = read_table(job.out_dir).to_pylist()
+    all_rows = [row for i in range(len(job.shards)) for row in read_table(job.shard_file(i)).to_pylist()]
     manifest = job.manifest
     manifest.pop("rows_kept", None)
     manifest.pop("error", None)

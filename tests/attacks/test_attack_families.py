@@ -24,6 +24,12 @@ def source(text: str = TOXIC_TEXT, label: int = 1, seed: int = 11) -> Source:
     return Source(row_id="test/000000", text=text, label=label, group=None, seed=seed)
 
 
+def one(family, src: Source):
+    """The attempt of ``family`` on ``src`` attacked alone."""
+    [attempt] = family.attack([src])
+    return attempt
+
+
 def test_importance_is_the_drop_in_p_true_label_without_each_word():
     clf = KeywordClassifier(WEIGHTS)
     oracle = Oracle(clf)
@@ -44,7 +50,7 @@ def test_importance_of_a_benign_statement_is_the_drop_in_p_benign():
 @pytest.mark.parametrize(("max_edits", "flipped"), [(1, False), (2, True), (5, True)])
 def test_obfuscate_edits_the_most_important_words_within_the_budget(max_edits, flipped):
     clf = KeywordClassifier(WEIGHTS)
-    attempt = ObfuscateAttack(clf, ObfuscateConfig(max_edits=max_edits)).attack(source())
+    attempt = one(ObfuscateAttack(clf, ObfuscateConfig(max_edits=max_edits)), source())
     assert len(attempt.edits) == min(max_edits, 2)  # it stops once the label flips
     assert [e["before"] for e in attempt.edits] == ["alpha", "beta"][:max_edits]
     assert attempt.score_before == pytest.approx(0.8)
@@ -55,7 +61,7 @@ def test_obfuscate_edits_the_most_important_words_within_the_budget(max_edits, f
 
 
 def test_obfuscate_keeps_the_words_a_reader_reads():
-    attempt = ObfuscateAttack(KeywordClassifier(WEIGHTS), ObfuscateConfig(max_edits=2)).attack(source())
+    attempt = one(ObfuscateAttack(KeywordClassifier(WEIGHTS), ObfuscateConfig(max_edits=2)), source())
     for edit in attempt.edits:
         assert edit["before"] != edit["after"] and edit["after"] in attempt.text
     assert attempt.text.split()[0] == "the" and attempt.text.endswith("plan")
@@ -63,28 +69,39 @@ def test_obfuscate_keeps_the_words_a_reader_reads():
 
 def test_obfuscate_pushes_a_benign_statement_toward_toxic():
     clf = KeywordClassifier(WEIGHTS)
-    attempt = ObfuscateAttack(clf, ObfuscateConfig(max_edits=1)).attack(source("a calm plan", label=0))
+    attempt = one(ObfuscateAttack(clf, ObfuscateConfig(max_edits=1)), source("a calm plan", label=0))
     assert attempt.edits[0]["before"] == "calm" and attempt.score_after == pytest.approx(0.3)
     assert attempt.score_after > attempt.score_before
 
 
 def test_a_statement_the_classifier_already_gets_wrong_is_left_as_it_is():
     clf = KeywordClassifier(WEIGHTS)
-    attempt = ObfuscateAttack(clf, ObfuscateConfig()).attack(source("a quiet plan", label=1))  # P(toxic) 0.3
+    attempt = one(ObfuscateAttack(clf, ObfuscateConfig()), source("a quiet plan", label=1))  # P(toxic) 0.3
     assert attempt.text == "a quiet plan" and attempt.edits == () and attempt.queries == 1
 
 
 def test_obfuscate_only_uses_the_operations_asked_for_and_is_deterministic():
     family = ObfuscateAttack(KeywordClassifier(WEIGHTS), ObfuscateConfig(max_edits=2, operations=("leet",)))
-    first, again = family.attack(source()), family.attack(source())
+    first, again = one(family, source()), one(family, source())
     assert first == again and {e["op"] for e in first.edits} == {"leet"}
     assert first.queries == 1 + 5 + 1 + 1  # one candidate per word
 
 
 def test_an_edit_that_does_not_lower_p_true_label_is_not_spent():
     clf = KeywordClassifier({"plan": 0.0}, base=0.8)  # no word matters
-    attempt = ObfuscateAttack(clf, ObfuscateConfig(max_edits=3)).attack(source())
+    attempt = one(ObfuscateAttack(clf, ObfuscateConfig(max_edits=3)), source())
     assert attempt.edits == () and attempt.text == TOXIC_TEXT
+
+
+def test_statements_attacked_together_get_what_each_gets_alone():
+    family = ObfuscateAttack(KeywordClassifier(WEIGHTS), ObfuscateConfig(max_edits=2))
+    sources = [source(), source("a calm plan", label=0), source("a quiet plan"), source("beta and alpha", seed=3),
+               source("")]
+    alone = [one(family, s) for s in sources]
+    clf = KeywordClassifier(WEIGHTS)
+    together = ObfuscateAttack(clf, ObfuscateConfig(max_edits=2)).attack(sources)
+    assert together == alone
+    assert sum(a.queries for a in together) == clf.texts_scored  # each statement's queries, exactly
 
 
 # --- substitute ------------------------------------------------------------------------------------------------
@@ -107,7 +124,7 @@ def test_neighbours_are_the_nearest_words_by_the_encoder():
 
 def test_substitute_keeps_the_similarity_floor_and_flips_with_a_near_word():
     family, clf = substitute(SubstituteConfig(min_similarity=0.9, max_changed=0.5, candidates=3))
-    attempt = family.attack(source())
+    attempt = one(family, source())
     assert attempt.edits[0] == {"op": "substitute", "word": 1, "before": "alpha", "after": "alfa"}
     assert attempt.similarity >= 0.9 and attempt.queries == clf.texts_scored
     # only near words pass the floor: the far ones (cosine < 0.9) are never sent to the classifier
@@ -116,7 +133,7 @@ def test_substitute_keeps_the_similarity_floor_and_flips_with_a_near_word():
 
 def test_substitute_changes_nothing_below_the_similarity_floor():
     family, clf = substitute(SubstituteConfig(min_similarity=1.0, max_changed=1.0))
-    attempt = family.attack(source())
+    attempt = one(family, source())
     assert attempt.text == TOXIC_TEXT and attempt.similarity == 1.0 and attempt.edits == ()
     assert attempt.queries == 1 + 5  # the statement and the ranking: no candidate passed, none was scored
 
@@ -124,7 +141,7 @@ def test_substitute_changes_nothing_below_the_similarity_floor():
 def test_substitute_changes_at_most_max_changed_of_the_words():
     weights = {"alpha": 0.25, "beta": 0.25}
     family, _ = substitute(SubstituteConfig(min_similarity=0.1, max_changed=0.2, candidates=8), weights)
-    attempt = family.attack(source())  # 5 words: at most 1 may change
+    attempt = one(family, source())  # 5 words: at most 1 may change
     assert len(attempt.edits) == math.floor(0.2 * 5) == 1 and attempt.score_after == pytest.approx(0.55)
 
 
@@ -165,12 +182,12 @@ def test_alice_is_a_family_with_its_queries_counted(tiny_lm):
     family = make_family(config, clf, Resources(lm=tiny_lm))
     assert isinstance(family, AliceAttack) and family.method == "ALICE" and family.settings()["num_beams"] == 2
     src = source("a placeholder plan", label=1)  # P(toxic) 0.7: attacked toward benign
-    attempt = family.attack(src)
+    attempt = one(family, src)
     assert attempt.prompt == source_prompt(src) == "- a placeholder plan\n-" and attempt.edits == ()
     assert attempt.queries == clf.texts_scored > 2  # the source, every candidate ALICE scored, the statement
     assert attempt.score_before == pytest.approx(0.7)
     assert attempt.error is not None or attempt.score_after == pytest.approx(clf.score(attempt.text))
-    assert family.attack(src) == attempt  # beam search: the same statement again
+    assert one(family, src) == attempt  # beam search: the same statement again
     with pytest.raises(InputError, match="one statement per source"):
         make_family(family_config("alice", {"num_return": 2, "num_beams": 2}), clf, Resources(lm=tiny_lm))
 

@@ -92,7 +92,11 @@ class AliceAttack:
     def settings(self) -> dict[str, Any]:
         return {"family": self.family, **self.decoder.settings(), "model": self.lm.name}
 
-    def attack(self, source: Source) -> Attempt:
+    def attack(self, sources: Sequence[Source]) -> list[Attempt]:
+        return [self.attack_one(s) for s in sources]
+
+    def attack_one(self, source: Source) -> Attempt:
+        """The attempt on one statement (module docstring)."""
         counting = self.counting
         counting.queries = 0
         score = float(counting.predict_proba([source.text])[0])

@@ -1,10 +1,11 @@
-"""The attack-family protocol: one statement in (:class:`Source`), one attempt out (:class:`Attempt`).
+"""The attack-family protocol: statements in (:class:`Source`), one attempt each out (:class:`Attempt`).
 
-A family is built from its config and the attacked classifier (:mod:`toxiforge.attacks.registry`) and attacks
-one statement at a time, so the queries it spends are counted per statement: every text the classifier scores
-counts one query (:class:`Oracle`), the first being the source statement itself. A family's attack is
-deterministic given the source (its ``seed`` drives any random choice), so a resumed run writes the rows of an
-uninterrupted one.
+A family is built from its config and the attacked classifier (:mod:`toxiforge.attacks.registry`). It may attack
+several statements together (one classifier call for all of them at each step, :func:`run_together`), but each
+attempt is what attacking its statement alone gives, and the queries are counted per statement: every text the
+classifier scores counts one query (:class:`Oracle`), the first being the source statement itself. A family's
+attack is deterministic given the source (its ``seed`` drives any random choice), so a resumed run writes the
+rows of an uninterrupted one.
 
 Words are the spans of :data:`WORD` (letters, digits and inner apostrophes); everything between them is kept as
 it is. :func:`drop_word` removes one word, as the importance ranking of :mod:`toxiforge.attacks.importance`
@@ -14,7 +15,7 @@ does.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -72,8 +73,8 @@ class AttackFamily(Protocol):
     def settings(self) -> dict[str, Any]:
         """Settings recorded in every row and compared on --resume."""
 
-    def attack(self, source: Source) -> Attempt:
-        """Attack one statement; deterministic for a given source."""
+    def attack(self, sources: Sequence[Source]) -> list[Attempt]:
+        """One attempt per source, in order, each what attacking that source alone gives (deterministic)."""
 
 
 class Oracle:
@@ -94,6 +95,34 @@ class Oracle:
         """P(``label``) of each text: P(toxic) for a toxic label, 1 - P(toxic) for a benign one."""
         p = self.toxic(texts)
         return p if label == 1 else 1.0 - p
+
+
+Steps = Generator[list[str], np.ndarray, Attempt]
+"""An attack on one statement written as a generator: it yields the texts it wants scored, is sent their P(toxic)
+(float64 array) and returns its :class:`Attempt`; :func:`run_together` drives several at once."""
+
+
+def run_together(classifier: Any, attacks: Sequence[Steps]) -> list[Attempt]:
+    """Run ``attacks`` in lockstep: at each step the texts every unfinished one asks for are scored in one
+    ``predict_proba`` call and each gets its own scores back. The attempts, in order."""
+    results: list[Attempt | None] = [None] * len(attacks)
+    pending: dict[int, list[str]] = {}
+    for i, steps in enumerate(attacks):
+        try:
+            pending[i] = next(steps)
+        except StopIteration as done:
+            results[i] = done.value
+    while pending:
+        texts = [t for i in pending for t in pending[i]]
+        scores = np.asarray(classifier.predict_proba(texts), dtype=np.float64) if texts else np.zeros(0)
+        asked, pending, start = pending, {}, 0
+        for i, wanted in asked.items():
+            part, start = scores[start:start + len(wanted)], start + len(wanted)
+            try:
+                pending[i] = attacks[i].send(part)
+            except StopIteration as done:
+                results[i] = done.value
+    return [r for r in results if r is not None]
 
 
 def flipped_label(score: float, label: int) -> bool:
@@ -126,5 +155,5 @@ def untouched(source: Source, score: float, queries: int, **extra: Any) -> Attem
     return Attempt(text=source.text, queries=queries, score_before=score, score_after=score, **extra)
 
 
-__all__ = ["WORD", "Attempt", "AttackFamily", "Oracle", "Source", "drop_word", "flipped_label", "replace_span",
-           "untouched", "word_spans"]
+__all__ = ["WORD", "Attempt", "AttackFamily", "Oracle", "Source", "Steps", "drop_word", "flipped_label",
+           "replace_span", "run_together", "untouched", "word_spans"]

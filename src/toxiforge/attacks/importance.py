@@ -26,14 +26,24 @@ class Ranking:
     order: list[int]
 
 
-def rank_words(oracle: Oracle, text: str, label: int, score: float) -> Ranking:
-    """Rank the words of ``text``, whose P(toxic) is ``score`` (module docstring); n queries for n words."""
-    p_label = score if label == 1 else 1.0 - score
+def removal_texts(text: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """The words of ``text`` and ``text`` without each of them, the texts whose scores rank the words."""
     spans = word_spans(text)
-    without = oracle.true_class([drop_word(text, s, e) for s, e in spans], label)
-    importance = p_label - without
+    return spans, [drop_word(text, s, e) for s, e in spans]
+
+
+def ranking(spans: list[tuple[int, int]], score: float, without: np.ndarray, label: int) -> Ranking:
+    """The :class:`Ranking` of a statement with P(toxic) ``score`` and P(toxic) ``without`` each word."""
+    to_label = (lambda p: p) if label == 1 else (lambda p: 1.0 - p)
+    importance = to_label(score) - to_label(np.asarray(without, dtype=np.float64))
     order = sorted(range(len(spans)), key=lambda i: (-importance[i], i))
     return Ranking(spans=spans, score=score, importance=importance, order=order)
 
 
-__all__ = ["Ranking", "rank_words"]
+def rank_words(oracle: Oracle, text: str, label: int, score: float) -> Ranking:
+    """Rank the words of ``text``, whose P(toxic) is ``score`` (module docstring); n queries for n words."""
+    spans, texts = removal_texts(text)
+    return ranking(spans, score, oracle.toxic(texts), label)
+
+
+__all__ = ["Ranking", "rank_words", "ranking", "removal_texts"]

@@ -175,7 +175,8 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
                on_shard: Callable[[int, Path], None] | None = None) -> AttackResult:
     """Attack every source with ``family`` into ``out_dir`` (module docstring); ``fingerprint`` is what a resumed
     run must share (sources, family settings, classifier, validator), ``validator`` a loaded classifier for
-    ``--validate-with``. ``on_shard(index, path)`` runs after each shard is written."""
+    ``--validate-with``. Statements are attacked ``config.batch_size`` at a time (a family may attack them together,
+    each as alone). ``on_shard(index, path)`` runs after each shard is written."""
     import pyarrow as pa
 
     from toxiforge.pipeline.job import _progress, marks_interruption
@@ -187,11 +188,12 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     done = sum(len(s) for i, s in enumerate(job.shards) if i not in job.todo)
     with marks_interruption(job), _progress(progress, total=len(sources), done=done) as advance:
         for index in job.todo:
-            rows = []
-            for source in job.shards[index]:
-                rows.append(attack_row(source, family.attack(source), family, settings=settings,
-                                       classifier=classifier_name, run_id=job.manifest["run_id"]))
-                advance(1)
+            rows, shard = [], job.shards[index]
+            for start in range(0, len(shard), config.batch_size):
+                batch = shard[start:start + config.batch_size]
+                rows += [attack_row(source, attempt, family, settings=settings, classifier=classifier_name,
+                                    run_id=job.manifest["run_id"]) for source, attempt in zip(batch, family.attack(batch))]
+                advance(len(batch))
             validate_rows(rows, validator)
             write_table(pa.Table.from_pylist(rows, schema=attack_schema()), job.shard_file(index))
             written += len(rows)

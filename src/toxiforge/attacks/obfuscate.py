@@ -9,6 +9,9 @@ For a statement the classifier gets right (one it already gets wrong is left as 
    candidates in one batch (one query each) and keep the one with the lowest P(true label) if it is lower than the
    statement's now; a word is edited at most once (``space_delete`` also uses up the word it joins).
 
+Statements given together are attacked in lockstep (:func:`~toxiforge.attacks.base.run_together`: one classifier
+call per step for all of them), each exactly as alone.
+
 A person reads the edited words as the original ones, so the statement keeps its label by construction;
 ``similarity`` is not measured (None).
 """
@@ -16,14 +19,15 @@ A person reads the edited words as the original ones, so the statement keeps its
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from toxiforge.attacks.base import Attempt, Oracle, Source, flipped_label, replace_span, untouched
+from toxiforge.attacks.base import Attempt, Source, Steps, flipped_label, replace_span, run_together, untouched
 from toxiforge.attacks.edits import OPERATIONS, SPACE_DELETE, WORD_OPERATIONS, join_words
-from toxiforge.attacks.importance import rank_words
+from toxiforge.attacks.importance import ranking, removal_texts
 from toxiforge.errors import InputError
 
 DEFAULT_MAX_EDITS = 5
@@ -73,18 +77,23 @@ class ObfuscateAttack:
     def settings(self) -> dict[str, Any]:
         return {"family": self.family, "max_edits": self.config.max_edits, "operations": list(self.config.operations)}
 
-    def attack(self, source: Source) -> Attempt:
-        oracle = Oracle(self.classifier)
-        label = source.label
-        score = float(oracle.toxic([source.text])[0])
+    def attack(self, sources: Sequence[Source]) -> list[Attempt]:
+        return run_together(self.classifier, [self.steps(s) for s in sources])
+
+    def steps(self, source: Source) -> Steps:
+        """The attack on ``source`` as :data:`~toxiforge.attacks.base.Steps` (module docstring)."""
+        label, queries = source.label, 1
+        score = float((yield [source.text])[0])
         if flipped_label(score, label):
-            return untouched(source, score, oracle.queries)
-        ranking = rank_words(oracle, source.text, label, score)
+            return untouched(source, score, queries)
+        spans, without = removal_texts(source.text)
+        queries += len(without)
+        ranked = ranking(spans, score, (yield without), label)
         rng = random.Random(source.seed)
-        text, spans = source.text, list(ranking.spans)
+        text = source.text
         free = [True] * len(spans)
         edits: list[dict[str, Any]] = []
-        for i in ranking.order:
+        for i in ranked.order:
             if len(edits) >= self.config.max_edits or flipped_label(score, label):
                 break
             if not free[i]:
@@ -93,7 +102,8 @@ class ObfuscateAttack:
             if not candidates:
                 continue
             texts = [replace_span(text, start, end, new) for _, start, end, new in candidates]
-            scores = oracle.toxic(texts)
+            queries += len(texts)
+            scores = yield texts
             p_label = scores if label == 1 else 1.0 - scores
             best = int(np.argmin(p_label))
             if p_label[best] >= (score if label == 1 else 1.0 - score):
@@ -106,7 +116,7 @@ class ObfuscateAttack:
             if op == SPACE_DELETE:
                 free[i + 1] = False
             spans = [(s, e) if k <= i else (s + shift, e + shift) for k, (s, e) in enumerate(spans)]
-        return Attempt(text=text, queries=oracle.queries, score_before=ranking.score, score_after=score,
+        return Attempt(text=text, queries=queries, score_before=ranked.score, score_after=score,
                        edits=tuple(edits))
 
     def _candidates(self, text: str, spans: list[tuple[int, int]], free: list[bool], i: int,

@@ -161,7 +161,11 @@ class SubstituteAttack:
 
         return embed_texts(list(texts), self.embed) @ original
 
-    def attack(self, source: Source) -> Attempt:
+    def attack(self, sources: Sequence[Source]) -> list[Attempt]:
+        return [self.attack_one(s) for s in sources]
+
+    def attack_one(self, source: Source) -> Attempt:
+        """The attempt on one statement (module docstring)."""
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         from toxiforge.analysis.embeddings import embed_texts

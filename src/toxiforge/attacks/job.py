@@ -191,8 +191,9 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
             rows, shard = [], job.shards[index]
             for start in range(0, len(shard), config.batch_size):
                 batch = shard[start:start + config.batch_size]
+                attempts = family.attack(batch)
                 rows += [attack_row(source, attempt, family, settings=settings, classifier=classifier_name,
-                                    run_id=job.manifest["run_id"]) for source, attempt in zip(batch, family.attack(batch))]
+                                    run_id=job.manifest["run_id"]) for source, attempt in zip(batch, attempts)]
                 advance(len(batch))
             validate_rows(rows, validator)
             write_table(pa.Table.from_pylist(rows, schema=attack_schema()), job.shard_file(index))

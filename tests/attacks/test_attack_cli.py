@@ -93,7 +93,7 @@ def test_a_validator_checks_every_attacked_statement(setup, tmp_path):
     result = runner.invoke(app, attack_args(setup, out, "--validate-with", "profanity-check"))
     assert result.exit_code == 0, result.output
     rows = read_table(out).to_pylist()
-    assert all(r["validator"] == "validator" and r["validator_agrees"] == (
+    assert all(r["validator"] == "profanity-check" and r["validator_agrees"] == (
         is_toxic(r["validator_score"]) == (r["prompt_label"] == 1)) for r in rows)
 
 
@@ -124,7 +124,8 @@ def test_a_used_folder_needs_resume_or_overwrite(setup, tmp_path):
     refused = runner.invoke(app, attack_args(setup, out, "--max-edits", "1"))
     assert isinstance(refused.exception, InputError) and "--resume" in str(refused.exception)
     other = runner.invoke(app, attack_args(setup, out, "--max-edits", "2", "--resume"))
-    assert isinstance(other.exception, InputError) and "other options" in str(other.exception)
+    assert isinstance(other.exception, InputError) and "other options: --max-edits 1 (the run) vs 2 (now)" in str(
+        other.exception)
     again = runner.invoke(app, attack_args(setup, out, "--max-edits", "2", "--overwrite"))
     assert again.exit_code == 0, again.output
     assert json.loads((out / "manifest.json").read_text())["config"]["settings"]["max_edits"] == 2

@@ -88,7 +88,7 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
     if validate_with is not None:
         from toxiforge.classifiers import load_classifier
 
-        validator = load_classifier(validate_with, device=resources.device, name="validator")
+        validator = load_classifier(validate_with, device=resources.device, name=validate_with)
     fingerprint = {"on": list(on), "labels": None if labels is None else list(labels), "seed": seed,
                    "sources": len(sources), "sources_sha256": sources_digest(sources), "family": config.family,
                    "settings": attack_family.settings(), "classifier": str(classifier),

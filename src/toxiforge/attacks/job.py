@@ -186,7 +186,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     settings = json.dumps(family.settings(), sort_keys=True)
     started, written = time.perf_counter(), 0
     done = sum(len(s) for i, s in enumerate(job.shards) if i not in job.todo)
-    with marks_interruption(job), _progress(progress, total=len(sources), done=done) as advance:
+    with marks_interruption(job), _progress(progress, total=len(sources), done=done, verb="attacking") as advance:
         for index in job.todo:
             rows, shard = [], job.shards[index]
             for start in range(0, len(shard), config.batch_size):

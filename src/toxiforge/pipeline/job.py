@@ -252,10 +252,10 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
 
 
 class _progress:
-    """A rich progress bar with statements/s and ETA (a no-op when disabled)."""
+    """A rich progress bar with statements/s and ETA (a no-op when disabled), labelled ``verb``."""
 
-    def __init__(self, enabled: bool, total: int, done: int):
-        self.enabled, self.total, self.done = enabled, total, done
+    def __init__(self, enabled: bool, total: int, done: int, verb: str = "generating"):
+        self.enabled, self.total, self.done, self.verb = enabled, total, done, verb
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
@@ -269,7 +269,7 @@ class _progress:
             TimeRemainingColumn,
         )
 
-        self._bar = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
+        self._bar = Progress(TextColumn(f"[bold]{self.verb}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),
                              TextColumn("ETA"), TimeRemainingColumn())
         self._bar.start()

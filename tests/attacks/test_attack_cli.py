@@ -161,3 +161,18 @@ def test_a_run_killed_with_sigkill_resumes_to_the_rows_of_an_uninterrupted_run(s
     assert rows_of(killed) == rows_of(whole)
     manifest = json.loads((killed / "manifest.json").read_text())
     assert manifest["status"] == "complete" and len(manifest["resumed_at"]) == 1
+
+
+def test_sources_of_a_generation_run_keep_their_prompts_ids_and_seeds(tmp_path):
+    from toxiforge.attacks.runner import load_sources
+    from toxiforge.records import Row, write_rows
+
+    rows = [Row(prompt=f"- placeholder {i}\n-", generation=f"placeholder statement {i}", generation_method="top-k",
+                group="asian", prompt_label=i % 2, row_id=f"asian/x/{i}") for i in range(4)]
+    write_rows(rows, tmp_path / "run" / "data" / "shard-00000.parquet")
+    toxic = load_sources([str(tmp_path / "run")], labels=["toxic"], seed=3)
+    every = load_sources([str(tmp_path / "run")], seed=3)
+    assert [s.prompt for s in toxic] == ["- placeholder 1\n-", "- placeholder 3\n-"]  # what ALICE continues
+    assert toxic == [s for s in every if s.label == 1]  # the same ids and seeds, whatever else is attacked
+    assert len({s.seed for s in every}) == 4
+    assert load_sources([str(tmp_path / "run")], seed=4)[0].seed != every[0].seed

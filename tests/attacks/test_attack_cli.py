@@ -16,7 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from toxiforge.cli import app
-from toxiforge.errors import InputError
+from toxiforge.errors import InputError, ToxiforgeWarning
 from toxiforge.records import is_toxic, read_table
 
 runner = CliRunner()
@@ -153,6 +153,8 @@ def test_a_run_killed_with_sigkill_resumes_to_the_rows_of_an_uninterrupted_run(s
                              capture_output=True, text=True, timeout=300, env=env)
     assert process.returncode == -9, process.stderr
     assert json.loads((killed / "manifest.json").read_text())["status"] == "running"
+    with pytest.warns(ToxiforgeWarning, match=r"8 of 12 planned rows .* `toxiforge attack -o .*` command"):
+        assert len(read_table(killed)) == 8  # a killed run reads as it is, with the one warning of partial runs
     assert sorted(p.name for p in (killed / "data").iterdir()) == ["shard-00000.parquet", "shard-00001.parquet"]
     resumed = runner.invoke(app, attack_args(setup, killed, "--resume"))
     assert resumed.exit_code == 0, resumed.output

@@ -27,7 +27,7 @@ def test_lazy_exports_resolves_on_first_use_and_caches(monkeypatch):
         package.missing  # noqa: B018
 
 
-PACKAGES = ("classifiers", "data", "decoding", "demonstrations", "models", "pipeline", "training")
+PACKAGES = ("attacks", "classifiers", "data", "decoding", "demonstrations", "models", "pipeline", "training")
 
 
 def test_real_packages_export_lazily():

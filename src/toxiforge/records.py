@@ -227,9 +227,10 @@ def warn_if_partial(directory: str | Path, rows_present: int) -> None:
         return
     status = manifest["status"]
     why = "still running, or killed" if status == "running" else status
+    command = "attack" if manifest.get("kind") == "attack" else "generate"  # toxiforge.attacks.job's runs say so
     warnings.warn(ToxiforgeWarning(
         f"{directory}: the run is {why}: {rows_present} of {manifest.get('total_rows', '?')} planned rows are "
-        f"present, and the results cover only those. Fix: finish it by rerunning the `toxiforge generate -o "
+        f"present, and the results cover only those. Fix: finish it by rerunning the `toxiforge {command} -o "
         f"{directory} ...` command that made it with --resume"), stacklevel=3)
 
 

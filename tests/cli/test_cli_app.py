@@ -6,8 +6,8 @@ import typer
 from typer.testing import CliRunner
 
 HELP_ORDER = ["groups", "generate", "summary", "classify", "classifiers", "stats", "split", "perplexity", "mentions",
-              "report", "export", "train", "evaluate", "harden", "harden-seeds", "audit", "demonstrations", "prompts",
-              "experiment", "annotate", "bias", "bench"]
+              "report", "export", "train", "evaluate", "harden", "harden-seeds", "attack", "audit", "demonstrations",
+              "prompts", "experiment", "annotate", "bias", "bench"]
 
 
 def test_help_lists_every_command_in_registration_order():
@@ -20,9 +20,9 @@ def test_help_lists_every_command_in_registration_order():
 
 
 def test_each_module_registers_its_own_commands_on_any_app():
-    from toxiforge.cli import analysis, annotate, audit, bench, bias, classify, generate, harden, training
+    from toxiforge.cli import analysis, annotate, attack, audit, bench, bias, classify, generate, harden, training
 
-    for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]),
+    for module, expected in ((generate, HELP_ORDER[:3] + ["demonstrations", "prompts"]), (attack, ["attack"]),
                              (classify, ["classify", "classifiers"]), (analysis, HELP_ORDER[5:11]),
                              (training, ["train", "evaluate", "experiment"]), (harden, ["harden", "harden-seeds"]),
                              (annotate, ["annotate"]), (bias, ["bias"]), (bench, ["bench"]),

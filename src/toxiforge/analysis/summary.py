@@ -10,6 +10,10 @@ generation (``generate -c``); else a score column added later by ``toxiforge cla
 is read from that file. :func:`load_summary_rows` returns the rows and a line naming the scorer; a statement counts
 as toxic when P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, the rule of every stage).
 
+An attack run (``toxiforge attack``) reads as any run (its ``generation_method`` is the family), and
+:func:`attack_lines` adds, per family, the flip rate among the statements the classifier got right and the queries
+per success (every query spent on them over the flips).
+
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
 """
@@ -129,6 +133,29 @@ def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:
                                 scored=sum(r.fooled is not None for r in members),
                                 fooled=sum(bool(r.fooled) for r in members), examples=tuple(parsed[:examples])))
     return out
+
+
+def attack_lines(paths: Sequence[str | Path]) -> list[str]:
+    """One line per attack family of the attack runs among ``paths``: flips among attacked statements, queries per
+    success, skipped statements and validated flips (:func:`~toxiforge.attacks.job.attack_counts`)."""
+    from toxiforge.attacks.job import attack_counts, is_attack_table
+    from toxiforge.records import read_table
+
+    by_family: dict[str, list[dict]] = {}
+    for p in paths:
+        table = read_table(summary_source(p)[0])
+        if is_attack_table(table.column_names):
+            for row in table.to_pylist():
+                by_family.setdefault(row["family"], []).append(row)
+    lines = []
+    for family, rows in sorted(by_family.items()):
+        c = attack_counts(rows)
+        rate = f" ({c['flip_rate']:.1%})" if c["flip_rate"] is not None else ""
+        per = f", {c['queries_per_success']:.1f} queries per success" if c["queries_per_success"] else ""
+        valid = f", {c['validated_flips']} validated" if c["validated_flips"] is not None else ""
+        lines.append(f"attack {family}: {c['flipped']}/{c['attacked']} attacked statements flipped{rate}{per}"
+                     f"{valid}; {c['skipped']} skipped (already given the other label)")
+    return lines
 
 
 def render_summary(summaries: list[GroupSummary], console=None, title: str = "Generated statements") -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from toxiforge.cli import analysis, annotate, audit, bench, bias, classify, generate, harden, training
+from toxiforge.cli import analysis, annotate, attack, audit, bench, bias, classify, generate, harden, training
 from toxiforge.cli._app import app, console, err_console
 from toxiforge.errors import Interrupted, ToxiforgeError, ToxiforgeWarning
 
@@ -25,6 +25,7 @@ classify.register(app)
 analysis.register(app)
 training.register(app)
 harden.register(app)
+attack.register(app)
 annotate.register(app)
 bias.register(app)
 audit.register(app)

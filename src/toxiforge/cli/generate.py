@@ -271,10 +271,12 @@ def generate(
 
 
 def _print_summary(data: list[Path], examples: int = 2, score_column: str | None = None) -> None:
-    from toxiforge.analysis.summary import load_summary_rows, render_summary, summarize
+    from toxiforge.analysis.summary import attack_lines, load_summary_rows, render_summary, summarize
 
     rows, notes = load_summary_rows(data, score_column)
     render_summary(summarize(rows, examples=examples), console=console)
+    for line in attack_lines(data):
+        console.print(line, highlight=False, soft_wrap=True)
     for note in notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
 

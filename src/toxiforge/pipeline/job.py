@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import Interrupted, ToxiforgeError
@@ -172,8 +173,21 @@ def rows_on_disk(files: Sequence[Path]) -> int:
     return total
 
 
+class ShardedJob(Protocol):
+    """What :func:`marks_interruption` needs of a job: its folder, manifest, shards and their files (an
+    :class:`OpenJob`, or another sharded job such as ``toxiforge attack``'s)."""
+
+    out_dir: Path
+    manifest: dict
+
+    @property
+    def shards(self) -> Sequence[Sequence[Any]]: ...
+
+    def shard_file(self, index: int) -> Path: ...
+
+
 @contextmanager
-def marks_interruption(job: OpenJob) -> Iterator[None]:
+def marks_interruption(job: ShardedJob) -> Iterator[None]:
     """Turn Ctrl-C inside the block into :class:`RunInterrupted`, after marking the manifest ``interrupted``; a
     :class:`ToxiforgeError` (a server that stopped answering) marks it too, and its message gains the rows kept and
     --resume when there are any."""
@@ -238,10 +252,10 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
 
 
 class _progress:
-    """A rich progress bar with statements/s and ETA (a no-op when disabled)."""
+    """A rich progress bar with statements/s and ETA (a no-op when disabled), labelled ``verb``."""
 
-    def __init__(self, enabled: bool, total: int, done: int):
-        self.enabled, self.total, self.done = enabled, total, done
+    def __init__(self, enabled: bool, total: int, done: int, verb: str = "generating"):
+        self.enabled, self.total, self.done, self.verb = enabled, total, done, verb
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
@@ -255,7 +269,7 @@ class _progress:
             TimeRemainingColumn,
         )
 
-        self._bar = Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(),
+        self._bar = Progress(TextColumn(f"[bold]{self.verb}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),
                              TextColumn("ETA"), TimeRemainingColumn())
         self._bar.start()

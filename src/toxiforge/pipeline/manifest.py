@@ -25,7 +25,7 @@ FINGERPRINT_DEFAULTS = {"num_return": 1}
 # Runs made before a setting was recorded: no value to compare, so resuming them is not refused over it.
 UNRECORDED = ("classifier_settings",)
 # Settings compared one by one, only when what they belong to (the method, the classifier) is the same.
-SETTINGS_OF = {"decoding": "method", "classifier_settings": "classifier"}
+SETTINGS_OF = {"decoding": "method", "classifier_settings": "classifier", "settings": "family"}  # settings: attack
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,10 @@ OPTION_NAMES = {
     "classifier_settings.policy": "--judge-policy", "classifier_settings.toxic_label": "--toxic-label",
     "decoding.num_beams": "--beams", "decoding.no_repeat_ngram_size": "--no-repeat-ngram",
     "decoding.mode": "--alice-mode",
+    # toxiforge attack's fingerprint (toxiforge.attacks.runner); its family settings show as --max-edits etc.
+    "on": "--on", "family": "--family", "labels": "--labels", "validator": "--validate-with", "seed": "--seed",
+    "sources_sha256": "the statements of --on (their digest)", "sources": "the number of statements of --on",
+    "settings.num_beams": "--beams", "settings.operations": "--ops",
 }
 
 

@@ -1,0 +1,96 @@
+"""Command: attack (make a classifier miss the labels of given statements; toxiforge.attacks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from toxiforge.cli._app import (
+    BEAMS,
+    JUDGE_POLICY,
+    JUDGE_TEMPLATE,
+    TOXIC_LABEL,
+    check_model_options,
+    classifier_options,
+    console,
+    load_lm,
+    split_list,
+)
+from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
+
+
+def attack_command(
+    on: list[str] = typer.Option(..., "--on", help="Statements to attack: any dataset spec (humanval:FILE, "
+                                                   "hatecheck:FILE, demonstrations:DIR, table:FILE, ...) or a "
+                                                   "generation run folder; repeat for several."),
+    family: str = typer.Option(..., "--family", help="obfuscate (character edits), substitute (word "
+                                                     "substitution) or alice (ALICE generation)."),
+    classifier: str = typer.Option(..., "--classifier", "-c", help="The attacked classifier: a model directory, "
+                                                                   "registry name, hub id or judge:MODEL."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
+    labels: str | None = typer.Option(None, "--labels", help="Attack only statements of these labels "
+                                                             "(toxic,benign). Default: all."),
+    max_edits: int | None = typer.Option(None, "--max-edits", help="obfuscate: character edits per statement "
+                                                                   "(default 5)."),
+    ops: str | None = typer.Option(None, "--ops", help="obfuscate: edits tried, comma-separated (default all: swap,"
+                                                       "delete,leet,space_insert,space_delete,homoglyph,zero_width)."),
+    min_similarity: float | None = typer.Option(
+        None, "--min-similarity", help="substitute: sentence-embedding cosine to the original every change keeps, "
+                                       "in (0, 1] (default 0.85)."),
+    max_changed: float | None = typer.Option(None, "--max-changed", help="substitute: largest share of words that "
+                                                                         "may change, in (0, 1] (default 0.2)."),
+    candidates: int | None = typer.Option(None, "--candidates", help="substitute: neighbours tried per word "
+                                                                     "(default 10); alice: candidate tokens per "
+                                                                     "beam (paper: 100)."),
+    beams: int | None = BEAMS,
+    encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="substitute: sentence encoder (embedded "
+                                                                   "MiniLM, a directory or hub id)."),
+    model: str = typer.Option(DEFAULT_LM, "--model", help="alice: language model, as for generate."),
+    validate_with: str | None = typer.Option(
+        None, "--validate-with", help="A classifier other than -c that checks each attacked statement keeps its "
+                                      "label (columns validator_score, validator_agrees), as harden's."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the edit positions (each row gets its own from it)."),
+    judge_template: str | None = JUDGE_TEMPLATE,
+    judge_policy: str | None = JUDGE_POLICY,
+    toxic_label: str | None = TOXIC_LABEL,
+    text_column: str | None = typer.Option(None, "--text-column", help="Tables: the text column."),
+    label_column: str | None = typer.Option(None, "--label-column", help="Tables: the label column."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (classifier, encoder, model)."),
+    shard_size: int = typer.Option(64, "--shard-size", help="Statements per shard file (the resume unit)."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out (its manifest and shards)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Attack labelled statements with one family against a classifier; rows as generate's plus source, edits,
+    queries, similarity, P(toxic) before/after, flipped and validator agreement."""
+    from toxiforge.attacks.registry import Resources
+    from toxiforge.attacks.runner import attack
+    from toxiforge.pipeline.manifest import JobConfig
+
+    check_model_options(device=device)
+    settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
+                "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
+                "num_beams": beams}
+    resources = Resources(encoder=encoder, model=model, device=device, load_lm=load_lm)
+    result = attack(on, family, classifier, out, settings=settings, labels=split_list(labels) if labels else None,
+                    seed=seed, validate_with=validate_with, resources=resources,
+                    job=JobConfig(shard_size=shard_size, format=fmt), resume=resume, overwrite=overwrite,
+                    progress=progress, classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
+                    text_column=text_column, label_column=label_column)
+    c = result.manifest["counts"]
+    console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s to {out} ({c['rows']} in the run)",
+                  highlight=False)
+    rate = f" ({c['flip_rate']:.1%})" if c["flip_rate"] is not None else ""
+    per = f", {c['queries_per_success']} queries per success" if c["queries_per_success"] is not None else ""
+    console.print(f"{family}: {c['flipped']}/{c['attacked']} attacked statements flipped{rate}{per}; {c['skipped']} "
+                  "skipped (the classifier already gave them the other label)", highlight=False, soft_wrap=True)
+    if c["validated_flips"] is not None:
+        console.print(f"--validate-with {validate_with} gives {c['validated_flips']} of the {c['flipped']} flipped "
+                      "statements their source label", highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add attack to ``app``."""
+    app.command("attack")(attack_command)

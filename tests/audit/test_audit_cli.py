@@ -200,3 +200,30 @@ def test_report_html_renders_in_chromium_without_errors(tmp_path, hatecheck, fak
         browser.close()
     assert len(widths) == 4 and all(w > 100 for w in widths)
     assert errors == [] and requests == []
+
+
+def test_attack_section_attacks_flagged_toxic_rows_and_is_cached(tmp_path, table, fakes):
+    """--attack obfuscate: each classifier's flagged toxic rows (at most --attack-n, seeded) are attacked against
+    it; the success rate is the share no longer flagged (the cached row outcomes say which); --resume with one more
+    -c attacks only the new classifier; an unknown family fails before anything is scored."""
+    out = tmp_path / "audit"
+    on = ["--on", f"T=table:{table}"]
+    first = _audit("-c", "fake-good", *on, "-o", str(out), "--attack", "obfuscate", "--attack-n", "8")
+    assert first.exit_code == 0, first.output
+    section = json.loads((out / "report.json").read_text())["results"]["fake-good"]["T"]["attacks"]["obfuscate"]
+    flagged = sum(_score(f"neutral placeholder sentence {i}", 0.7) > 0.5 for i in range(1, 40, 2))
+    assert (section["attacked"], section["flagged_toxic"]) == (8, flagged)
+    (cached,) = (out / "attacks").iterdir()
+    record = json.loads(cached.read_text())
+    success = record["outcomes"]["obfuscate"]["success"]
+    assert len(record["rows"]) == 8 and section["success_rate"]["value"] == pytest.approx(np.mean(success))
+    assert all(int(table.read_text().splitlines()[1 + r].rsplit(",", 1)[1]) == 1 for r in record["rows"])
+    assert "### Attacks" in (out / "report.md").read_text()
+    fakes.clear()
+    second = _audit("-c", "fake-good", "-c", "W=fake-weak", *on, "-o", str(out), "--resume", "--attack",
+                    "obfuscate", "--attack-n", "8")
+    assert second.exit_code == 0, second.output
+    assert set(fakes) == {"fake-weak"} and len(list((out / "attacks").iterdir())) == 2
+    fakes.clear()
+    bad = _audit("-c", "fake-good", *on, "-o", str(tmp_path / "bad"), "--attack", "obfuscat")
+    assert "obfuscat" in _error(bad) and not fakes

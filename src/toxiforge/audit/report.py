@@ -111,6 +111,8 @@ def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = Non
         lines += _table(["classifier", *(f"FPR {k.upper()} (n benign {lex[0]['n_benign'][k]})" for k in keys)],
                         [[c, *(_cell(x["fpr"][k]) for k in keys)] for c, x in zip(names, lex)])
         lines += [""] + [f"* {n}" for n in lex[0]["notes"]] + [""]
+        if "attacks" in result.pair(names[0], d).sections:
+            lines += _attacks(result, d, names)
         lines += ["### Calibration", ""] + _table(["classifier", f"ECE ({ECE_BINS} bins)", "Brier"], [
             [c, *(_cell(result.pair(c, d).sections["calibration"][m]) for m in ("ece", "brier"))] for c in names])
         if f"reliability:{d}" in figures:
@@ -138,6 +140,18 @@ def _hatecheck(result: AuditResult, d: str, names: list[str], figures: Mapping[s
     if f"hatecheck:{d}" in figures:
         lines += ["", f"![HateCheck]({figures[f'hatecheck:{d}']})"]
     return lines + [""]
+
+
+def _attacks(result: AuditResult, d: str, names: list[str]) -> list[str]:
+    rows = []
+    for c in names:
+        for family, r in result.pair(c, d).sections["attacks"].items():
+            rows.append([c, family, f"{r['attacked']} of {r['flagged_toxic']}", _cell(r["success_rate"]),
+                         _cell(r["queries_per_success"], 1), _cell(r["edits_per_success"], 1)])
+    return ["### Attacks", "", "Each classifier's flagged toxic rows (a seeded sample), attacked against that "
+            "classifier; success: no longer flagged.", ""] + _table(
+        ["classifier", "family", "attacked", "success rate", "queries per success", "edits per success"],
+        rows) + [""]
 
 
 def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:

@@ -59,8 +59,12 @@ class AuditSettings:
     oi_list: Path | None = None
     dialect_model: Path | None = None
     ray: Any = None  # a RayConfig: each classifier scores on a pool of Ray actors (`classify --ray`'s backend)
+    attacks: tuple[str, ...] = ()  # attack families of the attack section (audit/attacks.py)
+    attack_n: int = 100            # flagged toxic rows attacked per (classifier, dataset) at most
 
     def __post_init__(self) -> None:
+        if self.attack_n < 1:
+            raise InputError(f"--attack-n {self.attack_n} must be at least 1", hint="e.g. --attack-n 100")
         if self.n_boot < 0:
             raise InputError(f"--bootstrap {self.n_boot} is negative", hint="use 0 (no intervals) or more, e.g. 1000")
         if not 0.0 <= self.threshold <= 1.0:
@@ -138,6 +142,12 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         local, config = loader, settings.ray
         loader = lambda spec, **options: RayClassifier(partial(local, spec, **options), config)  # noqa: E731
     check_inputs(classifiers, datasets, settings)
+    if settings.attacks:
+        from toxiforge.audit.attacks import AttackCache, attack_rows, check_families, run_attacks, summarise
+
+        settings.attacks = check_families(settings.attacks)
+        attack_cache = AttackCache(out)
+    attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
     cache = ScoreCache(out)
     data_keys = {d.name: dataset_digest(d) for d in datasets}
@@ -178,6 +188,25 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                     raise InputError(f"{where}: {bad} scores are NaN or outside [0, 1]",
                                      hint="check the classifier: it must return P(toxic) per text")
                 all_scores[(c.name, data.name)] = (scores, True)
+            for data in datasets if settings.attacks else ():
+                path = attack_cache.path(key, data_keys[data.name], settings.attacks, settings.attack_n, settings.seed)
+                record = attack_cache.get(path) if settings.resume else None
+                if record is None:
+                    if clf is None:
+                        clf = loader(c.spec, **settings.classifier_options)
+                        info[c.name]["describe"] = clf.describe()
+                    y = np.asarray(data.labels)
+                    targets = attack_rows(y, all_scores[(c.name, data.name)][0], settings.attack_n, settings.seed,
+                                          settings.threshold)
+                    log(f"attacking {len(targets)} flagged toxic rows of {data.name} with {c.name}: "
+                        f"{', '.join(settings.attacks)}")
+                    record = {"rows": targets.tolist(), "outcomes": run_attacks(data, targets, clf, settings.attacks,
+                                                                                settings.seed),
+                              "candidates": int(((y == 1) & (all_scores[(c.name, data.name)][0]
+                                                             > settings.threshold)).sum())}
+                    attack_cache.put(path, record)
+                attack_sections[(c.name, data.name)] = summarise(record["outcomes"], record["candidates"],
+                                                                 settings.n_boot, settings.seed)
         finally:
             if settings.ray is not None and clf is not None:
                 clf.close()  # the Ray actors of this classifier: each loads a model
@@ -185,6 +214,8 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
     started = time.perf_counter()
     pairs = {k: PairResult(s, sections(next(d for d in datasets if d.name == k[1]), s, context, settings), now)
              for k, (s, now) in all_scores.items()}
+    for pair, section in attack_sections.items():
+        pairs[pair].sections["attacks"] = section
     comparison: dict[str, dict[str, Any]] = {}
     first = classifiers[0].name
     for data in datasets:

@@ -20,6 +20,7 @@ from toxiforge.cli._app import (
     classifier_options,
     console,
     ray_config,
+    split_list,
 )
 
 
@@ -49,6 +50,11 @@ def audit(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
+    attack: str | None = typer.Option(None, "--attack", help="Attack families for the attack section, comma-"
+                                      "separated: obfuscate, substitute, alice (docs/attacks.md); each attacks the "
+                                      "toxic rows a classifier flags."),
+    attack_n: int = typer.Option(100, "--attack-n", help="Flagged toxic rows attacked per classifier and dataset "
+                                 "(a seeded sample)."),
     ray: bool = RAY,
     ray_address: str | None = RAY_ADDRESS,
     workers: int = WORKERS,
@@ -68,7 +74,8 @@ def audit(
     settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,
-                             ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))
+                             ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
+                             attacks=tuple(split_list(attack)) if attack else (), attack_n=attack_n)
     specs = [ClassifierSpec.parse(c) for c in classifier]
     datasets = load_specs(on)
     result = run_audit(specs, datasets, out, settings,

@@ -1,0 +1,109 @@
+"""The audit's attack section: how often an attack family makes each classifier miss toxic rows it caught.
+
+Per (classifier, dataset, family): the toxic rows the classifier flags (P(toxic) > the threshold) are the
+candidates; a seeded sample of at most ``n`` of them (the same rows for every family) is attacked with the family
+(:mod:`toxiforge.attacks`: ``obfuscate``, ``substitute``, ``alice``) against that classifier. **Success rate** =
+the share of attacked rows whose attacked text the classifier no longer flags, with a bootstrap interval over the
+attacked rows; **queries per success** and **edits per success** are means over the successes. The row-level
+outcomes are cached under ``OUT/attacks/`` by the classifier's and dataset's digests and the attack settings, so
+``--resume`` (or one more ``-c``) attacks only what is missing. Classifiers are not compared pairwise here: each
+attacks its own flagged rows, so the rows differ.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toxiforge.audit.bootstrap import Resampler
+from toxiforge.data.examples import LabeledData
+
+ATTACK_DIR = "attacks"
+
+
+def check_families(families: Sequence[str]) -> tuple[str, ...]:
+    """The canonical family names; an unknown one is an InputError with "did you mean" (before any scoring)."""
+    from toxiforge.attacks.registry import FAMILIES, family_config
+
+    for family in families:
+        family_config(family, {})
+    return tuple(FAMILIES.key(f) for f in families)
+
+
+def attack_rows(labels: np.ndarray, scores: np.ndarray, n: int, seed: int, threshold: float) -> np.ndarray:
+    """Positions of the flagged toxic rows to attack: a seeded sample of at most ``n``, in row order."""
+    flagged = np.flatnonzero((labels == 1) & (scores > threshold))
+    if len(flagged) <= n:
+        return flagged
+    return np.sort(np.random.default_rng(seed).choice(flagged, size=n, replace=False))
+
+
+def run_attacks(data: LabeledData, rows: np.ndarray, classifier: Any, families: Sequence[str], seed: int
+                ) -> dict[str, dict[str, list]]:
+    """Attack ``rows`` of ``data`` with each family; per family the row-level ``success``, ``queries`` and
+    ``edits`` (lists in ``rows`` order)."""
+    from toxiforge.attacks.base import Source, flipped_label
+    from toxiforge.attacks.registry import family_config, make_family
+
+    sources = [Source(row_id=str(int(i)), text=data.examples[i].text, label=1, group=data.examples[i].group,
+                      seed=seed + int(i)) for i in rows]
+    out: dict[str, dict[str, list]] = {}
+    for family in families:
+        attempts = make_family(family_config(family, {}), classifier).attack(sources) if sources else []
+        out[family] = {"success": [bool(a.error is None and a.score_after is not None and a.text
+                                        and flipped_label(a.score_after, 1)) for a in attempts],
+                       "queries": [int(a.queries) for a in attempts],
+                       "edits": [len(a.edits) for a in attempts]}
+    return out
+
+
+def summarise(outcomes: dict[str, dict[str, list]], candidates: int, n_boot: int, seed: int) -> dict[str, Any]:
+    """Per family: rows attacked (of the flagged candidates), the success rate with its interval, and queries and
+    edits per success."""
+    section: dict[str, Any] = {}
+    for family, result in outcomes.items():
+        success = np.asarray(result["success"], dtype=np.float64)
+        queries, edits = np.asarray(result["queries"]), np.asarray(result["edits"])
+        k = len(success)
+
+        def rate(w: np.ndarray, s: np.ndarray = success) -> np.ndarray:
+            total = w.sum(axis=1)
+            return np.where(total > 0, (w @ s) / np.maximum(total, 1), np.nan)
+
+        won = success.astype(bool)
+        section[family] = {
+            "attacked": k, "flagged_toxic": candidates,
+            "success_rate": Resampler(k, n_boot, seed).estimates({"rate": rate})["rate"],
+            "queries_per_success": float(queries[won].mean()) if won.any() else None,
+            "edits_per_success": float(edits[won].mean()) if won.any() else None,
+        }
+    return section
+
+
+class AttackCache:
+    """Row-level attack outcomes under ``OUT/attacks/``, one JSON file per (classifier, dataset, settings)."""
+
+    def __init__(self, out: str | Path):
+        self.folder = Path(out) / ATTACK_DIR
+
+    def path(self, classifier_key: str, data_key: str, families: Sequence[str], n: int, seed: int) -> Path:
+        import hashlib
+
+        settings = hashlib.sha256(json.dumps([sorted(families), n, seed]).encode()).hexdigest()[:12]
+        return self.folder / f"{classifier_key}-{data_key}-{settings}.json"
+
+    def get(self, path: Path) -> dict[str, Any] | None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, ValueError):
+            return None
+
+    def put(self, path: Path, record: dict[str, Any]) -> None:
+        from toxiforge._io import atomic_write_text
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(record))

@@ -118,5 +118,29 @@ class Registry(Generic[T]):
             self._entries[key] = target
         return target
 
+    def config(self, name: str, settings: Mapping[str, Any], *, option: str,
+               flags: Mapping[str, str] | None = None) -> Any:
+        """The config of entry ``name`` from ``settings`` (its ``config_type``'s field names; None = the default),
+        for registries of classes with a ``config_type`` dataclass (decoding methods, attack families).
+
+        Raises :class:`~toxiforge.errors.InputError` for an unknown name (with "did you mean"), a setting the
+        entry's config does not have (naming the entries that have it, chosen with ``option``, e.g. ``--method``),
+        or a value the config refuses. A setting is named by its command-line flag: ``flags[field]`` where the
+        flag is not the field's name (``{"num_beams": "--beams"}``), else ``--field-name``.
+        """
+        from dataclasses import fields
+
+        config_type = self.get(name).config_type  # type: ignore[attr-defined]
+        given = {k: v for k, v in settings.items() if v is not None}
+        foreign = sorted(set(given) - {f.name for f in fields(config_type)})
+        if foreign:
+            named = ", ".join((flags or {}).get(s, "--" + s.replace("_", "-")) for s in foreign)
+            owners = [n for n in self.names()
+                      if set(foreign) <= {f.name for f in fields(self.get(n).config_type)}]  # type: ignore[attr-defined]
+            raise InputError(f"{named} {'does' if len(foreign) == 1 else 'do'} not apply to the {self.key(name)} "
+                             f"{self.kind.split()[-1]}",
+                             hint=(f"use {option} {' or '.join(owners)}, or " if owners else "") + f"drop {named}")
+        return config_type(**given)
+
 
 __all__ = ["Registry", "did_you_mean", "lazy_exports"]

@@ -145,9 +145,9 @@ class _Clf:
 
 @pytest.mark.parametrize("method, settings, message", [
     ("alcie", {}, "did you mean 'alice'"),
-    ("top-k", {"num_beams": 3}, "num_beams is not a setting of the top-k method"),
-    ("top-k", {"num_beams": 3, "num_return": 2}, "are not settings"),
-    ("alice", {"top_k": 3}, "top_k is not a setting of the alice method"),
+    ("top-k", {"num_beams": 3}, "--beams does not apply to the top-k method"),
+    ("top-k", {"num_beams": 3, "num_return": 2}, "--beams, --num-return do not apply"),
+    ("alice", {"top_k": 3}, "--top-k does not apply to the alice method.*--method top-k"),
     ("top-k", {"top_k": 0}, "top_k=0"),
 ])
 def test_decoder_registry_errors(method, settings, message):

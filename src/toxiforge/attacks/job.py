@@ -30,7 +30,7 @@ from typing import Any
 
 from toxiforge.attacks.base import AttackFamily, Attempt, Source, flipped_label
 from toxiforge.errors import InputError
-from toxiforge.pipeline.manifest import JobConfig, library_versions, now_utc, prepare_dir, shard_path, write_manifest
+from toxiforge.pipeline.manifest import JobConfig, now_utc, prepare_dir, shard_path, start_run, write_manifest
 from toxiforge.records import is_toxic
 
 ATTACK_COLUMNS: dict[str, str] = {
@@ -111,18 +111,9 @@ def open_attack(sources: Sequence[Source], fingerprint: dict, out_dir: str | Pat
     old = prepare_dir(out_dir, fingerprint, resume or overwrite)
     shards = [list(sources[i:i + config.shard_size]) for i in range(0, len(sources), config.shard_size)]
     todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
-    import uuid
-
-    manifest = old or {"run_id": uuid.uuid4().hex[:12], "kind": "attack", "machine_generated": True,
-                       "started_at": now_utc(), "config": {**fingerprint, "batch_size": config.batch_size},
-                       "versions": library_versions(), "shards": len(shards), "work_items": len(sources),
-                       "total_rows": len(sources)}
-    manifest["status"] = "running"
-    manifest.setdefault("resumed_at", [])
-    if old is not None:
-        manifest["resumed_at"].append(now_utc())
-    (out_dir / "data").mkdir(parents=True, exist_ok=True)
-    write_manifest(out_dir, manifest)
+    manifest = start_run(out_dir, old, {"kind": "attack", "config": {**fingerprint, "batch_size": config.batch_size},
+                                        "shards": len(shards), "work_items": len(sources),
+                                        "total_rows": len(sources)})
     return AttackJob(out_dir, config, shards, todo, manifest)
 
 

@@ -10,12 +10,11 @@ encoder of ``substitute``, the language model of ``alice``), each loaded on firs
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from toxiforge._lazy import Registry
 from toxiforge.attacks.base import AttackFamily
-from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -67,28 +66,13 @@ class Resources:
         return self.lm
 
 
-def _flag(setting: str) -> str:
-    return "--" + setting.replace("_", "-")
-
-
 def family_config(family: str, settings: Mapping[str, Any]) -> Any:
-    """The config of attack ``family`` from ``settings`` (config field names; None = the default).
+    """The config of attack ``family`` from ``settings`` (config field names; None = the default): an unknown
+    family (with "did you mean"), a setting the family does not have or a value its config refuses is an
+    InputError (:meth:`~toxiforge._lazy.Registry.config`)."""
+    from toxiforge.decoding.registry import FLAGS
 
-    Raises :class:`~toxiforge.errors.InputError` for an unknown family (with "did you mean"), a setting the family
-    does not have, or a value its config refuses.
-    """
-    config_type = FAMILIES.get(family).config_type
-    given = {name: value for name, value in settings.items() if value is not None}
-    known = {f.name for f in fields(config_type)}
-    foreign = sorted(set(given) - known)
-    if foreign:
-        flags = ", ".join(_flag(s) for s in foreign)
-        owners = [name for name in FAMILIES.names()
-                  if set(foreign) <= {f.name for f in fields(FAMILIES.get(name).config_type)}]
-        raise InputError(f"{flags} {'does' if len(foreign) == 1 else 'do'} not apply to the "
-                         f"{FAMILIES.key(family)} family",
-                         hint=(f"use --family {' or '.join(owners)}, or " if owners else "") + f"drop {flags}")
-    return config_type(**given)
+    return FAMILIES.config(family, settings, option="--family", flags=FLAGS)
 
 
 def make_family(config: Any, classifier: Any, resources: Resources | None = None) -> AttackFamily:

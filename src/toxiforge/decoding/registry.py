@@ -8,12 +8,10 @@ settings a user gave, before any model loads; :func:`make_decoder` then builds t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any, Protocol
 
 from toxiforge._lazy import Registry
 from toxiforge.decoding.types import Decoder
-from toxiforge.errors import InputError
 
 
 class DecoderClass(Protocol):
@@ -31,23 +29,15 @@ DECODERS: Registry[DecoderClass] = Registry("decoding method", {
 })
 
 
-def decoder_config(method: str, settings: Mapping[str, Any]) -> Any:
-    """The config of decoding ``method`` from ``settings`` (config field names; None = the default).
+# config fields whose command-line flag is not their name (generate, harden, attack --family alice)
+FLAGS = {"num_beams": "--beams"}
 
-    Raises :class:`~toxiforge.errors.InputError` for an unknown method (with "did you mean"), a setting the method
-    does not have, or a value its config refuses.
-    """
-    config_type = DECODERS.get(method).config_type
-    given = {name: value for name, value in settings.items() if value is not None}
-    known = {f.name for f in fields(config_type)}
-    foreign = sorted(set(given) - known)
-    if foreign:
-        owners = [name for name in DECODERS.names() if set(foreign) <= {f.name for f in fields(
-            DECODERS.get(name).config_type)}]
-        raise InputError(f"{', '.join(foreign)} {'is not a setting' if len(foreign) == 1 else 'are not settings'} "
-                         f"of the {DECODERS.key(method)} method",
-                         hint=(f"use --method {' or '.join(owners)}, or " if owners else "") + "drop the option")
-    return config_type(**given)
+
+def decoder_config(method: str, settings: Mapping[str, Any]) -> Any:
+    """The config of decoding ``method`` from ``settings`` (config field names; None = the default): an unknown
+    method, a setting the method does not have or a value its config refuses is an InputError
+    (:meth:`~toxiforge._lazy.Registry.config`)."""
+    return DECODERS.config(method, settings, option="--method", flags=FLAGS)
 
 
 def make_decoder(config: Any, classifier=None) -> Decoder:

@@ -208,21 +208,26 @@ def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, confi
     old = prepare_dir(out_dir, fingerprint, resume)
     shards = [items[i:i + config.shard_size] for i in range(0, len(items), config.shard_size)]
     todo = [i for i in range(len(shards)) if not shard_path(out_dir, i, config.format).exists()]
-    manifest = old or {
-        "run_id": uuid.uuid4().hex[:12],
-        "machine_generated": True,
-        "started_at": now_utc(),
+    manifest = start_run(out_dir, old, {
         "config": {**fingerprint, "batch_size": config.batch_size},
         "model": models.model_info,
-        "versions": library_versions(),
         "shards": len(shards),
         "work_items": len(items),
         "total_rows": len(items) * fingerprint["num_return"],  # at most; the exact count is counts["rows"]
-    }
+    })
+    return OpenJob(out_dir, config, items, shards, todo, manifest)
+
+
+def start_run(out_dir: Path, old: dict | None, fields: dict) -> dict:
+    """Write the manifest of a sharded run (generation or attack) as "running" and make its ``data/`` folder:
+    a new one from ``fields`` (plus run id, machine-generated mark, start time, library versions), or ``old`` (a
+    resumed run's, from :func:`prepare_dir`) with the time of this resumption added."""
+    manifest = old or {"run_id": uuid.uuid4().hex[:12], "machine_generated": True, "started_at": now_utc(),
+                       "versions": library_versions(), **fields}
     manifest["status"] = "running"
     manifest.setdefault("resumed_at", [])
     if old is not None:
         manifest["resumed_at"].append(now_utc())
     (out_dir / "data").mkdir(parents=True, exist_ok=True)
     write_manifest(out_dir, manifest)
-    return OpenJob(out_dir, config, items, shards, todo, manifest)
+    return manifest

@@ -178,3 +178,17 @@ def test_sources_of_a_generation_run_keep_their_prompts_ids_and_seeds(tmp_path):
     assert toxic == [s for s in every if s.label == 1]  # the same ids and seeds, whatever else is attacked
     assert len({s.seed for s in every}) == 4
     assert load_sources([str(tmp_path / "run")], seed=4)[0].seed != every[0].seed
+
+
+def test_an_attack_run_is_a_dataset_with_the_sources_labels(setup, tmp_path):
+    """`--on RUN` (audit, evaluate, bias measure) reads an attack run as labelled data: the attacked texts with
+    their sources' labels, and the note says the label is the source's own (an attack keeps it), not a proxy."""
+    from toxiforge.data import load_specs
+
+    out = tmp_path / "run"
+    assert runner.invoke(app, attack_args(setup, out)).exit_code == 0
+    data = load_specs([str(out)])[0]
+    rows = read_table(out).to_pylist()
+    assert [(e.text, e.label) for e in data.examples] == [(r["generation"], r["prompt_label"]) for r in rows
+                                                           if r["generation"]]
+    assert any("the attacked statement's own label" in note for note in data.notes)

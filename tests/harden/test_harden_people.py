@@ -218,3 +218,28 @@ def test_bad_people_options_fail_before_any_work(setup):  # noqa: F811
     people = config_for(setup, validate_with="people").fingerprint()["people"]
     assert people == {"form": "short", "min_annotators": 3, "db": None}
     assert config_for(setup).fingerprint()["people"] is None  # as harden.json of runs before people: they resume
+
+
+def test_full_form_votes_follow_the_papers_rule(tmp_path):
+    """On the paper's form a vote is toxic when max(harm if an AI wrote it, if a person wrote it) > 3; a 3 is not."""
+    from toxiforge.harden.data import Statements
+    from toxiforge.records import Row, write_rows
+
+    texts = ["placeholder one", "placeholder two", "placeholder three"]
+    rows = [Row(prompt="p", generation=t, generation_method="ALICE", group="asian", prompt_label=1, row_id=t,
+                classifier="c", classifier_score=0.4, fooled=True) for t in texts]
+    run = Statements(write_rows(rows, tmp_path / "run.jsonl"))
+    people = People(str(tmp_path / "full.db"), tmp_path, form="full", min_annotators=1)
+    with pytest.raises(AnnotationPending):
+        people.collect("round-1", [run], "round 1")
+    store = Store(str(tmp_path / "full.db"))
+    study = store.study(people.study_name("round-1"))
+    assert study.form == "full"
+    annotator = store.annotator_for(store.invite(study.id, 1)[0])
+    harm = {"placeholder one": (2, 4), "placeholder two": (3, 3), "placeholder three": (1, 2)}
+    base = {"author": "ai", "stereotyping": "no", "intent": 1, "lewd": "no", "group_reference": "direct",
+            "other_groups": "", "framing": "none", "framing_other": "", "factual": "neither", "trouble": False}
+    while (got := store.next_assignment(annotator)) is not None:
+        ai, human = harm[got[1].text]
+        store.submit(annotator.id, got[0].id, {**base, "harmful_ai": ai, "harmful_human": human})
+    assert people.collect("round-1", [run], "round 1") == {run.run_dir: [1.0, 0.0, 0.0]}

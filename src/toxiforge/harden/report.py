@@ -166,16 +166,18 @@ def markdown(report: dict[str, Any]) -> str:
     names = list(rounds[0]["alice"]["eval"]) if rounds else []
     columns = flip_columns(rounds)
     validator = settings.get("validate_with")
+    kept_by = "" if not validator else (" that people give their prompt label" if validator == "people" else
+                                        f" that {validator} gives their prompt label")
     lines = ["# toxiforge harden", "",
              f"{len(rounds) - 1} round(s); attack: ALICE on {settings['attack']['per_cell']} statements per group × "
              f"label ({', '.join(settings['attack']['groups'])}; {', '.join(settings['attack']['labels'])}), a new "
              f"seed every round; statements added: {settings['add']} ones"
-             f"{f' that {validator} gives their prompt label' if validator else ''}; each classifier trained "
+             f"{kept_by}; each classifier trained "
              f"{'from the base model on the union' if settings['init'] == 'base' else 'on from the previous one'}.",
              "", "Flip rate: % of a fresh attack's statements whose label the classifier got wrong (toxic prompts "
              "scored benign, benign prompts scored toxic), 95% bootstrap interval. AUC: ROC AUC with a 95% bootstrap "
              "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic."]
-    if validator:
+    if validator and validator != "people":  # people's numbers: their own section (people_markdown)
         lines += ["", f"Confirmed flip rate: % of the attack's statements that flipped and that the validator "
                       f"({validator}) gives their prompt label (real failures found). Validated flip rate: the flip "
                       "rate among the statements it gives their prompt label. Validator agrees: % of statements it "

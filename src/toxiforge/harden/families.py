@@ -187,7 +187,8 @@ def families_markdown(report: dict[str, Any]) -> list[str]:
                  "the same every round and arm, never trained on): flip % is the share of the attacked statements "
                  "the classifier gets wrong (a statement it already got wrong is left as it is and counts); "
                  "confirmed: flipped and the validator gives it its label. *Held out*: measured only, never trained "
-                 "on; *trained*: its statements on the ALICE statements join the ALICE arm's training.", "",
+                 "on; *trained*: what it made of the ALICE statements that fooled the classifier joins the ALICE "
+                 "arm's training.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
         for arm in ARMS if r else (ALICE,):

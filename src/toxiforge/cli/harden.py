@@ -79,6 +79,14 @@ def harden_command(
     transfer: bool = typer.Option(True, "--transfer/--no-transfer", help="Also attack C_0 once more (never trained "
                                                                          "on) and report every round's flip rate on "
                                                                          "that fixed set."),
+    attacks: str = typer.Option("alice", "--attacks", help="Attack families whose statements that fooled the "
+                                                           "classifier join the ALICE arm's training (alice, "
+                                                           "obfuscate, substitute; comma-separated)."),
+    eval_attacks: str | None = typer.Option(None, "--eval-attacks", help="Attack families measured every round on "
+                                                                         "a fixed held-out set (toxic rows of "
+                                                                         "--eval) and never trained on."),
+    eval_attack_n: int = typer.Option(100, "--eval-attack-n", help="Toxic --eval statements in the held-out set "
+                                                                   "the families attack every round."),
     init: str = typer.Option("base", "--init", help="base: each classifier trained from --base-model on the union; "
                                                     "continue: trained on from the previous round's."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
@@ -159,7 +167,9 @@ def harden_command(
                           classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
                           validate_with=validate_with, transfer=transfer,
                           train_options={k: v for k, v in given.items() if v is not None},
-                          annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db)
+                          annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,
+                          attacks=tuple(split_list(attacks)), eval_attacks=tuple(split_list(eval_attacks or "")),
+                          eval_attack_n=eval_attack_n)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

@@ -10,6 +10,7 @@ from typing import Any
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.data import Validation
+from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.guard import RECIPE_FIELDS
 from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
 from toxiforge.pipeline.plan import GenerationPlan
@@ -70,6 +71,11 @@ class HardenConfig:
     annotation_form: str = DEFAULT_FORM
     min_annotators: int = 3
     annotation_db: str | None = None
+    # issue 36 (harden/families.py): the families whose fooling statements join training, those only measured on
+    # the held-out set (toxic rows of --eval), and that set's size
+    attacks: tuple[str, ...] = DEFAULT_ATTACKS
+    eval_attacks: tuple[str, ...] = ()
+    eval_attack_n: int = DEFAULT_EVAL_ATTACK_N
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -81,6 +87,10 @@ class HardenConfig:
                                                                            "training set")
         if self.alice.method != "alice" or self.topk.method != "top-k":
             raise InputError("the attack must be ALICE and the control top-k", hint="use decoder_config('alice')")
+        attacks, eval_attacks = check_families(self.attacks, self.eval_attacks, bool(self.eval), self.people,
+                                               self.eval_attack_n)
+        object.__setattr__(self, "attacks", attacks)
+        object.__setattr__(self, "eval_attacks", eval_attacks)
         unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS))
         if unknown:
             raise InputError(f"train_options {unknown} are not recipe settings", hint=f"use {', '.join(RECIPE_FIELDS)}")
@@ -125,7 +135,11 @@ class HardenConfig:
                     "sets": "unique", "train_options": self.train_options,
                     # None without people, as in the harden.json of runs from before --validate-with people
                     "people": {"form": self.annotation_form, "min_annotators": self.min_annotators,
-                               "db": self.annotation_db} if self.people else None}
+                               "db": self.annotation_db} if self.people else None,
+                    # None with the default (ALICE only, nothing held out), as in the harden.json of older runs
+                    "families": None if self.attacks == DEFAULT_ATTACKS and not self.eval_attacks else {
+                        "attacks": self.attacks, "eval_attacks": self.eval_attacks,
+                        "eval_attack_n": self.eval_attack_n}}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

@@ -35,6 +35,8 @@ Everything is the existing pieces called as the CLI calls them (:class:`~toxifor
     round-N/{alice,control}/model/   C_N of each arm
     round-N/{alice,control}/attack/  the new attack on it
     round-N/metrics.json             {"alice": ..., "control": ...}
+    round-N/alice/train-FAMILY/      --attacks FAMILY (not alice): its attack on C_{N-1} (families.py)
+    round-0/attacks/FAMILY/  round-N/{alice,control}/attacks/FAMILY/   each family's attack on the held-out set
     report.md  report.json  report.png
 
 Every step is skipped when its output is complete, so ``resume=True`` continues at the first unfinished step.
@@ -53,6 +55,7 @@ from toxiforge._io import atomic_write_text
 from toxiforge.classifiers.registry import is_judge
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
+from toxiforge.harden import families as fam
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE, HardenConfig
 from toxiforge.harden.data import (
     Statements,
@@ -62,6 +65,7 @@ from toxiforge.harden.data import (
     select_control,
     write_examples,
 )
+from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
     SETTINGS_FILE,
     HardenStopped,
@@ -74,19 +78,11 @@ from toxiforge.harden.guard import (
     train_command,
 )
 from toxiforge.harden.people import People, people_report, read_labels
-from toxiforge.harden.report import ARMS, measure, write_harden_report
+from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report
 from toxiforge.harden.sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
 from toxiforge.pipeline.generator import Generator
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK
 from toxiforge.training.trainer import LOG_FILE
-
-# --- the steps -------------------------------------------------------------------------------------------------
-
-
-def _complete_run(path: Path) -> bool:
-    manifest = path / "manifest.json"
-    return manifest.exists() and json.loads(manifest.read_text(encoding="utf-8")).get("status") == "complete"
-
 
 # --- the loop --------------------------------------------------------------------------------------------------
 
@@ -119,6 +115,7 @@ class Harden:
     # validate_with="people": poll a study every this many seconds until it is labelled, instead of stopping
     wait: float | None = None
     people: People | None = None  # set by prepare with validate_with="people"
+    _held_out: list[Any] = field(default_factory=list, repr=False)  # the held-out attack set's sources (families.py)
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
@@ -144,6 +141,11 @@ class Harden:
                                  say=self.say)
         # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
         self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
+        if fam.measured(config.attacks, config.eval_attacks):
+            self._held_out = fam.held_out_sources(eval_sets, base, config.eval_attack_n, config.attack.seed)
+            if not self._held_out and config.eval_attacks:
+                raise InputError(f"--eval {', '.join(config.eval)} has no toxic row outside --data for "
+                                 "--eval-attacks to attack", hint="add an --eval set with toxic rows")
         self._inputs = base, eval_sets
         return self._inputs
 
@@ -152,6 +154,7 @@ class Harden:
         assert self.recipe is not None
         self._ledger, self._sets, self.leaks = StatementLedger(), {}, []
         self._ledger.train_on(e.text for e in base)  # statements of the training data are left out of every set
+        self._ledger.train_on((s.text for s in self._held_out), fam.HELD_OUT_SET)  # and the held-out attack set's
         if self.recipe.note:
             self.say(f"note: {self.recipe.note}")
         self.out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +172,8 @@ class Harden:
         self._transfer = transfer
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, {**measure(  # both arms start at C_0
             start, "round-0", eval_sets, self._sets[r0 / "attack"], self.config.device, self.config.threshold,
-            options, transfer), "train_rows": len(base)}))
+            options, transfer), "train_rows": len(base),
+            "attacks": self._families(r0 / HELD_OUT_DIR, start, "round-0", base, options)}))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
@@ -220,8 +224,10 @@ class Harden:
         # people label what the round selects from (and the previous round's control attack, measured only)
         self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
                                                      topk])
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_alice(self._sets[fed_by],
-                                                                                  self.config.add))
+        trained = self._train_attacks(r, fed_by, previous[ALICE])
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: [
+            e for s in ([self._sets[fed_by]] if ALICE in self.config.attacks else []) + trained
+            for e in select_alice(s, self.config.add)])
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
             self._sets[topk], alice_new, self.config.attack.seed + r))
         models = {}
@@ -243,8 +249,11 @@ class Harden:
             for arm in ARMS:
                 out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets, self._sets[folder / arm / "attack"],
                                    self.config.device, self.config.threshold, transfer=self._transfer)
-                out[arm].update(added_this_round=len(alice_new if arm == "alice" else control_new),
-                                added_total=len(added[arm]), train_rows=len(base) + len(added[arm]))
+                new = alice_new if arm == "alice" else control_new
+                out[arm].update(added_this_round=len(new), added_total=len(added[arm]),
+                                train_rows=len(base) + len(added[arm]), added_by_method=fam.count_methods(new),
+                                attacks=self._families(folder / arm / HELD_OUT_DIR, previous[arm],
+                                                       f"round-{r}-{arm}", base + added[arm]))
             out["control"]["control_shortfall"] = len(alice_new) - len(control_new)
             return out
 
@@ -293,7 +302,7 @@ class Harden:
         """Generate the set named ``prompts`` (its drawn prompts, written to ``round-N/SET.prompts/``)."""
         drawn = self._prompts[prompts]
         plan = drawn.write(self.out / (prompts + PROMPTS_SUFFIX))
-        if _complete_run(folder):
+        if fam.complete(folder):
             return
         self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)} ({drawn.redrawn} prompt(s) "
                  "re-drawn: used by an earlier set or twice)")
@@ -311,7 +320,9 @@ class Harden:
             texts = [e.text for e, _ in run_rows(run_dir, method)]
             keep, counts = self._ledger.check(texts)
             name = str(run_dir.relative_to(self.out))
-            self.leaks.append({"set": name, **self._prompts[prompts].counts(), **counts})
+            drawn = self._prompts.get(prompts)  # an attack family's run has no prompts of its own
+            self.leaks.append({"set": name, **(drawn.counts() if drawn else {"prompts": 0, "prompts_redrawn": 0}),
+                               **counts})
             scores = self._validation.scores(run_dir, partial(self._validated, name))
             if self.people is not None:
                 scores = read_labels(run_dir)  # None until people labelled the run (_ask_people)
@@ -320,6 +331,33 @@ class Harden:
         for run_dir, texts, keep in found:
             self._ledger.admit(texts, keep, str(run_dir.relative_to(self.out)))
         return [self._sets[d] for d in run_dirs]
+
+    def _train_attacks(self, r: int, fed_by: Path, classifier: str | Path) -> list[Statements]:
+        """Round r's attacks by the trained families other than ALICE (families.py) on C_{r-1} of the ALICE arm,
+        admitted as the generated sets are."""
+        families = [f for f in self.config.attacks if f != ALICE]
+        sources = fam.train_sources(self._sets[fed_by], str(fed_by.relative_to(self.out)), self.config.attack.seed + r)
+        options = self.config.start_options() if r == 1 else None
+        runs = fam.run_families(self.out / f"round-{r}" / ALICE, families, sources, classifier,
+                                f"round-{r - 1}-{ALICE}", self.config.device, options, self.progress, fam.TRAIN_PREFIX)
+        return [self._admit(f"round-{r}/{run_dir.name}", run_dir, method=fam.method_of(run_dir))[0]
+                for run_dir in runs.values()]
+
+    def _families(self, folder: Path, classifier: str | Path, name: str, trained: list[Example],
+                  options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every measured family's flip rate on the held-out set against ``classifier`` (families.py)."""
+        config = self.config
+        runs = fam.run_families(folder, fam.measured(config.attacks, config.eval_attacks), self._held_out, classifier,
+                                name, config.device, options, self.progress)
+        out = {}
+        for family, run_dir in runs.items():
+            where = str(run_dir.relative_to(self.out))
+            statements = fam.held_out_statements(run_dir, trained, self._validation.scores(
+                run_dir, partial(self._validated, where)))
+            out[family] = {"held_out": family in config.eval_attacks, "sources": len(self._held_out),
+                           "left_out": sum(not k for k in statements.keep or ()), "flip_rate": flip_rates(statements)}
+            self.steps.append(f"attack {where}")
+        return out
 
     def _ask_people(self, step: str, what: str, run_dirs: list[Path]) -> None:
         """With people validating: their labels of the runs' statements (people.py; stops with
@@ -349,3 +387,4 @@ class Harden:
         atomic_write_text(path, json.dumps(metrics, indent=2, default=str) + "\n")
         self.steps.append(f"measure {path.relative_to(self.out)}")
         return metrics
+

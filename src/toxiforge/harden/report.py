@@ -160,6 +160,7 @@ def _flip_cell(m: dict[str, Any], kind: str, key: str) -> str:
 def markdown(report: dict[str, Any]) -> str:
     """One row per round and arm: additions, training rows, flip rates (both directions; validated and transfer
     ones when measured), AUC and FPR_NOI per set."""
+    from toxiforge.harden.families import families_markdown
     from toxiforge.harden.people import people_markdown
 
     settings, rounds = report["settings"], report["rounds"]
@@ -203,6 +204,7 @@ def markdown(report: dict[str, Any]) -> str:
         if missing:
             lines += ["", f"Note: round {r}'s top-k pool had {missing} usable statement(s) too few, so the control "
                           "arm added fewer than the ALICE arm."]
+    lines += families_markdown(report)
     lines += checks_markdown(report)
     lines += people_markdown(report)
     lines += ["", f"![metric per round]({REPORT_PNG})"]

@@ -165,3 +165,22 @@ def test_eval_without_toxic_rows_outside_the_training_data_is_refused(setup, var
     with pytest.raises(InputError, match="no toxic row outside --data"):
         harden(setup, tmp_path / "h", varied_lm, eval_attacks=("obfuscate",))  # eval.csv's toxic rows are trained on
     assert not (tmp_path / "h").exists()
+
+
+def test_spell_accuracy_of_a_hatecheck_eval_set_by_hand():
+    """With --eval hatecheck:..., each round's report gives HateCheck's spell_* accuracy (the audit's
+    obfuscation accuracy): the share of spell_* cases whose prediction equals the gold label."""
+    import numpy as np
+
+    from toxiforge.data.examples import Example, LabeledData
+    from toxiforge.harden.report import spell_accuracy
+
+    tests = ["spell_leet_h"] * 4 + ["spell_space_del_h"] * 2 + ["derog_neg_emote_h"] * 3
+    rows = [Example(f"placeholder case {i}", 1, meta={"functionality": t}) for i, t in enumerate(tests)]
+    data = LabeledData(name="HateCheck", examples=rows, layout="hatecheck", source="memory")
+    scores = np.array([0.9, 0.2, 0.8, 0.1, 0.7, 0.3, 0.1, 0.1, 0.1])
+    spell = spell_accuracy(data, scores)
+    assert spell is not None and spell["value"] == pytest.approx(3 / 6)  # 0.9, 0.8, 0.7 of the six spell_* cases
+    assert spell["low"] <= spell["value"] <= spell["high"]
+    plain = LabeledData(name="plain", examples=[Example("placeholder", 1)], layout="table", source="memory")
+    assert spell_accuracy(plain, np.array([0.9])) is None

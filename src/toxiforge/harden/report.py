@@ -110,7 +110,23 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
                                         # guard.round_problems: a classifier calling (almost) all one class
                                         "texts": len(r.scores), "true_toxic": float(np.mean(r.data.labels)),
                                         "called_toxic": float(np.mean(is_toxic(np.asarray(r.scores), threshold)))}
+            spell = spell_accuracy(r.data, np.asarray(r.scores), threshold)
+            if spell is not None:
+                out["eval"][r.data.name]["spell_accuracy"] = spell
     return out
+
+
+def spell_accuracy(data: LabeledData, scores: np.ndarray, threshold: float = TOXIC_THRESHOLD
+                   ) -> dict[str, float | None] | None:
+    """HateCheck's ``spell_*`` accuracy (robustness to obfuscated spellings) with a 95% bootstrap interval, by the
+    audit's own code; None for a set without HateCheck's functional tests."""
+    from toxiforge.audit.bootstrap import Resampler
+    from toxiforge.audit.sections import has_functional_tests, hatecheck_section
+
+    if not has_functional_tests(data):
+        return None
+    section = hatecheck_section(data, scores, Resampler(len(scores), 200, 0), threshold)
+    return section["obfuscation_accuracy"].to_dict()
 
 
 # --- outputs ---------------------------------------------------------------------------------------------------
@@ -186,9 +202,11 @@ def markdown(report: dict[str, Any]) -> str:
     if any(kind.startswith("transfer") for kind, _, _ in columns):
         lines += ["", "Transfer flip rate: the flip rate on one fixed set of ALICE statements made against C_0 "
                       "(round-0/transfer, never trained on), scored by each round's classifier."]
+    spelled = [n for n in names if any("spell_accuracy" in e[arm]["eval"].get(n, {})
+                                      for e in rounds for arm in e if isinstance(e[arm], dict) and "eval" in e[arm])]
     header = ["round", "arm", "added", "train rows", *(h for _, _, h in columns)]
     for name in names:
-        header += [f"AUC {name}", f"FPR_NOI % {name}"]
+        header += [f"AUC {name}", f"FPR_NOI % {name}"] + ([f"spell_* accuracy {name}"] if name in spelled else [])
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
         for arm in ARMS if r else ("alice",):
@@ -198,6 +216,11 @@ def markdown(report: dict[str, Any]) -> str:
             for name in names:
                 e = m["eval"][name]
                 cells += [_auc_cell(e), f"{_pct(e['fpr_noi'])} (n={e['noi_benign']})"]
+                if name in spelled:
+                    spell = e.get("spell_accuracy") or {}
+                    cells.append("-" if spell.get("value") is None else
+                                 f"{spell['value']:.3f}" + (f" [{spell['low']:.3f}, {spell['high']:.3f}]"
+                                                            if spell.get("low") is not None else ""))
             lines.append("| " + " | ".join(cells) + " |")
     short = [(r, e["control"].get("control_shortfall", 0)) for r, e in enumerate(rounds) if r]
     for r, missing in short:

@@ -9,6 +9,9 @@ SUBSTITUTES = {  # tag (or its start) -> what the README line ran on instead of 
     "shared-data-prompts-built": "~/toxigen-upstream/prompts was prompt files built from toxigen-dev for asian "
                                  "and muslim (not upstream's prompts/)",
     "-is-muslim": "a group toxigen-dev lacks (women: upstream has it only as prompts/ files) was replaced by muslim",
+    "shared-davidson-200": "davidson:labeled_data.csv was a 200-tweet sample of the shared copy of Davidson et al.",
+    "shared-word-list": "--lexicon upstream read the shared copy of Zhou et al.'s word list and the twitteraae model "
+                        "(what `bias lexicon fetch` / `bias dialect fetch` cache)",
 }
 
 

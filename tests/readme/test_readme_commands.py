@@ -45,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
 DEMOS = SHARED / "toxigen-dev"
 DIALECT = SHARED / "twitteraae"
+DAVIDSON = SHARED / "davidson2017" / "labeled_data.csv"
+TOXTRIG = SHARED / "toxic-debias" / "word_based_bias_list.csv"
 SHARED_GROUPS = "asian,black,jewish,latino,native_american,muslim,mental_disability,physical_disability"
 UPSTREAM = "~/toxigen-upstream"
 
@@ -164,6 +166,12 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
         tags.append("aflite-m-4")
     if head == "experiment debias":
         args += ["--aflite-ensemble", "4"]
+    if "davidson:labeled_data.csv" in args:  # Davidson et al.'s file: the shared copy, a sample of it
+        args = [a if a != "davidson:labeled_data.csv" else f"davidson:{DAVIDSON}#sample=200" for a in args]
+        tags.append("shared-davidson-200")
+    if "--lexicon" in args and args[args.index("--lexicon") + 1] == "upstream" and "--oi-list" not in args:
+        args += ["--oi-list", str(TOXTRIG), "--dialect-model", str(DIALECT)]  # what `bias ... fetch` would cache
+        tags.append("shared-word-list")
     if head == "annotate export":
         tags.append("answers-submitted-by-the-test")
     if head == "bench compare":
@@ -186,6 +194,8 @@ def _cases(commands: list[tuple[int, str]]) -> list:
         reason = next((why for pattern, why in SKIP if re.search(pattern, command)), None)
         _, tags = adapt(command)
         name = f"L{line}-" + "-".join(shlex.split(command)[1:3]) + "".join(f"[{t}]" for t in tags)
+        if not reason and "davidson:" in command and not DAVIDSON.is_file():
+            reason = f"the shared data is absent ({DAVIDSON})"
         if not reason and not DEMOS.is_dir():
             if missing_from is None and any(t.startswith("shared-data") for t in tags):
                 missing_from = line

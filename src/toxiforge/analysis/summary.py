@@ -139,11 +139,11 @@ def attack_lines(paths: Sequence[str | Path]) -> list[str]:
     """One line per attack family of the attack runs among ``paths``: flips among attacked statements, queries per
     success, skipped statements and validated flips (:func:`~toxiforge.attacks.job.attack_counts`)."""
     from toxiforge.attacks.job import attack_counts, is_attack_table
-    from toxiforge.records import read_table
+    from toxiforge.data.examples import read_any_table
 
     by_family: dict[str, list[dict]] = {}
     for p in paths:
-        table = read_table(summary_source(p)[0])
+        table = read_any_table(summary_source(p)[0])
         if is_attack_table(table.column_names):
             for row in table.to_pylist():
                 by_family.setdefault(row["family"], []).append(row)

@@ -42,10 +42,17 @@ def training_settings(*, paper: bool = False, **given: Any) -> dict[str, Any]:
     return out
 
 
-WARMUP_HELP = "Share of the steps with a linear learning-rate warm-up (default 0.06; the paper: 0, HF's default)."
-DECAY_HELP = "AdamW weight decay (default 0.01; the paper: 0, HF's default)."
-PAPER_HELP = ("Zhou et al.'s training settings (HF defaults with lr 1e-5, batch 8: no warm-up, no weight decay, 3 "
-              "epochs); options given explicitly still win.")
+# Training options train, bias datamap and experiment debias share (None = the command's default).
+WARMUP_RATIO = typer.Option(None, "--warmup-ratio", help="Share of the steps with a linear learning-rate warm-up "
+                                                          "(default 0.06; the paper: 0, HF's default).")
+WEIGHT_DECAY = typer.Option(None, "--weight-decay", help="AdamW weight decay (default 0.01; the paper: 0, HF's "
+                                                         "default).")
+PAPER_SETTINGS = typer.Option(False, "--paper-settings", help="Zhou et al.'s training settings (HF defaults with lr "
+                              "1e-5, batch 8: no warm-up, no weight decay, 3 epochs); options given explicitly still "
+                              "win.")
+BATCH_SIZE = typer.Option(None, "--batch-size", help="Default 32.")
+LEARNING_RATE = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5.")
+MAX_LENGTH = typer.Option(None, "--max-length", help="Default 128.")
 
 
 def _load_examples(data: str, label_column: str | None, text_column: str | None):
@@ -63,12 +70,12 @@ def datamap_command(
                                    "are recorded (see `toxiforge train --help`)."),
     tokenizer: str | None = typer.Option(None, "--tokenizer"),
     epochs: int = typer.Option(3, "--epochs", help="Whole epochs to record (at least 2)."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
-    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
-    max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
-    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
-    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
-    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
+    batch_size: int | None = BATCH_SIZE,
+    learning_rate: float | None = LEARNING_RATE,
+    max_length: int | None = MAX_LENGTH,
+    warmup_ratio: float | None = WARMUP_RATIO,
+    weight_decay: float | None = WEIGHT_DECAY,
+    paper_settings: bool = PAPER_SETTINGS,
     fraction: float = typer.Option(0.33, "--fraction", help="Size of each region's subset (share of the data)."),
     pool_fraction: float = typer.Option(0.5, "--pool-fraction", help="Each region is cut to this share first, "
                                         "then sampled down to --fraction with the original label ratio."),

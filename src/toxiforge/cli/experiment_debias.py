@@ -10,7 +10,16 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import console, split_list
-from toxiforge.cli.debias import DATA_HELP, DECAY_HELP, PAPER_HELP, WARMUP_HELP, training_settings
+from toxiforge.cli.debias import (
+    BATCH_SIZE,
+    DATA_HELP,
+    LEARNING_RATE,
+    MAX_LENGTH,
+    PAPER_SETTINGS,
+    WARMUP_RATIO,
+    WEIGHT_DECAY,
+    training_settings,
+)
 from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
@@ -47,12 +56,12 @@ def experiment_debias_command(
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder to fine-tune."),
     epochs: float | None = typer.Option(None, "--epochs", help="Epochs per model (default 3; DataMaps needs 2 or "
                                         "more)."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Default 32."),
-    learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
-    max_length: int | None = typer.Option(None, "--max-length", help="Default 128."),
-    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
-    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
-    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
+    batch_size: int | None = BATCH_SIZE,
+    learning_rate: float | None = LEARNING_RATE,
+    max_length: int | None = MAX_LENGTH,
+    warmup_ratio: float | None = WARMUP_RATIO,
+    weight_decay: float | None = WEIGHT_DECAY,
+    paper_settings: bool = PAPER_SETTINGS,
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
     aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE rows of the evaluation: p(AAE) "
                                                "above this (default: AAE is the most probable dialect, as upstream)."),

@@ -17,7 +17,7 @@ from toxiforge.cli._app import (
     err_console,
     split_list,
 )
-from toxiforge.cli.debias import DECAY_HELP, PAPER_HELP, WARMUP_HELP, training_settings
+from toxiforge.cli.debias import PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
 from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
@@ -69,9 +69,9 @@ def train_command(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Per-device batch size (default 32)."),
     learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr", help="Default 2e-5."),
     max_length: int = typer.Option(128, "--max-length", help="Truncate texts to this many tokens."),
-    warmup_ratio: float | None = typer.Option(None, "--warmup-ratio", help=WARMUP_HELP),
-    weight_decay: float | None = typer.Option(None, "--weight-decay", help=DECAY_HELP),
-    paper_settings: bool = typer.Option(False, "--paper-settings", help=PAPER_HELP),
+    warmup_ratio: float | None = WARMUP_RATIO,
+    weight_decay: float | None = WEIGHT_DECAY,
+    paper_settings: bool = PAPER_SETTINGS,
     seed: int = typer.Option(0, "--seed"),
     early_stopping: int | None = typer.Option(None, "--early-stopping",
                                               help="Stop after N epochs without a better eval AUC."),

@@ -248,3 +248,21 @@ def test_davidson_split_aae_rules_and_table7_statistics_as_docs_say():
     for key in ("noi", "oi", "oni", "aae"):
         assert report["pearson_r"][key] == pytest.approx(original[f"train_r.{key}"].mean, abs=0.005)
     assert report["pct_toxic"]["all"] / 100 == pytest.approx(original["toxic_ratio"].mean, abs=0.005)
+
+
+def test_measure_data_with_precomputed_tags_and_dialects_equals_computing_them():
+    """The experiment tags and dialect-scores its texts once and passes them to every model's measurement."""
+    from toxiforge.bias.dialect import predict_dialects
+    from toxiforge.bias.lexicon import load_bias_lexicon
+    from toxiforge.bias.measure import measure_data
+
+    from .test_zhou_mitigation import fake_dialect_model
+
+    model, lexicon = fake_dialect_model(), load_bias_lexicon({"noi": ["alpha"]})
+    rows = [Example(f"placeholder note {w}", i % 2) for i, w in enumerate(["alpha", "beta", "one", "two"] * 3)]
+    data = LabeledData(name="x", examples=rows, layout="table", source="memory")
+    scores = np.linspace(0.1, 0.9, len(rows))
+    plain = measure_data(data, lexicon=lexicon, dialect_model=model, scores=scores).report.to_json()
+    given = measure_data(data, lexicon=lexicon, dialect_model=model, scores=scores, flags=lexicon.tag(data.texts),
+                         p_dialect=predict_dialects(data.texts, model)).report.to_json()
+    assert given == plain and plain["n"]["noi"] == 3

@@ -129,12 +129,13 @@ def _digest(index: np.ndarray) -> str:
 
 def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: Any,
              scores: np.ndarray | None = None, threshold: float = TOXIC_THRESHOLD,
-             aae_threshold: float | None = None) -> dict:
+             aae_threshold: float | None = None, *, flags: dict[str, np.ndarray] | None = None,
+             p_dialect: np.ndarray | None = None) -> dict:
     from toxiforge.bias.measure import measure_data
 
     data = LabeledData(name=name, examples=list(rows), layout="subset", source=name)
-    return measure_data(data, lexicon=lexicon, dialect_model=dialect_model, scores=scores,
-                        threshold=threshold, aae_threshold=aae_threshold).report.to_json()
+    return measure_data(data, lexicon=lexicon, dialect_model=dialect_model, scores=scores, threshold=threshold,
+                        aae_threshold=aae_threshold, flags=flags, p_dialect=p_dialect).report.to_json()
 
 
 def stratified_split(examples: Sequence[Example], fraction: float, seed: int
@@ -260,17 +261,20 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
     eval_texts = eval_data.texts
     eval_labels = np.array(eval_data.labels)
     device = settings.train.device
+    # tags and dialects of the evaluation and training texts, computed once for every model measured on them
+    eval_flags, train_flags = lexicon.tag(eval_texts), lexicon.tag([e.text for e in train])
     eval_p: np.ndarray | None = None
+    train_p: np.ndarray | None = None
     aae_rules: dict[str, Any] | None = None
     if dialect_model is not None:
         from toxiforge.bias.dialect import predict_dialects
 
-        eval_p = predict_dialects(eval_texts, dialect_model)
+        eval_p, train_p = predict_dialects(eval_texts, dialect_model), predict_dialects([e.text for e in train],
+                                                                                        dialect_model)
         aae_rules = {"used": "argmax (AAE the most probable dialect: Zhou et al., upstream)"
                      if settings.aae_threshold is None else f"p(AAE) > {settings.aae_threshold:g}",
                      "splits": aae_rule_counts({"evaluation": (eval_data.examples, eval_p),
-                                                "training": (train, predict_dialects([e.text for e in train],
-                                                                                     dialect_model))})}
+                                                "training": (train, train_p)})}
     relabel_seconds = None
     records: list[dict] = []
     subsets: dict[str, np.ndarray] = {}
@@ -343,8 +347,11 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             say(f"run {run + 1}/{settings.runs}: measuring {method}")
             scores = np.asarray(load_classifier(folder / method, device=device).predict_proba(eval_texts))
             report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, scores,
-                              settings.threshold, settings.aae_threshold)
-            own = _measure(train_rows, method, lexicon, dialect_model)
+                              settings.threshold, settings.aae_threshold, flags=eval_flags, p_dialect=eval_p)
+            index = trained.get(method)  # None: the relabeled rows, which are not the training rows' texts
+            own = _measure(train_rows, method, lexicon, dialect_model,
+                           flags=None if index is None else {k: v[index] for k, v in train_flags.items()},
+                           p_dialect=None if index is None or train_p is None else train_p[index])
             records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
                             "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
                             if method in subsets else None, "train_r": own["pearson_r"],

@@ -95,13 +95,17 @@ def predictions_from_column(data: LabeledData, name: str, *, option: str = "--pr
 
 def measure_data(data: LabeledData, *, lexicon: BiasLexicon | None = None, dialect_model: DialectModel | None = None,
                  scores: np.ndarray | None = None, model: str | None = None, threshold: float = TOXIC_THRESHOLD,
-                 aae_threshold: float | None = None, dialect_source: str | None = None) -> Measurement:
+                 aae_threshold: float | None = None, dialect_source: str | None = None,
+                 flags: dict[str, np.ndarray] | None = None, p_dialect: np.ndarray | None = None) -> Measurement:
     """Tag, estimate dialects (when ``dialect_model``; ``dialect_source`` says where it came from or why it is
-    missing) and compute the metrics on ``data``."""
+    missing) and compute the metrics on ``data``. A caller measuring the same texts again (several models on one
+    evaluation set) passes their ``flags`` (``lexicon.tag``) and ``p_dialect`` (``predict_dialects``) instead of
+    having them computed each time."""
     lexicon = lexicon or default_bias_lexicon()
     texts = data.texts
-    flags = lexicon.tag(texts)
-    p_dialect = predict_dialects(texts, dialect_model) if dialect_model is not None else None
+    flags = flags if flags is not None else lexicon.tag(texts)
+    if p_dialect is None and dialect_model is not None:
+        p_dialect = predict_dialects(texts, dialect_model)
     groups = [e.group for e in data.examples]
     available = {c: lexicon.available(c) for c in (*CATEGORIES, TOXTRIG)}
     report = measure_bias(data.labels, flags, scores=scores, threshold=threshold, p_dialect=p_dialect,

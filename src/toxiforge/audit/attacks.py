@@ -34,31 +34,27 @@ def check_families(families: Sequence[str]) -> tuple[str, ...]:
     return tuple(FAMILIES.key(f) for f in families)
 
 
-def attack_rows(labels: np.ndarray, scores: np.ndarray, n: int, seed: int, threshold: float) -> np.ndarray:
-    """Positions of the flagged toxic rows to attack: a seeded sample of at most ``n``, in row order."""
-    flagged = np.flatnonzero((labels == 1) & (scores > threshold))
-    if len(flagged) <= n:
-        return flagged
-    return np.sort(np.random.default_rng(seed).choice(flagged, size=n, replace=False))
-
-
-def run_attacks(data: LabeledData, rows: np.ndarray, classifier: Any, families: Sequence[str], seed: int
-                ) -> dict[str, dict[str, list]]:
-    """Attack ``rows`` of ``data`` with each family; per family the row-level ``success``, ``queries`` and
-    ``edits`` (lists in ``rows`` order)."""
+def attack_record(data: LabeledData, scores: np.ndarray, classifier: Any, families: Sequence[str], *, n: int,
+                  seed: int, threshold: float) -> dict[str, Any]:
+    """Attack a seeded sample of at most ``n`` of the toxic rows ``classifier`` flags (P(toxic) > ``threshold``),
+    in row order, with each family. The cache's record: ``rows`` (their positions), ``candidates`` (how many were
+    flagged) and per family the row-level ``success``, ``queries`` and ``edits`` (lists in ``rows`` order)."""
     from toxiforge.attacks.base import Source, flipped_label
     from toxiforge.attacks.registry import family_config, make_family
 
+    flagged = np.flatnonzero((np.asarray(data.labels) == 1) & (np.asarray(scores) > threshold))
+    rows = flagged if len(flagged) <= n else np.sort(np.random.default_rng(seed).choice(flagged, size=n,
+                                                                                        replace=False))
     sources = [Source(row_id=str(int(i)), text=data.examples[i].text, label=1, group=data.examples[i].group,
                       seed=seed + int(i)) for i in rows]
-    out: dict[str, dict[str, list]] = {}
+    outcomes: dict[str, dict[str, list]] = {}
     for family in families:
         attempts = make_family(family_config(family, {}), classifier).attack(sources) if sources else []
-        out[family] = {"success": [bool(a.error is None and a.score_after is not None and a.text
-                                        and flipped_label(a.score_after, 1)) for a in attempts],
-                       "queries": [int(a.queries) for a in attempts],
-                       "edits": [len(a.edits) for a in attempts]}
-    return out
+        outcomes[family] = {"success": [bool(a.error is None and a.score_after is not None and a.text
+                                             and flipped_label(a.score_after, 1)) for a in attempts],
+                            "queries": [int(a.queries) for a in attempts],
+                            "edits": [len(a.edits) for a in attempts]}
+    return {"rows": rows.tolist(), "candidates": len(flagged), "outcomes": outcomes}
 
 
 def summarise(outcomes: dict[str, dict[str, list]], candidates: int, n_boot: int, seed: int) -> dict[str, Any]:

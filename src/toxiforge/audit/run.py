@@ -143,7 +143,7 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         loader = lambda spec, **options: RayClassifier(partial(local, spec, **options), config)  # noqa: E731
     check_inputs(classifiers, datasets, settings)
     if settings.attacks:
-        from toxiforge.audit.attacks import AttackCache, attack_rows, check_families, run_attacks, summarise
+        from toxiforge.audit.attacks import AttackCache, attack_record, check_families, summarise
 
         settings.attacks = check_families(settings.attacks)
         attack_cache = AttackCache(out)
@@ -158,6 +158,15 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         key = classifier_digest(c.spec, settings.classifier_options)
         info[c.name] = {"spec": c.spec, "digest": key}
         clf = None
+
+        def loaded(c: ClassifierSpec = c) -> Any:
+            """The classifier, loaded on first need (an audit whose scores are all cached loads none)."""
+            nonlocal clf
+            if clf is None:
+                clf = loader(c.spec, **settings.classifier_options)
+                info[c.name]["describe"] = clf.describe()
+            return clf
+
         try:
             for data in datasets:
                 cached = cache.get(key, data_keys[data.name], len(data)) if settings.resume else None
@@ -165,13 +174,11 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                     all_scores[(c.name, data.name)] = (cached, False)
                     log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
                     continue
-                if clf is None:
-                    clf = loader(c.spec, **settings.classifier_options)
-                    info[c.name]["describe"] = clf.describe()
+                scorer = loaded()
                 log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
                 where = f"{c.name} on {data.name}"
                 try:
-                    scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, clf),
+                    scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, scorer),
                                          {"classifier": c.name, **info[c.name], "dataset": data.describe()})
                 except KeyboardInterrupt as exc:
                     raise AuditInterrupted(cache.finished(), Path(out)) from exc
@@ -192,18 +199,9 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                 path = attack_cache.path(key, data_keys[data.name], settings.attacks, settings.attack_n, settings.seed)
                 record = attack_cache.get(path) if settings.resume else None
                 if record is None:
-                    if clf is None:
-                        clf = loader(c.spec, **settings.classifier_options)
-                        info[c.name]["describe"] = clf.describe()
-                    y = np.asarray(data.labels)
-                    targets = attack_rows(y, all_scores[(c.name, data.name)][0], settings.attack_n, settings.seed,
-                                          settings.threshold)
-                    log(f"attacking {len(targets)} flagged toxic rows of {data.name} with {c.name}: "
-                        f"{', '.join(settings.attacks)}")
-                    record = {"rows": targets.tolist(), "outcomes": run_attacks(data, targets, clf, settings.attacks,
-                                                                                settings.seed),
-                              "candidates": int(((y == 1) & (all_scores[(c.name, data.name)][0]
-                                                             > settings.threshold)).sum())}
+                    log(f"attacking flagged toxic rows of {data.name} with {c.name}: {', '.join(settings.attacks)}")
+                    record = attack_record(data, all_scores[(c.name, data.name)][0], loaded(), settings.attacks,
+                                           n=settings.attack_n, seed=settings.seed, threshold=settings.threshold)
                     attack_cache.put(path, record)
                 attack_sections[(c.name, data.name)] = summarise(record["outcomes"], record["candidates"],
                                                                  settings.n_boot, settings.seed)

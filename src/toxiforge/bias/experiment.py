@@ -103,7 +103,7 @@ def aggregate(runs: Sequence[dict]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     from toxiforge.bias.experiment_report import TABLES
 
-    cells = {(k, s) for _, table, _ in TABLES for _, k, s in table}
+    cells = {(k, s) for table in TABLES for _, k, s in table.columns}
     for method in dict.fromkeys(r["method"] for r in runs):
         records = [r for r in runs if r["method"] == method]
         out[method] = {f"{k}.{s}" if s else k: _mean_sd([_metric(r, k, s) for r in records]) for k, s in cells}

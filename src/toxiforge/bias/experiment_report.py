@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from toxiforge.bias.paper import BASELINE, REFERENCES, direction, paper_direction
 
@@ -29,15 +29,30 @@ TABLE1: tuple[Column, ...] = (("train rows", "n_train", ""), ("top-ups", "top_up
                               ("toxic ratio", "toxic_ratio", ""), ("R NOI", "train_r", "noi"),
                               ("R OI", "train_r", "oi"), ("R ONI", "train_r", "oni"),
                               ("R TOXTRIG", "train_r", "toxtrig"), ("R AAE", "train_r", "aae"))
-TABLES: tuple[tuple[str, tuple[Column, ...], tuple[str, ...]], ...] = (
-    ("Table 2: lexical bias (evaluation data; %)", TABLE2,
-     ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard",
-      "DataMaps-Easy")),
-    ("Table 4: dialect bias (evaluation data; %)", TABLE4,
-     ("Vanilla", "LMIXIN-Dialect", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard", "DataMaps-Easy",
-      "AAE-relabeled")),
-    ("Table 1: label–lexicon correlation in each training set (Pearson R)", TABLE1,
-     ("Vanilla", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard", "DataMaps-Easy", "AAE-relabeled")),
+
+
+class Table(NamedTuple):
+    """One of the paper's tables: its columns and rows (methods, in the paper's order). ``on_evaluation``: its
+    numbers come from the evaluation data (an n row heads it), else from each training set (Table 1, whose
+    Vanilla row is the paper's Original); ``catch_all``: methods no table lists appear here."""
+
+    title: str
+    columns: tuple[Column, ...]
+    order: tuple[str, ...]
+    on_evaluation: bool = True
+    catch_all: bool = False
+
+
+TABLES: tuple[Table, ...] = (
+    Table("Table 2: lexical bias (evaluation data; %)", TABLE2,
+          ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard",
+           "DataMaps-Easy"), catch_all=True),
+    Table("Table 4: dialect bias (evaluation data; %)", TABLE4,
+          ("Vanilla", "LMIXIN-Dialect", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard", "DataMaps-Easy",
+           "AAE-relabeled")),
+    Table("Table 1: label–lexicon correlation in each training set (Pearson R)", TABLE1,
+          ("Vanilla", "Random", "AFLite", "DataMaps-Ambiguous", "DataMaps-Hard", "DataMaps-Easy", "AAE-relabeled"),
+          on_evaluation=False),
 )
 COUNTS = ("n_train", "top_ups")
 RULES: tuple[tuple[str, float | None], ...] = (("argmax", None), ("p(AAE) > 0.5", 0.5), ("p(AAE) > 0.8", 0.8))
@@ -126,14 +141,13 @@ def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, counts: d
              "Each cell: ours (mean ± s.d.) ⟨F: the paper on Founta et al., Tables 1, 2, 4 · D: on Davidson et al., "
              "Appendix B, Tables 7-9⟩. The last column: in how many cells the paper's direction against Vanilla "
              "(Table 1: Original, Vanilla's training set) holds here.", ""]
-    for title, columns, order in TABLES:
-        rows = [m for m in order if m in summary] + [m for m in summary if m not in order and title.startswith(
-            "Table 2")]
+    for title, columns, order, on_evaluation, catch_all in TABLES:
+        rows = [m for m in order if m in summary] + [m for m in summary if m not in order and catch_all]
         if not rows:
             continue
         lines += [f"## {title}", "", "| model | " + " | ".join(c for c, _, _ in columns) + " | paper's direction |",
                   "|---|" + "---:|" * len(columns) + "---|"]
-        if counts is not None and not title.startswith("Table 1"):
+        if counts is not None and on_evaluation:
             lines.append(_counts_row(columns, counts))
         for method in rows:
             cells = []
@@ -142,7 +156,7 @@ def render_markdown(summary: dict[str, dict[str, dict]], *, runs: int, counts: d
                 n = counts["n_benign" if key == "fpr" else "n"].get(_slice(sub)) if counts and key in (
                     "fpr", "f1") else None
                 cells.append(_ours(summary[method].get(full), full, n) + _reported(method, full))
-            name = "Original (Vanilla's)" if title.startswith("Table 1") and method == BASELINE else method
+            name = "Original (Vanilla's)" if not on_evaluation and method == BASELINE else method
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {direction_summary(summary, method, columns)} |")
         lines.append("")
     if aae_rules:

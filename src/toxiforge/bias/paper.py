@@ -8,7 +8,7 @@ Two references per cell where the paper has one:
   ``davidson`` kind reads. One run each (no s.d. printed), filtering subsets at 50% (Table 7's caption: the
   authors "could not perform downsampling" because of the skewed labels), only Original and LMIXIN-TOXTRIG in
   Table 8 and Original and LMIXIN-Dialect in Table 9. Table 9 prints R_AAE 0.4079 for Original, the same value
-  as Founta's Table 4, while Table 7 gives 0.4061 for the same training set; both are kept as printed.
+  as Founta's Table 4, while Table 7 gives 0.4061 for the same training set; :data:`DAVIDSON` keeps Table 7's.
 
 Values are the paper's (rates in %, R as printed); s.d. where printed. Keys are ``experiment debias``'s cell keys:
 ``accuracy``, ``f1.overall``, ``f1.noi`` / ``fpr.noi`` (and ``oi``, ``oni``, ``aae``), ``train_r.noi`` (and ``oi``,

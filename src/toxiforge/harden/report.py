@@ -202,8 +202,8 @@ def markdown(report: dict[str, Any]) -> str:
     if any(kind.startswith("transfer") for kind, _, _ in columns):
         lines += ["", "Transfer flip rate: the flip rate on one fixed set of ALICE statements made against C_0 "
                       "(round-0/transfer, never trained on), scored by each round's classifier."]
-    spelled = [n for n in names if any("spell_accuracy" in e[arm]["eval"].get(n, {})
-                                      for e in rounds for arm in e if isinstance(e[arm], dict) and "eval" in e[arm])]
+    spelled = [n for n in names if any("spell_accuracy" in entry[arm]["eval"][n]
+                                      for r, entry in enumerate(rounds) for arm in (ARMS if r else ("alice",)))]
     header = ["round", "arm", "added", "train rows", *(h for _, _, h in columns)]
     for name in names:
         header += [f"AUC {name}", f"FPR_NOI % {name}"] + ([f"spell_* accuracy {name}"] if name in spelled else [])

@@ -243,7 +243,7 @@ def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | 
 
         def translate(texts: Sequence[str]) -> list[str]:
             missing = list(dict.fromkeys(t for t in texts if t not in known))
-            counts["reused"] += len(texts) - sum(t in missing for t in texts)
+            counts["reused"] += sum(t in known for t in texts)
             if missing:
                 if not loaded:
                     loaded.append(load_language_model(lm, device=device))

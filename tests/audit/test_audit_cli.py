@@ -227,3 +227,58 @@ def test_attack_section_attacks_flagged_toxic_rows_and_is_cached(tmp_path, table
     fakes.clear()
     bad = _audit("-c", "fake-good", *on, "-o", str(tmp_path / "bad"), "--attack", "obfuscat")
     assert "obfuscat" in _error(bad) and not fakes
+
+
+def test_prompt_attack_section_compares_alice_with_topk_on_the_same_prompts(tmp_path, table, fakes, tiny_llama_dir):
+    """-d with -n: one top-k run from the prompts (shared by every classifier) and one ALICE run per classifier,
+    attacking it, from the same prompts; flip rates recomputed from the runs' rows, the paired difference over the
+    prompts both decoded; --validate-with adds validated and confirmed rates; --resume with one more -c generates
+    only its ALICE run; a validator that is an audited classifier is refused before any scoring."""
+    from conftest import write_upstream_layout
+    from toxiforge.data.examples import read_any_table
+    from toxiforge.records import is_toxic
+
+    demos = write_upstream_layout(tmp_path / "up", prompts=False) / "demonstrations"
+    out = tmp_path / "audit"
+    attack = ["-d", str(demos), "--groups", "asian,muslim", "-n", "3", "-k", "2", "--model", str(tiny_llama_dir),
+              "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--device", "cpu"]
+    attack += ["--validate-with", "fake-mid"]
+    first = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(out), *attack)
+    assert first.exit_code == 0, first.output
+    report = json.loads((out / "report.json").read_text())
+    section = report["prompt_attacks"]["fake-good"]
+    runs = out / "attacks" / "prompts"
+    (alice_dir,) = [p for p in runs.glob("alice-*") if p.is_dir()]
+
+    def rows(run):
+        return [r for r in read_any_table(run).to_pylist() if r["generation"] and not r["parse_error"]]
+
+    alice_rows, topk_rows = rows(alice_dir), rows(runs / "topk")
+    assert len(alice_rows) == len(topk_rows) == 12 == section["alice"]["statements"] == section["top-k"]["statements"]
+    assert [r["row_id"] for r in alice_rows] == [r["row_id"] for r in topk_rows]
+    assert [r["prompt"] for r in alice_rows] == [r["prompt"] for r in topk_rows]   # the same prompts
+    alice_flips = [bool(r["fooled"]) for r in alice_rows]
+    topk_flips = [is_toxic(_score(r["generation"], 0.7)) != (r["prompt_label"] == 1) for r in topk_rows]
+    assert section["alice"]["all"]["value"] == pytest.approx(np.mean(alice_flips))
+    assert section["top-k"]["all"]["value"] == pytest.approx(np.mean(topk_flips))
+    diff = section["alice_minus_topk"]["flip_rate"]
+    assert diff["prompts"] == 12
+    assert diff["difference"]["value"] == pytest.approx(np.mean(alice_flips) - np.mean(topk_flips))
+    agree = [is_toxic(_score(r["generation"], 0.5)) == (r["prompt_label"] == 1) for r in alice_rows]
+    assert section["alice"]["validator_agrees"]["all"]["value"] == pytest.approx(np.mean(agree))
+    assert section["alice"]["confirmed"]["all"]["value"] == pytest.approx(
+        np.mean([f and a for f, a in zip(alice_flips, agree)]))
+    assert "## ALICE vs top-k from prompts" in (out / "report.md").read_text()
+    fakes.clear()
+    second = _audit("-c", "fake-good", "-c", "W=fake-weak", "--on", f"T=table:{table}", "-o", str(out), "--resume",
+                    *attack)
+    assert second.exit_code == 0, second.output
+    assert len([p for p in runs.glob("alice-*") if p.is_dir()]) == 2 and "fake-good" not in fakes
+    assert set(fakes) == {"fake-weak", "fake-mid"}   # the new ALICE run, and the validator on it only
+    fakes.clear()
+    bad = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(tmp_path / "bad"), *attack[:-1],
+                 "fake-good")
+    assert "attacked classifier" in _error(bad) and not fakes
+    lonely = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(tmp_path / "bad2"),
+                    "--validate-with", "fake-weak")
+    assert "prompt source" in _error(lonely)

@@ -47,6 +47,7 @@ def to_json(result: AuditResult) -> dict[str, Any]:
                                                      "better": r["better"]} for m, r in v["metrics"].items()}}
                                for sec, v in by_clf.items()} for c, by_clf in per_data.items()}
                        for d, per_data in result.comparison.items()},
+        "prompt_attacks": result.prompt_attacks,
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
     }
 
@@ -79,6 +80,8 @@ def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = Non
         rows = [[d, c, sec, v["verdict"]] for d, per in result.comparison.items() for c, secs in per.items()
                 for sec, v in secs.items()]
         lines += _table(["dataset", "classifier", "section", "verdict"], rows) + [""]
+    if result.prompt_attacks:
+        lines += _prompt_attacks(result.prompt_attacks)
     for data in result.datasets:
         d = data.name
         counts = data.counts()
@@ -152,6 +155,41 @@ def _attacks(result: AuditResult, d: str, names: list[str]) -> list[str]:
             "classifier; success: no longer flagged.", ""] + _table(
         ["classifier", "family", "attacked", "success rate", "queries per success", "edits per success"],
         rows) + [""]
+
+
+def _share(share: Mapping[str, Any] | None) -> str:
+    """A flip share (harden's ``{value, low, high, n}``) as ``value [low, high]``."""
+    if not share or share.get("value") is None:
+        return "n/a"
+    return Estimate(share["value"], share.get("low"), share.get("high")).cell(3)
+
+
+def _prompt_attacks(sections: Mapping[str, Any]) -> list[str]:
+    validated = any(s.get("validate_with") for s in sections.values())
+    kinds = [("all", "flip rate"), ("toxic_prompts", "toxic prompts"), ("benign_prompts", "benign prompts")]
+    header = ["classifier", "decoder", "statements", *(k for _, k in kinds)]
+    if validated:
+        header += ["validated flip rate", "confirmed flip rate", "validator agrees"]
+    rows = []
+    for c, s in sections.items():
+        for decoder in ("alice", "top-k"):
+            r = s[decoder]
+            row = [c, decoder, str(r["statements"]), *(_share(r.get(k)) for k, _ in kinds)]
+            if validated:
+                row += [_share((r.get(k) or {}).get("all")) for k in ("validated", "confirmed", "validator_agrees")]
+            rows.append(row)
+    lines = ["## ALICE vs top-k from prompts", "",
+             "The same prompts decoded with top-k and with ALICE attacking each classifier; a statement flips when the "
+             "classifier's label is not its prompt's (toxic prompts scored benign, benign prompts scored toxic)."
+             + (" Validated: among the statements the validator gives their prompt label; confirmed: flipped and "
+                "validated, as a share of all." if validated else ""), ""] + _table(header, rows)
+    diff = [[c, str(s["alice_minus_topk"]["flip_rate"]["prompts"]), _cell(s["alice_minus_topk"]["flip_rate"]
+                                                                           ["difference"])]
+            + ([_cell(s["alice_minus_topk"]["confirmed"]["difference"])] if validated else [])
+            for c, s in sections.items()]
+    lines += ["", "ALICE minus top-k, paired by prompt (the same resampled prompts for both):", ""] + _table(
+        ["classifier", "prompts", "flip rate", *(["confirmed flip rate"] if validated else [])], diff)
+    return lines + [""]
 
 
 def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:

@@ -61,6 +61,7 @@ class AuditSettings:
     ray: Any = None  # a RayConfig: each classifier scores on a pool of Ray actors (`classify --ray`'s backend)
     attacks: tuple[str, ...] = ()  # attack families of the attack section (audit/attacks.py)
     attack_n: int = 100            # flagged toxic rows attacked per (classifier, dataset) at most
+    prompt_attack: Any = None      # a PromptAttack: ALICE vs top-k from prompts per classifier (prompt_attacks.py)
 
     def __post_init__(self) -> None:
         if self.attack_n < 1:
@@ -99,6 +100,7 @@ class AuditResult:
     settings: AuditSettings
     lexical_note: str
     seconds: dict[str, float]
+    prompt_attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # classifier name -> section
 
     def pair(self, classifier: str, dataset: str) -> PairResult:
         return self.pairs[(classifier, dataset)]
@@ -147,6 +149,13 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
 
         settings.attacks = check_families(settings.attacks)
         attack_cache = AttackCache(out)
+    prompt_attack = settings.prompt_attack
+    if prompt_attack is not None:
+        from toxiforge.audit import prompt_attacks as pa
+
+        prompt_attack.check([c.spec for c in classifiers])
+        outcomes = pa.OutcomeCache(out, prompt_attack)
+    prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
     cache = ScoreCache(out)
@@ -205,6 +214,13 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                     attack_cache.put(path, record)
                 attack_sections[(c.name, data.name)] = summarise(record["outcomes"], record["candidates"],
                                                                  settings.n_boot, settings.seed)
+            if prompt_attack is not None:
+                found = outcomes.get(key) if settings.resume else None
+                if found is None:
+                    found = pa.attack_outcomes(prompt_attack, Path(out), loaded(), key, c.name,
+                                               partial(score_texts, loaded()), log)
+                    outcomes.put(key, found)
+                prompt_sections[c.name] = pa.summarise(found, settings.n_boot, settings.seed)
         finally:
             if settings.ray is not None and clf is not None:
                 clf.close()  # the Ray actors of this classifier: each loads a model
@@ -220,7 +236,8 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
         comparison[data.name] = {c.name: compare(pairs[(first, data.name)].sections, pairs[(c.name, data.name)]
                                                  .sections) for c in classifiers[1:]}
     return AuditResult(list(classifiers), list(datasets), pairs, comparison, info, settings,
-                       context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started})
+                       context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started},
+                       prompt_sections)
 
 
 def sections(data: LabeledData, scores: np.ndarray, context: LexicalContext, settings: AuditSettings

@@ -8,10 +8,15 @@ from pathlib import Path
 import typer
 
 from toxiforge.cli._app import (
+    BEAMS,
+    CANDIDATES,
+    CLASSIFIER_TOP_EXTENSIONS,
     CPUS_PER_WORKER,
     GPUS_PER_WORKER,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
+    LAMBDA_CLF,
+    LAMBDA_LM,
     RAY,
     RAY_ADDRESS,
     TOXIC_LABEL,
@@ -19,9 +24,12 @@ from toxiforge.cli._app import (
     check_model_options,
     classifier_options,
     console,
+    group_names,
+    load_lm,
     ray_config,
     split_list,
 )
+from toxiforge.models.embedded import DEFAULT_LM
 
 
 def audit(
@@ -55,6 +63,30 @@ def audit(
                                       "toxic rows a classifier flags."),
     attack_n: int = typer.Option(100, "--attack-n", help="Flagged toxic rows attacked per classifier and dataset "
                                  "(a seeded sample)."),
+    attack_prompts: str | None = typer.Option(None, "--attack-prompts", help="ALICE vs top-k section: upstream "
+                                              "prompt file(s) (or -d); each classifier is attacked with ALICE from "
+                                              "the prompts that top-k also decodes."),
+    demonstrations: str | None = typer.Option(None, "--demonstrations", "-d", help="ALICE vs top-k section: "
+                                              "demonstrations the prompts are built from (as generate)."),
+    per_cell: int = typer.Option(10, "-n", "--per-cell", help="ALICE vs top-k section: statements per group × "
+                                 "label and decoder."),
+    groups: str = typer.Option("all", "--groups", help="ALICE vs top-k section: comma-separated groups or aliases; "
+                               "'all': every group of the prompt source."),
+    labels: str = typer.Option("toxic,benign", "--labels", help="ALICE vs top-k section: prompt labels."),
+    k: int = typer.Option(5, "-k", help="ALICE vs top-k section: demonstrations per prompt."),
+    model: str = typer.Option(DEFAULT_LM, "--model", help="ALICE vs top-k section: language model, as for generate "
+                              "(openai:URL#MODEL for a server)."),
+    validate_with: str | None = typer.Option(None, "--validate-with", help="ALICE vs top-k section: a classifier "
+                                             "other than every -c that validates the statements (as harden's): "
+                                             "validated and confirmed flip rates."),
+    beams: int | None = BEAMS,
+    candidates: int | None = CANDIDATES,
+    lambda_lm: float | None = LAMBDA_LM,
+    lambda_clf: float | None = LAMBDA_CLF,
+    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="ALICE vs top-k section: token budget "
+                                              "per statement."),
+    temperature: float | None = typer.Option(None, "--temperature", help="ALICE vs top-k section: temperature."),
     ray: bool = RAY,
     ray_address: str | None = RAY_ADDRESS,
     workers: int = WORKERS,
@@ -63,11 +95,34 @@ def audit(
 ) -> None:
     """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures)."""
     from toxiforge._io import require_empty_dir
+    from toxiforge.audit.prompt_attacks import PromptAttack, check_source
     from toxiforge.audit.report import write_report
     from toxiforge.audit.run import AuditSettings, ClassifierSpec, run_audit
     from toxiforge.data import load_specs
+    from toxiforge.decoding import decoder_config
+    from toxiforge.errors import InputError
+    from toxiforge.models import API_PREFIX
+    from toxiforge.pipeline import Generator
+    from toxiforge.pipeline.plan import GenerationPlan
 
     check_model_options(dtype, device)
+    prompt_attack = None
+    source = check_source(attack_prompts, demonstrations)
+    if source is None and validate_with:
+        raise InputError("--validate-with validates the ALICE vs top-k section's statements, which needs a prompt "
+                         "source", hint="add --attack-prompts FILE or -d DEMONSTRATIONS (with -n)")
+    if source is not None:
+        shared = {"temperature": temperature, "max_new_tokens": max_new_tokens}
+        alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
+                                         "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
+                                         "classifier_top_extensions": classifier_top_extensions})
+        label_list = split_list(labels)
+        plan = GenerationPlan.grid(group_names(groups, label_list, source[0], source[1]), label_list, per_cell,
+                                   source=source[0], prompt_source=source[1], k=k, seed=seed)
+        lm_options = {"dtype": dtype, "device": device} if not model.startswith(API_PREFIX) else {}
+        prompt_attack = PromptAttack(plan, alice, decoder_config("top-k", shared),
+                                     Generator(model=model, model_options=lm_options, load=load_lm, device=device),
+                                     validate_with, device)
     require_empty_dir(out, resume or overwrite, option="-o", flag="--resume (reuse its scores) or --overwrite")
     options = {"device": device, "dtype": dtype, "batch_size": batch_size,
                **classifier_options(judge_template, judge_policy, toxic_label)}
@@ -75,7 +130,8 @@ def audit(
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,
                              ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
-                             attacks=tuple(split_list(attack)) if attack else (), attack_n=attack_n)
+                             attacks=tuple(split_list(attack)) if attack else (), attack_n=attack_n,
+                             prompt_attack=prompt_attack)
     specs = [ClassifierSpec.parse(c) for c in classifier]
     datasets = load_specs(on)
     result = run_audit(specs, datasets, out, settings,

@@ -71,12 +71,13 @@ class Generator:
             known.update(method=decoder.method, decoding=decoder.settings(), num_return=decoder.num_return)
         prepare_dir(Path(out), known, resume)
 
-    def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: str | Path | None = None,
+    def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: Any = None,
             classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None) -> JobResult:
         """Generate ``plan`` with the decoder of ``decoding`` (a config from
         :func:`~toxiforge.decoding.decoder_config`) into ``out``, resuming a run already there; ``classifier``
         (a path or registry name, loaded as ``classifier_name`` with ``classifier_options``, e.g. a judge's
-        ``template``) scores every row and is the one ALICE attacks.
+        ``template``; or, in this process, a classifier already loaded) scores every row and is the one ALICE
+        attacks.
 
         In this process the classifier loads before the language model (when ``lm`` is not loaded yet), so a bad
         classifier fails before a slow model load; on Ray each worker loads both."""
@@ -90,14 +91,16 @@ class Generator:
         if self.ray is not None:
             from toxiforge.pipeline.ray_runner import WorkerSetup, run_generation_ray
 
+            if classifier is not None and not isinstance(classifier, (str, Path)):
+                raise TypeError("on Ray, pass the classifier's spec (each worker loads it), not a loaded classifier")
             setup = WorkerSetup(self.model, decoder_for, None if classifier is None else str(classifier),
                                 model_options=self.model_options, classifier_options=options)
             return run_generation_ray(plan, setup, out, config=self.job, ray_config=self.ray, resume=resume,
                                       progress=self.progress)
         from toxiforge.pipeline.job import run_generation
 
-        clf = None
-        if classifier is not None:
+        clf = classifier if classifier is not None and not isinstance(classifier, (str, Path)) else None
+        if isinstance(classifier, (str, Path)):
             from toxiforge.classifiers import load_classifier
 
             clf = load_classifier(classifier, **options)

@@ -115,7 +115,7 @@ def test_paper_direction_and_empty_cells_say_why():
 
 
 def test_stratified_split_holds_out_each_label_and_records_it():
-    from toxiforge.bias.experiment import stratified_split
+    from toxiforge.bias.experiment_split import stratified_split
 
     rows = [Example(f"placeholder {i}", int(i % 4 == 0)) for i in range(200)]
     train, test, record = stratified_split(rows, 0.2, seed=3)
@@ -213,7 +213,7 @@ def test_cli_experiment_splits_and_relabels_in_one_command(base_dir, tmp_path, m
 
 
 def test_stratified_subsample_keeps_label_shares():
-    from toxiforge.bias.experiment import stratified_subsample
+    from toxiforge.bias.experiment_split import stratified_subsample
 
     rows = [Example(f"placeholder {i}", int(i % 4 == 0)) for i in range(200)]
     kept = stratified_subsample(rows, 40, seed=1)
@@ -227,7 +227,7 @@ def test_davidson_split_aae_rules_and_table7_statistics_as_docs_say():
     """The numbers docs/debias-davidson.md quotes, from the real files (../shared/data): the 0.2 split, the
     rows each AAE rule takes, and the Original statistics beside Zhou et al.'s Table 7 (within 0.005)."""
     from toxiforge.bias.dialect import load_dialect_model, predict_dialects
-    from toxiforge.bias.experiment import aae_rule_counts, stratified_split
+    from toxiforge.bias.experiment_split import aae_rule_counts, stratified_split
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import measure_data
     from toxiforge.bias.paper import DAVIDSON
@@ -266,3 +266,95 @@ def test_measure_data_with_precomputed_tags_and_dialects_equals_computing_them()
     given = measure_data(data, lexicon=lexicon, dialect_model=model, scores=scores, flags=lexicon.tag(data.texts),
                          p_dialect=predict_dialects(data.texts, model)).report.to_json()
     assert given == plain and plain["n"]["noi"] == 3
+
+
+def _without_times(records):
+    return [{k: v for k, v in r.items() if k != "train_seconds"} for r in records]
+
+
+def test_a_stopped_experiment_resumes_where_it_stopped(base_dir, tmp_path):  # noqa: F811
+    """Ctrl-C in run 2 keeps run 1's records and run 2's trained models; --resume trains only the models not
+    trained yet (run 2's DataMaps-Hard and AAE-relabeled: DataMaps' subset is read back, not drawn from a new
+    Vanilla's dynamics) and gives the records of an uninterrupted run; another setting is refused."""
+    from dataclasses import replace
+
+    train, test = planted(60, seed=0), planted(40, seed=100, test=True)
+    relabeled = [Example(e.text, 1 - e.label if i % 10 == 0 else e.label) for i, e in enumerate(train)]
+    methods = ("Vanilla", "Random", "DataMaps-Hard", "AAE-relabeled")
+    settings = DebiasSettings(train=tiny_config(base_dir, epochs=2, batch_size=16, learning_rate=1e-2), runs=2,
+                              methods=methods)
+    evaluation = LabeledData(name="planted-test", examples=test, layout="table", source="memory")
+    full = run_debias_experiment(train, evaluation, tmp_path / "full", settings, relabeled=relabeled)
+    steps: list[str] = []
+
+    def stop(message):
+        steps.append(message)
+        if message == "run 2/2: training DataMaps-Hard":
+            raise KeyboardInterrupt
+
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        run_debias_experiment(train, evaluation, cut, settings, relabeled=relabeled, on_step=stop)
+    kept = [json.loads(line) for line in (cut / "runs.jsonl").read_text().splitlines()]
+    assert [(r["run"], r["method"]) for r in kept] == [(0, m) for m in methods]
+    with pytest.raises(InputError, match="not empty"):
+        run_debias_experiment(train, evaluation, cut, settings, relabeled=relabeled)
+    steps.clear()
+    resumed = run_debias_experiment(train, evaluation, cut, settings, relabeled=relabeled, resume=True,
+                                    on_step=steps.append)
+    assert [s for s in steps if "training" in s] == ["run 2/2: training DataMaps-Hard",
+                                                     "run 2/2: training AAE-relabeled"]
+    assert resumed["records_reused"] == 4
+    assert _without_times(resumed["runs"]) == _without_times(full["runs"])
+    assert resumed["summary"]["DataMaps-Hard"]["accuracy"] == full["summary"]["DataMaps-Hard"]["accuracy"]
+    with pytest.raises(InputError, match="fraction"):
+        run_debias_experiment(train, evaluation, cut, replace(settings, fraction=0.5), relabeled=relabeled,
+                              resume=True)
+    with pytest.raises(InputError, match="nothing to resume"):
+        (tmp_path / "other").mkdir()
+        (tmp_path / "other" / "x.txt").write_text("x")
+        run_debias_experiment(train, evaluation, tmp_path / "other", settings, relabeled=relabeled, resume=True)
+
+
+def test_relabeler_keeps_translations_as_it_makes_them(tmp_path, monkeypatch):
+    """The experiment's relabeler appends each translated chunk to translations.partial.jsonl; a run stopped after
+    the first chunk, run again, translates only the texts that are not in that file."""
+    import toxiforge.bias.relabel as relabel
+    import toxiforge.models as models
+
+    from .test_zhou_mitigation import fake_dialect_model
+
+    rows = planted(80, seed=3)
+    model = fake_dialect_model()
+    asked: list[list[str]] = []
+
+    def translator(lm, *, batch_size, seed):
+        def translate(texts):
+            asked.append(list(texts))
+            if len(asked) == 2 and stopping:
+                raise KeyboardInterrupt
+            return [f"calm placeholder {i}" for i, _ in enumerate(texts)]
+        return translate
+
+    monkeypatch.setattr(relabel, "lm_translator", translator)
+    lm = type("LM", (), {"describe": lambda self: {"name": "fake"}})()
+    monkeypatch.setattr(models, "load_language_model", lambda *a, **k: lm)
+    classifier = type("C", (), {"predict_proba": lambda self, texts: np.zeros(len(texts)),
+                                "describe": lambda self: {"name": "zero"}})()
+    stopping = False
+    (tmp_path / "fresh").mkdir()
+    relabel.experiment_relabeler("lm", dialect_model=model, batch_size=1)(rows, classifier, tmp_path / "fresh")
+    candidates = sum(len(a) for a in asked)   # what an uninterrupted run translates
+    asked.clear()
+    run = relabel.experiment_relabeler("lm", dialect_model=model, batch_size=1)
+    stopping = True
+    with pytest.raises(KeyboardInterrupt):
+        run(rows, classifier, tmp_path)
+    assert candidates > 8 and len(asked[0]) == 8   # one chunk: 8 batches of 1
+    saved = (tmp_path / relabel.PARTIAL_TRANSLATIONS).read_text().splitlines()
+    assert [json.loads(line)["text"] for line in saved] == asked[0]
+    asked.clear()
+    stopping = False
+    again = relabel.experiment_relabeler("lm", dialect_model=model, batch_size=1)(rows, classifier, tmp_path)
+    assert len(again) == 80 and not set(sum(asked, [])) & {json.loads(line)["text"] for line in saved}
+    assert sum(len(a) for a in asked) == candidates - 8

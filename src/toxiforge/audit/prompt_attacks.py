@@ -85,8 +85,8 @@ def _rows(run_dir: Path, method: str, validation: Any) -> list[dict[str, Any]]:
     rows = run_rows(run_dir, method)
     scores = validation.scores(run_dir)
     scores = [None] * len(rows) if scores is None else scores
-    return [{"id": None if e.row is None else ids[e.row], "label": e.label, "text": e.text, "fooled": fooled, "validator": s}
-            for (e, fooled), s in zip(rows, scores)]
+    return [{"id": None if e.row is None else ids[e.row], "label": e.label, "text": e.text, "fooled": fooled,
+             "validator": s} for (e, fooled), s in zip(rows, scores)]
 
 
 def _generate(attack: PromptAttack, decoding: Any, folder: Path, classifier: Any = None, name: str | None = None

@@ -43,6 +43,7 @@ from toxiforge.records import TOXIC_THRESHOLD
 METHODS: tuple[str, ...] = ("Vanilla", "LMIXIN-ONI", "LMIXIN-TOXTRIG", "LMIXIN-Dialect", "Random", "AFLite",
                             "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard", "AAE-relabeled")
 BIAS_ONLY_OF = {"LMIXIN-ONI": "oni", "LMIXIN-TOXTRIG": "toxtrig", "LMIXIN-Dialect": "dialect"}
+SUBSET_METHODS = ("Random", "AFLite", "DataMaps-Easy", "DataMaps-Ambiguous", "DataMaps-Hard")
 @dataclass(frozen=True)
 class DebiasSettings:
     """What the experiment trains. ``train`` is a :class:`~toxiforge.training.trainer.TrainConfig` (its seed is
@@ -138,88 +139,31 @@ def _measure(rows: Sequence[Example], name: str, lexicon: Any, dialect_model: An
                         aae_threshold=aae_threshold, flags=flags, p_dialect=p_dialect).report.to_json()
 
 
-def stratified_split(examples: Sequence[Example], fraction: float, seed: int
-                     ) -> tuple[list[Example], list[Example], dict[str, Any]]:
-    """``(train, test, record)``: a seeded label-stratified split holding out ``fraction`` of each label
-    (:func:`~toxiforge.training.trainer.split_heldout_indices`, the split ``train`` uses), and what to record
-    of it: the fraction, seed, sizes and the test rows' positions in ``examples``."""
-    from toxiforge.training.trainer import split_heldout_indices
-
-    if not 0 < fraction < 1:
-        raise InputError(f"--test-fraction must be in (0, 1), got {fraction}", hint="e.g. --test-fraction 0.2")
-    train_idx, test_idx = split_heldout_indices([e.label for e in examples], fraction, seed)
-    if len(train_idx) < 2 or len(test_idx) < 2:
-        raise InputError(f"a {fraction:g} split of {len(examples)} rows leaves {len(train_idx)} to train on and "
-                         f"{len(test_idx)} to test", hint="give more rows or another --test-fraction")
-    record = {"fraction": fraction, "seed": seed, "stratified_by": "label", "n_train": len(train_idx),
-              "n_test": len(test_idx), "test_toxic": sum(examples[i].label for i in test_idx),
-              "test_positions": sorted(test_idx)}
-    return [examples[i] for i in train_idx], [examples[i] for i in test_idx], record
-
-
-def stratified_subsample(examples: Sequence[Example], n: int, seed: int) -> list[Example]:
-    """About ``n`` of ``examples`` (each label's share kept, seeded): the training size of a run that must fit a
-    time budget, taken after :func:`stratified_split` so the evaluation rows stay the same."""
-    from toxiforge.training.trainer import split_heldout_indices
-
-    if not 2 <= n:
-        raise InputError(f"--train-rows must be at least 2, got {n}", hint="e.g. --train-rows 2000")
-    if n >= len(examples):
-        return list(examples)
-    _, kept = split_heldout_indices([e.label for e in examples], n / len(examples), seed)
-    return [examples[i] for i in sorted(kept)]
-
-
-def aae_rule_counts(splits: dict[str, tuple[Sequence[Example], np.ndarray]]) -> dict[str, Any]:
-    """Rows each AAE selection rule takes (argmax, p(AAE) > 0.5, > 0.8) in each split, and its benign rows."""
-    from toxiforge.bias.experiment_report import RULES
-    from toxiforge.bias.metrics import aae_members
-
-    out: dict[str, Any] = {}
-    for name, (rows, p_dialect) in splits.items():
-        labels = np.array([e.label for e in rows])
-        out[name] = {}
-        for rule, threshold in RULES:
-            member = aae_members(p_dialect, threshold)
-            out[name][rule] = {"n": int(member.sum()), "of": len(rows), "n_benign": int((member & (labels == 0)).sum())}
-    return out
-
-
-def _rule_fprs(labels: np.ndarray, scores: np.ndarray, p_dialect: np.ndarray, threshold: float) -> dict:
-    from toxiforge.bias.experiment_report import RULES
-    from toxiforge.bias.metrics import aae_members, false_positive_rate
-    from toxiforge.records import is_toxic
-
-    preds = is_toxic(scores, threshold).astype(np.int64)
-    out = {}
-    for rule, cut in RULES:
-        member = aae_members(p_dialect, cut)
-        out[rule] = false_positive_rate(labels[member], preds[member]) if member.any() else None
-    return out
-
-
 def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_dir: str | Path,
                           settings: DebiasSettings, *, relabeled: Sequence[Example] | None = None,
                           relabeler: Callable[[Sequence[Example], Any, Path], list[Example]] | None = None,
                           dialect_model: Any = None, dialect_source: str | None = None, overwrite: bool = False,
-                          split: dict[str, Any] | None = None,
+                          split: dict[str, Any] | None = None, resume: bool = False,
                           on_step: Callable[[str], None] | None = None) -> dict:
     """Train and measure every method ``settings.runs`` times; write ``debias.json``, ``debias.md`` and
     ``debias.png``. AAE-relabeled trains on ``relabeled``, or on what ``relabeler(train, classifier, out_dir)``
     returns, called once with the first run's Vanilla model (Zhou et al. judge the translations with the vanilla
-    classifier). ``split`` (from :func:`stratified_split`) is recorded in ``debias.json``."""
+    classifier). ``split`` (from :func:`stratified_split`) is recorded in ``debias.json``. ``resume`` goes on with
+    a stopped run in ``out_dir`` (:mod:`toxiforge.bias.experiment_state`): only what is missing is trained."""
     from toxiforge._io import atomic_write_text, require_empty_dir
     from toxiforge.bias.aflite import AFLiteConfig, aflite, aflite_subset
     from toxiforge.bias.bias_only import bias_only_probabilities, dialect_bias
     from toxiforge.bias.datamaps import REGIONS, DataMapRecorder, region_pool, region_subset
     from toxiforge.bias.experiment_report import plot_methods, render_markdown
+    from toxiforge.bias.experiment_split import aae_rule_counts, rule_fprs
+    from toxiforge.bias.experiment_state import ExperimentState, rows_digest
     from toxiforge.bias.lexicon import default_bias_lexicon, load_bias_lexicon
     from toxiforge.bias.subsets import count_outside, random_subset, subset_size
     from toxiforge.classifiers import load_classifier
     from toxiforge.training.debias import train_debiased
     from toxiforge.training.trainer import train_classifier
 
-    out = require_empty_dir(out_dir, overwrite)
+    out = require_empty_dir(out_dir, overwrite or resume, flag="--overwrite (start again) or --resume (go on)")
     say = on_step or (lambda message: None)
     notes: list[str] = []
     train = list(train)
@@ -233,15 +177,32 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
         notes.append("AAE-relabeled not run: no relabeled data (pass --relabel, or --relabeled FILE)")
     lexicon = load_bias_lexicon(settings.lexicon) if settings.lexicon else default_bias_lexicon()
     lexicon_spec = f":{settings.lexicon}" if settings.lexicon else ""
+    state = ExperimentState.open(out, {
+        "settings": asdict(settings), "train_rows": [len(train), rows_digest(train)],
+        "eval_rows": [len(eval_data), rows_digest(eval_data.examples)], "split": split, "dialect": dialect_source,
+        "relabel": "in the run" if relabeler is not None else rows_digest(relabeled) if relabeled else None}, resume)
+    if resume and relabeler is not None and (out / "relabeled.manifest.json").exists():
+        from toxiforge.data import load_specs
+
+        say("reading the relabeled training data made before")
+        (done,) = load_specs([str(out / "relabeled.parquet")], label_column="label", text_column="text")
+        relabeled, relabeler = done.examples, None
     size = subset_size(len(train), settings.fraction)
     embeddings, embed_seconds = None, 0.0
-    if "AFLite" in methods:
-        from toxiforge.analysis.embeddings import embed_texts, load_encoder
 
-        say(f"embedding {len(train)} training texts with {settings.encoder}")
-        started = time.perf_counter()
-        embeddings = embed_texts([e.text for e in train], load_encoder(settings.encoder, device=settings.train.device))
-        embed_seconds = time.perf_counter() - started
+    def embedded() -> np.ndarray:
+        """The training texts' encoder embeddings for AFLite, computed on first need (not when resumed subsets
+        are read)."""
+        nonlocal embeddings, embed_seconds
+        if embeddings is None:
+            from toxiforge.analysis.embeddings import embed_texts, load_encoder
+
+            say(f"embedding {len(train)} training texts with {settings.encoder}")
+            started = time.perf_counter()
+            embeddings = embed_texts([e.text for e in train], load_encoder(settings.encoder,
+                                                                           device=settings.train.device))
+            embed_seconds = time.perf_counter() - started
+        return embeddings
     bias_probs: dict[str, np.ndarray] = {}
     for method, kind in BIAS_ONLY_OF.items():
         if method not in methods:
@@ -276,45 +237,63 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                      "splits": aae_rule_counts({"evaluation": (eval_data.examples, eval_p),
                                                 "training": (train, train_p)})}
     relabel_seconds = None
-    records: list[dict] = []
     subsets: dict[str, np.ndarray] = {}
     top_ups: dict[str, int] = {}
     started = time.perf_counter()
+    reused = len(state.done)
     for run in range(settings.runs):
         seed = settings.train.seed + run
         config = replace(settings.train, seed=seed)
         folder = out / "models" / f"run{run}"
+        pending = [m for m in methods if not state.measured(run, m)]
+        draws = run == 0 or settings.redraw_subsets  # else every run trains on the first run's subsets
+        saved = state.load_subsets(run if settings.redraw_subsets else 0)
+        needs_map = draws and saved is None and any(m in SUBSET_METHODS for m in methods)
+        relabel_now = run == 0 and relabeler is not None and "AAE-relabeled" in methods
+        if not pending and not needs_map and not relabel_now:
+            say(f"run {run + 1}/{settings.runs}: measured before")
+            continue
         trained: dict[str, np.ndarray] = {}
-        seconds: dict[str, float] = {}
+        seconds: dict[str, float | None] = {}
 
         def fit(method: str, index: np.ndarray | None = None, callbacks: Sequence[Any] = (), *, run: int = run,
-                folder: Path = folder, config: Any = config, trained: dict = trained,
-                seconds: dict = seconds) -> None:
-            say(f"run {run + 1}/{settings.runs}: training {method}")
-            rows = train if index is None else [train[i] for i in index]
-            begun = time.perf_counter()
-            if method in bias_probs:
-                train_debiased(rows, folder / method, config, bias_probs=bias_probs[method],
-                               bias_only=BIAS_ONLY_OF[method] + lexicon_spec, progress=False)
-            else:
-                train_classifier(rows, folder / method, config, progress=False, callbacks=callbacks)
-            seconds[method] = time.perf_counter() - begun
+                folder: Path = folder, config: Any = config, trained: dict = trained, seconds: dict = seconds,
+                again: bool = False, rows: Sequence[Example] | None = None) -> None:
             trained[method] = np.arange(len(train)) if index is None else index
+            before = None if again else state.trained_seconds(folder / method)
+            if before is not None:  # trained before a stop, not measured yet
+                seconds[method] = before
+                return
+            say(f"run {run + 1}/{settings.runs}: training {method}")
+            rows = rows if rows is not None else train if index is None else [train[i] for i in index]
+            begun = time.perf_counter()
+            if method in bias_probs:  # overwrite: a model a stop cut short is trained again
+                train_debiased(rows, folder / method, config, bias_probs=bias_probs[method],
+                               bias_only=BIAS_ONLY_OF[method] + lexicon_spec, progress=False, overwrite=True)
+            else:
+                train_classifier(rows, folder / method, config, progress=False, callbacks=callbacks, overwrite=True)
+            seconds[method] = time.perf_counter() - begun
+            state.save_seconds(folder / method, seconds[method])
 
         recorder = DataMapRecorder(len(train))
-        fit("Vanilla", callbacks=[recorder])
-        if run == 0 and relabeler is not None and "AAE-relabeled" in methods:
+        if "Vanilla" in pending or needs_map or relabel_now:
+            fit("Vanilla", callbacks=[recorder], again=needs_map)  # the data map needs its training dynamics
+        if relabel_now:
+            assert relabeler is not None
             say("relabeling the training data: translating AAE rows, judged by run 1's Vanilla")
             begun = time.perf_counter()
             relabeled = relabeler(train, load_classifier(folder / "Vanilla", device=device), out)
             relabel_seconds = time.perf_counter() - begun
-        if run == 0 or settings.redraw_subsets:  # else every run trains on the first run's subsets
+            relabeler = None
+        if saved is not None:
+            subsets, top_ups = saved
+        elif draws:
             draw = seed if settings.redraw_subsets else settings.train.seed
             subsets, top_ups = {}, {}
             if "Random" in methods:
                 subsets["Random"] = random_subset(labels, size, seed=draw)
-            if embeddings is not None:
-                result = aflite(embeddings, labels, AFLiteConfig(target_size=len(train) // 2,
+            if "AFLite" in methods:
+                result = aflite(embedded(), labels, AFLiteConfig(target_size=len(train) // 2,
                                                                  ensemble_size=settings.aflite_ensemble, seed=draw))
                 subsets["AFLite"], top_ups["AFLite"] = aflite_subset(result, labels, size, seed=draw)
             regions = [r for r in REGIONS if f"DataMaps-{r.capitalize()}" in methods]
@@ -323,22 +302,16 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                 name = f"DataMaps-{region.capitalize()}"
                 subsets[name] = region_subset(dynamics, labels, region, fraction=settings.fraction, seed=draw)
                 top_ups[name] = count_outside(subsets[name], region_pool(dynamics, region))
-            for name, extra in top_ups.items():
-                if extra:
-                    notes.append(f"{name}{f' (run {run + 1})' if settings.redraw_subsets else ''}: {extra} of "
-                                 f"{len(subsets[name])} rows are top-ups from outside the "
-                                 f"{'survivors' if name == 'AFLite' else 'region'}, which lacked a label")
-        for method in methods:
+            state.save_subsets(run if settings.redraw_subsets else 0, subsets, top_ups)
+        for method in pending:
             if method in BIAS_ONLY_OF:
                 fit(method)
             elif method in subsets:
                 fit(method, subsets[method])
-        for method in methods:
+            elif method == "AAE-relabeled" and relabeled is not None:
+                fit(method, rows=list(relabeled))
+        for method in pending:
             if method == "AAE-relabeled" and relabeled is not None:  # else not in methods
-                say(f"run {run + 1}/{settings.runs}: training {method}")
-                begun = time.perf_counter()
-                train_classifier(list(relabeled), folder / method, config, progress=False)
-                seconds[method] = time.perf_counter() - begun
                 train_rows = list(relabeled)
             elif method in trained:
                 train_rows = [train[i] for i in trained[method]]
@@ -348,23 +321,27 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
             scores = np.asarray(load_classifier(folder / method, device=device).predict_proba(eval_texts))
             report = _measure(eval_data.examples, eval_data.name, lexicon, dialect_model, scores,
                               settings.threshold, settings.aae_threshold, flags=eval_flags, p_dialect=eval_p)
-            index = trained.get(method)  # None: the relabeled rows, which are not the training rows' texts
+            index = None if method == "AAE-relabeled" else trained.get(method)  # relabeled texts are not train's
             own = _measure(train_rows, method, lexicon, dialect_model,
                            flags=None if index is None else {k: v[index] for k, v in train_flags.items()},
                            p_dialect=None if index is None or train_p is None else train_p[index])
-            records.append({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
-                            "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
-                            if method in subsets else None, "train_r": own["pearson_r"],
-                            "toxic_ratio": float(np.mean([e.label for e in train_rows])),
-                            "accuracy": report["accuracy"], "f1": report["f1"], "fpr": report["fpr"],
-                            "n_eval": report["n"], "n_benign_eval": report["n_benign"],
-                            "fpr_aae_rules": None if eval_p is None else _rule_fprs(
-                                eval_labels, scores, eval_p, settings.threshold),
-                            "train_seconds": seconds.get(method)})
-            with (out / "runs.jsonl").open("a") as log:  # each model as it is measured: a cut run keeps them
-                log.write(json.dumps(records[-1], default=str) + "\n")
+            state.record({"method": method, "run": run, "seed": seed, "n_train": len(train_rows),
+                          "top_ups": top_ups.get(method, 0), "subset": _digest(trained[method])
+                          if method in subsets else None, "train_r": own["pearson_r"],
+                          "toxic_ratio": float(np.mean([e.label for e in train_rows])),
+                          "accuracy": report["accuracy"], "f1": report["f1"], "fpr": report["fpr"],
+                          "n_eval": report["n"], "n_benign_eval": report["n_benign"],
+                          "fpr_aae_rules": None if eval_p is None else rule_fprs(
+                              eval_labels, scores, eval_p, settings.threshold),
+                          "train_seconds": seconds.get(method)})
         if not settings.keep_models:
-            shutil.rmtree(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    records = state.records()
+    for run in range(settings.runs) if settings.redraw_subsets else (0,):
+        drawn, extras = state.load_subsets(run) or ({}, {})
+        notes += [f"{name}{f' (run {run + 1})' if settings.redraw_subsets else ''}: {extra} of {len(drawn[name])} "
+                  f"rows are top-ups from outside the {'survivors' if name == 'AFLite' else 'region'}, which lacked "
+                  "a label" for name, extra in extras.items() if extra]
     if not settings.keep_models and (out / "models").exists():
         shutil.rmtree(out / "models")
     if dialect_model is not None and settings.aae_threshold is not None:
@@ -382,7 +359,8 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                              "train": asdict(settings.train)},
                 "train_rows": len(train), "eval": eval_data.describe(), "split": split, "subset_size": size,
                 "embed_seconds": embed_seconds, "relabel_seconds": relabel_seconds,
-                "seconds": time.perf_counter() - started, "lexicon": lexicon.describe(), "lexicon_match": lexicon.match,
+                "seconds": time.perf_counter() - started, "records_reused": reused,
+                "lexicon": lexicon.describe(), "lexicon_match": lexicon.match,
                 "dialect": dialect_source,
                 "aae_rules": aae_rules, "notes": notes, "summary": summary, "fpr_aae_by_rule": rule_fpr,
                 "runs": records}

@@ -215,6 +215,9 @@ def read_translations(path: str | Path) -> dict[str, str]:
     return {str(t): str(tr) for t, tr in zip(column(table, "text"), column(table, "translation")) if tr is not None}
 
 
+PARTIAL_TRANSLATIONS = "translations.partial.jsonl"
+
+
 def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | None = None,
                          translations: dict[str, str] | None = None, batch_size: int = 8, device: str = "auto",
                          seed: int = 0) -> Callable[[Sequence[Example], Any, Path], list[Example]]:
@@ -223,7 +226,9 @@ def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | 
     Translates the candidates with ``lm`` (loaded on first need), reusing ``translations`` (``{text: translation}``,
     :func:`read_translations`: greedy decoding makes a translation a function of the text, so a run can reuse
     another's), judges them with ``classifier`` (the experiment passes its first Vanilla model, as Zhou et al.)
-    and writes ``relabeled.parquet`` and ``relabeled.manifest.json`` into the out dir."""
+    and writes ``relabeled.parquet`` and ``relabeled.manifest.json`` into the out dir. Translations are appended to
+    ``translations.partial.jsonl`` there as they are made, and read back first: a stopped run loses at most one
+    chunk (8 batches) of them."""
     import json
     import time
 
@@ -240,16 +245,25 @@ def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | 
 
         loaded: list[Any] = []
         counts = {"reused": 0, "translated": 0}
+        partial = out / PARTIAL_TRANSLATIONS  # each chunk as it is translated: a stopped run keeps them
+        for line in partial.read_text(encoding="utf-8").splitlines() if partial.exists() else []:
+            if line.strip():
+                saved = json.loads(line)
+                known.setdefault(saved["text"], saved["translation"])
 
         def translate(texts: Sequence[str]) -> list[str]:
             missing = list(dict.fromkeys(t for t in texts if t not in known))
             counts["reused"] += sum(t in known for t in texts)
-            if missing:
+            for start in range(0, len(missing), batch_size * 8):
                 if not loaded:
                     loaded.append(load_language_model(lm, device=device))
-                done = lm_translator(loaded[0], batch_size=batch_size, seed=seed)(missing)
-                known.update(zip(missing, done))
-                counts["translated"] += len(missing)
+                chunk = missing[start:start + batch_size * 8]
+                done = lm_translator(loaded[0], batch_size=batch_size, seed=seed)(chunk)
+                known.update(zip(chunk, done))
+                with partial.open("a", encoding="utf-8") as handle:
+                    handle.writelines(json.dumps({"text": t, "translation": d}, ensure_ascii=False) + "\n"
+                                      for t, d in zip(chunk, done))
+                counts["translated"] += len(chunk)
             return [known[t] for t in texts]
 
         started = time.perf_counter()

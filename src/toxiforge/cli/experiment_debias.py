@@ -84,16 +84,13 @@ def experiment_debias_command(
     seed: int = typer.Option(0, "--seed"),
     keep_models: bool = typer.Option(False, "--keep-models", help="Keep every trained model under OUT/models."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
+    resume: bool = typer.Option(False, "--resume", help="Go on with a stopped run in -o (the same command): only "
+                                "the models it did not measure are trained; the translations made are kept."),
 ) -> None:
     """Zhou et al.'s comparison: vanilla, LMIXIN-ONI/-TOXTRIG, random, AFLite, DataMaps (Tables 1, 2 and 4)."""
     from toxiforge._io import require_empty_dir
-    from toxiforge.bias.experiment import (
-        METHODS,
-        DebiasSettings,
-        run_debias_experiment,
-        stratified_split,
-        stratified_subsample,
-    )
+    from toxiforge.bias.experiment import METHODS, DebiasSettings, run_debias_experiment
+    from toxiforge.bias.experiment_split import stratified_split, stratified_subsample
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import find_dialect_model
     from toxiforge.bias.relabel import experiment_relabeler, read_translations
@@ -104,7 +101,7 @@ def experiment_debias_command(
     def pick(value, default, small):  # --smoke changes only the options not given
         return value if value is not None else (small if smoke else default)
 
-    require_empty_dir(out, overwrite)
+    require_empty_dir(out, overwrite or resume, flag="--overwrite (start again) or --resume (go on)")
     if (eval_data is None) == (test_fraction is None):
         raise InputError("give the evaluation data as --eval DATA or as --test-fraction F of --train, not "
                          + ("both" if eval_data else "neither"), hint="e.g. --test-fraction 0.2")
@@ -166,7 +163,7 @@ def experiment_debias_command(
     with console.status("starting") as status:
         result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, relabeler=relabeler,
                                        dialect_model=model, dialect_source=source, overwrite=overwrite, split=split,
-                                       on_step=status.update)
+                                       resume=resume, on_step=status.update)
     for note in result["notes"]:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     console.print(f"{len(result['runs'])} models trained and measured in {result['seconds']:.0f} s; wrote "

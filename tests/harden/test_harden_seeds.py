@@ -167,3 +167,40 @@ def test_harden_seeds_png_draws_auc_on_an_axis_of_at_least_the_minimum_span(tmp_
     ax = auc_axes(monkeypatch, harden_seeds, lambda: harden_seeds.plot(combine(runs), tmp_path / "seeds.png"))
     low, high = ax.get_ylim()
     assert high - low == pytest.approx(MIN_AUC_SPAN) and low < 0.467 and high > 0.471
+
+
+def with_families(m: dict, obfuscate_flips: int, substitute_flips: int, spell: float) -> dict:
+    """``m`` plus the held-out families' flip rates (of the 4 placeholder statements, validator agreeing with all)
+    and a HateCheck set's spell_* accuracy, in the layout harden's report writes."""
+    validated = [float(e.label) for e in EXAMPLES]
+    m = json.loads(json.dumps(m))
+    m["attacks"] = {f: {"held_out": f == "substitute", "sources": 4, "left_out": 0,
+                        "flip_rate": flip_shares(EXAMPLES, [i < k for i in range(4)], validated)}
+                    for f, k in (("obfuscate", obfuscate_flips), ("substitute", substitute_flips))}
+    m["eval"]["hc"] = {"auc": 0.7, "auc_interval": None, "fpr_noi": None, "noi_benign": 0,
+                       "spell_accuracy": {"value": spell, "low": spell - 0.1, "high": spell + 0.1, "n": 10}}
+    return m
+
+
+def test_families_and_spell_accuracy_pool_over_seeds(tmp_path):
+    """Each family's flip rate pooled over the runs per round and arm, its change from round 0 and against the
+    control as a pooled difference with an interval and per run, and the spell_* accuracy's mean per round."""
+    start = with_families(measure(4, 4, 0.8), 4, 2, 0.5)
+    runs = [write_run(tmp_path / f"s{seed}", seed, [
+        (start, start), (with_families(measure(2, 4, 0.85), a, s, sp), with_families(measure(4, 4, 0.84), 4, 2, 0.5))])
+        for seed, a, s, sp in ((1, 1, 1, 0.7), (2, 2, 2, 0.6))]
+    fam = combine(runs)["families"]
+    assert fam["families"] == ["obfuscate", "substitute"] and fam["kinds"] == ["all", "confirmed"]
+    alice1 = next(r for r in fam["table"] if r["round"] == 1 and r["arm"] == "alice")
+    assert alice1["families"]["obfuscate"]["all"]["per_run"] == [0.25, 0.5]
+    assert alice1["families"]["obfuscate"]["all"]["pooled"]["value"] == pytest.approx(3 / 8)
+    assert alice1["spell_accuracy"]["hc"]["mean"] == pytest.approx(0.65)
+    change = next(c for c in fam["changes"] if c["family"] == "obfuscate" and c["kind"] == "all")
+    assert change["alice_minus_round0"]["value"] == pytest.approx(3 / 8 - 1)
+    assert change["alice_minus_round0"]["low"] <= 3 / 8 - 1 <= change["alice_minus_round0"]["high"]
+    assert change["alice_minus_round0_per_run"] == pytest.approx([-0.75, -0.5])
+    held = next(c for c in fam["changes"] if c["family"] == "substitute" and c["kind"] == "confirmed")
+    assert held["held_out"] and held["alice_minus_control_per_run"] == pytest.approx([-0.25, 0.0])
+    text = markdown(combine(runs))
+    assert "## Attack families and HateCheck spell_* accuracy" in text
+    assert "| 1 | obfuscate (trained) | all | -62.5 [" in text and "| -75.0, -50.0 |" in text

@@ -8,7 +8,9 @@ head, so a round-to-round change of a few points can be that draw's luck. Runnin
   95% bootstrap interval) and each run's own value;
 * for each run, the ALICE arm's change from round 0 and its gap to the control arm in every round (the issue's
   target is read off these), with their mean and range over the runs;
-* the eval sets' AUC and FPR_NOI per run, and the ALICE-minus-control AUC difference per run.
+* the eval sets' AUC and FPR_NOI per run, and the ALICE-minus-control AUC difference per run;
+* the attack families' flip rates and HateCheck's ``spell_*`` accuracy, when the runs measured them
+  (:mod:`toxiforge.harden.seeds_families`).
 
 The runs must have the same settings apart from the seeds (the attack's and the training's, which ``--seed`` sets
 together), else :class:`~toxiforge.errors.InputError`. Rounds are read up to the fewest any run has.
@@ -126,8 +128,11 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
             row[f"auc_alice_minus_control:{name}"] = _summary([diff(a["alice", name][r], a["control", name][r])
                                                                for a in auc])
         changes.append(row)
+    from toxiforge.harden.seeds_families import combine_families
+
     return {"runs": [str(d) for d in dirs], "seeds": [r["settings"]["attack"]["seed"] for r in reports],
-            "rounds": rounds, "headline": headline, "eval_sets": names, "table": table, "changes": changes}
+            "rounds": rounds, "headline": headline, "eval_sets": names, "table": table, "changes": changes,
+            "families": combine_families(reports, rounds)}
 
 
 def _pts(v: float | None) -> str:
@@ -179,6 +184,9 @@ def markdown(combined: dict[str, Any]) -> str:
             cells.append("-" if s["mean"] is None else
                          f"{s['mean']:+.3f} ({', '.join(f'{v:+.3f}' for v in s['per_run'])})")
         lines.append("| " + " | ".join(cells) + " |")
+    from toxiforge.harden.seeds_families import families_markdown
+
+    lines += families_markdown(combined.get("families") or {})
     return "\n".join(lines) + "\n"
 
 

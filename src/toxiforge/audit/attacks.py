@@ -80,17 +80,10 @@ def summarise(outcomes: dict[str, dict[str, list]], candidates: int, n_boot: int
     return section
 
 
-class AttackCache:
-    """Row-level attack outcomes under ``OUT/attacks/``, one JSON file per (classifier, dataset, settings)."""
+class JsonRecords:
+    """JSON records in ``folder``, one file each, written atomically; an unreadable one reads as missing."""
 
-    def __init__(self, out: str | Path):
-        self.folder = Path(out) / ATTACK_DIR
-
-    def path(self, classifier_key: str, data_key: str, families: Sequence[str], n: int, seed: int) -> Path:
-        import hashlib
-
-        settings = hashlib.sha256(json.dumps([sorted(families), n, seed]).encode()).hexdigest()[:12]
-        return self.folder / f"{classifier_key}-{data_key}-{settings}.json"
+    folder: Path
 
     def get(self, path: Path) -> dict[str, Any] | None:
         try:
@@ -103,3 +96,16 @@ class AttackCache:
 
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(record))
+
+
+class AttackCache(JsonRecords):
+    """Row-level attack outcomes under ``OUT/attacks/``, one JSON file per (classifier, dataset, settings)."""
+
+    def __init__(self, out: str | Path):
+        self.folder = Path(out) / ATTACK_DIR
+
+    def path(self, classifier_key: str, data_key: str, families: Sequence[str], n: int, seed: int) -> Path:
+        import hashlib
+
+        settings = hashlib.sha256(json.dumps([sorted(families), n, seed]).encode()).hexdigest()[:12]
+        return self.folder / f"{classifier_key}-{data_key}-{settings}.json"

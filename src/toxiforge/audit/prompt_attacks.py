@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from toxiforge.audit.attacks import JsonRecords
 from toxiforge.audit.bootstrap import Resampler
 from toxiforge.errors import InputError
 from toxiforge.pipeline.plan import GenerationPlan
@@ -170,7 +171,7 @@ def summarise(record: dict[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
     return out
 
 
-class OutcomeCache:
+class OutcomeCache(JsonRecords):
     """Row-level outcomes per (classifier digest, attack fingerprint) under ``OUT/attacks/prompts/``."""
 
     def __init__(self, out: str | Path, attack: PromptAttack):
@@ -178,19 +179,6 @@ class OutcomeCache:
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}-{self.fingerprint}.json"
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        path = self.path(key)
-        try:
-            return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        except (OSError, ValueError):
-            return None
-
-    def put(self, key: str, record: dict[str, Any]) -> None:
-        from toxiforge._io import atomic_write_text
-
-        self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path(key), json.dumps(record))
 
 
 def check_source(prompts: str | None, demonstrations: str | None) -> tuple[str, str] | None:

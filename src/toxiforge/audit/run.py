@@ -215,11 +215,11 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                 attack_sections[(c.name, data.name)] = summarise(record["outcomes"], record["candidates"],
                                                                  settings.n_boot, settings.seed)
             if prompt_attack is not None:
-                found = outcomes.get(key) if settings.resume else None
+                found = outcomes.get(outcomes.path(key)) if settings.resume else None
                 if found is None:
                     found = pa.attack_outcomes(prompt_attack, Path(out), loaded(), key, c.name,
                                                partial(score_texts, loaded()), log)
-                    outcomes.put(key, found)
+                    outcomes.put(outcomes.path(key), found)
                 prompt_sections[c.name] = pa.summarise(found, settings.n_boot, settings.seed)
         finally:
             if settings.ray is not None and clf is not None:

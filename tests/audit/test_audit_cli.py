@@ -247,7 +247,7 @@ def test_prompt_attack_section_compares_alice_with_topk_on_the_same_prompts(tmp_
     assert first.exit_code == 0, first.output
     report = json.loads((out / "report.json").read_text())
     section = report["prompt_attacks"]["fake-good"]
-    runs = out / "attacks" / "prompts"
+    (runs,) = [p for p in (out / "attacks" / "prompts").iterdir() if p.is_dir()]   # one folder per generation setting
     (alice_dir,) = [p for p in runs.glob("alice-*") if p.is_dir()]
 
     def rows(run):

@@ -12,9 +12,10 @@ one, compared by weights), every statement is also scored by the validator: ``va
 statements it gives their prompt label), ``confirmed`` (flipped *and* kept their label: the paper's validated
 fooling rate) and ``validator_agrees``; the paired difference is then given for the confirmed rate too.
 
-Layout under ``OUT/attacks/prompts/``: ``topk/`` (a normal ``generate`` run), ``alice-KEY/`` per classifier
-(KEY: the classifier's digest), ``RUN.validation.json`` beside a run (the validator's scores), and
-``KEY-PLAN.json``, the row-level outcomes of one classifier: ``--resume`` (or one more ``-c``) re-uses them, and a
+Layout under ``OUT/attacks/prompts/``: ``RUNS/topk/`` (a normal ``generate`` run), ``RUNS/alice-KEY/`` per
+classifier (RUNS: a digest of the prompts, decoders and language model; KEY: the classifier's digest),
+``RUN.validation.json`` beside a run (the validator's scores), and ``KEY-SETTINGS.json``, the row-level outcomes of
+one classifier: ``--resume`` (or one more ``-c``) re-uses them, and a
 stopped generation resumes where it stopped.
 """
 
@@ -52,11 +53,17 @@ class PromptAttack:
     device: str = "auto"
     _validation: Any = field(default=None, repr=False)
 
+    def runs_key(self) -> str:
+        """Digest of what the generated runs depend on (prompts, decoders, language model): their folder's name, so
+        an audit with other generation settings in the same OUT makes new runs instead of resuming these."""
+        what = {"plan": self.plan.to_dict(), "alice": repr(self.alice), "topk": repr(self.topk),
+                "model": self.generator.model}
+        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
     def fingerprint(self) -> str:
         """Digest of everything the outcomes depend on except the classifier (the cache key's second half)."""
-        what = {"plan": self.plan.to_dict(), "alice": repr(self.alice), "topk": repr(self.topk),
-                "model": self.generator.model, "validate_with": self.validate_with}
-        return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        what = {"runs": self.runs_key(), "validate_with": self.validate_with}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
     def check(self, classifiers: Sequence[str]) -> None:
         """Before any scoring: the prompts can be built, and the validator loads and is none of ``classifiers``."""
@@ -106,7 +113,7 @@ def attack_outcomes(attack: PromptAttack, out: Path, classifier: Any, key: str, 
     the classifier's P(toxic) of texts; ALICE rows were scored as they were generated)."""
     from toxiforge.records import METHOD_ALICE, METHOD_TOPK, is_toxic
 
-    folder = Path(out) / PROMPTS_DIR
+    folder = Path(out) / PROMPTS_DIR / attack.runs_key()
     topk_dir, alice_dir = folder / "topk", folder / f"alice-{key}"
     log(f"top-k from the prompts: {attack.plan.total} statements into {topk_dir}")
     _generate(attack, attack.topk, topk_dir)

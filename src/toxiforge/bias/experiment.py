@@ -278,13 +278,6 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
         recorder = DataMapRecorder(len(train))
         if "Vanilla" in pending or needs_map or relabel_now:
             fit("Vanilla", callbacks=[recorder], again=needs_map)  # the data map needs its training dynamics
-        if relabel_now:
-            assert relabeler is not None
-            say("relabeling the training data: translating AAE rows, judged by run 1's Vanilla")
-            begun = time.perf_counter()
-            relabeled = relabeler(train, load_classifier(folder / "Vanilla", device=device), out)
-            relabel_seconds = time.perf_counter() - begun
-            relabeler = None
         if saved is not None:
             subsets, top_ups = saved
         elif draws:
@@ -303,6 +296,13 @@ def run_debias_experiment(train: Sequence[Example], eval_data: LabeledData, out_
                 subsets[name] = region_subset(dynamics, labels, region, fraction=settings.fraction, seed=draw)
                 top_ups[name] = count_outside(subsets[name], region_pool(dynamics, region))
             state.save_subsets(run if settings.redraw_subsets else 0, subsets, top_ups)
+        if relabel_now:
+            assert relabeler is not None
+            say("relabeling the training data: translating AAE rows, judged by run 1's Vanilla")
+            begun = time.perf_counter()
+            relabeled = relabeler(train, load_classifier(folder / "Vanilla", device=device), out)
+            relabel_seconds = time.perf_counter() - begun
+            relabeler = None
         for method in pending:
             if method in BIAS_ONLY_OF:
                 fit(method)

@@ -70,7 +70,7 @@ def test_dash_o_is_out_everywhere_and_output_is_a_hidden_alias(tmp_path):
 
 def test_dash_n_counts_statements_per_group_and_label_only():
     shown = {" ".join(path): p.help for path, c in commands() for p in options(c) if "-n" in p.opts}
-    assert set(shown) == {"generate", "harden", "prompts build", "bench generate"}
+    assert set(shown) == {"generate", "harden", "prompts build", "bench generate", "audit"}
     assert all("per group" in text for text in shown.values()), shown
     # the other counts have their own names; -n still parses there, hidden from help
     assert parsed(("annotate", "invite"), "--study", "s", "-n", "4")["n"] == 4

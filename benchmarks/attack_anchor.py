@@ -116,6 +116,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--dtype", default="float32", help="the classifier's weights: float32 or bfloat16 (attack's "
+                        "--dtype)")
     parser.add_argument("--batch-size", type=int, default=16, help="statements attacked together (attack's "
                         "--batch-size; default 16, the CLI's)")
     args = parser.parse_args()
@@ -137,7 +139,7 @@ def main() -> None:
     data = load_spec(f"demonstrations:{args.dev}")
     train, held = split_heldout(data.examples, 0.5, args.seed)
     model_dir = train_or_load(args.work, train, args.seed, args.epochs)
-    classifier = load_classifier(model_dir, device="cpu", name="minilm-half-a")
+    classifier = load_classifier(model_dir, device="cpu", name="minilm-half-a", dtype=args.dtype)
     auc = roc_auc_score([e.label for e in held], classifier.predict_proba([e.text for e in held]))
     toxic = [e for e in held if e.label == 1]
     table = args.work / "half-b-toxic.csv"
@@ -149,7 +151,7 @@ def main() -> None:
         writer.writerows([e.text, 1, e.group] for e in toxic)
     print(f"{time.strftime('%Y-%m-%d')} {len(data)} human-written sentences: trained on {len(train)}, held-out AUC "
           f"{auc:.3f} on {len(held)}; attacking the {len(toxic)} held-out toxic ones, max {args.max_edits} edited "
-          f"words, {args.batch_size} statements at a time, {os.cpu_count()} CPUs, torch threads "
+          f"words, {args.batch_size} statements at a time, {args.dtype}, {os.cpu_count()} CPUs, torch threads "
           f"{__import__('torch').get_num_threads()}, load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"{'attack':<28} {'flipped':>9} {'success':>7} {'q/success':>10} {'q/attack':>9} {'sent./s':>8}")

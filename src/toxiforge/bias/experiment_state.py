@@ -58,8 +58,7 @@ class ExperimentState:
     """The records and saved steps of one output folder (module docstring)."""
 
     out: Path
-    done: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
-    order: list[tuple[int, str]] = field(default_factory=list)
+    done: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)  # in measuring order
 
     @classmethod
     def open(cls, out: Path, fingerprint: dict[str, Any], resume: bool) -> ExperimentState:
@@ -84,10 +83,7 @@ class ExperimentState:
             for line in runs.read_text(encoding="utf-8").splitlines() if runs.exists() else []:
                 if line.strip():
                     record = json.loads(line)
-                    key = (int(record["run"]), str(record["method"]))
-                    if key not in state.done:
-                        state.order.append(key)
-                    state.done[key] = record
+                    state.done[(int(record["run"]), str(record["method"]))] = record
         else:
             (state.out / RUNS_FILE).unlink(missing_ok=True)
         state.out.mkdir(parents=True, exist_ok=True)
@@ -99,16 +95,13 @@ class ExperimentState:
 
     def record(self, record: dict[str, Any]) -> None:
         """Keep a measured model's record (appended to ``runs.jsonl`` at once: a cut run keeps it)."""
-        key = (int(record["run"]), str(record["method"]))
         with (self.out / RUNS_FILE).open("a", encoding="utf-8") as log:
             log.write(json.dumps(record, default=str) + "\n")
-        if key not in self.done:
-            self.order.append(key)
-        self.done[key] = json.loads(json.dumps(record, default=str))
+        self.done[(int(record["run"]), str(record["method"]))] = json.loads(json.dumps(record, default=str))
 
     def records(self) -> list[dict[str, Any]]:
         """Every record, runs in order and, within a run, in measuring order."""
-        return [self.done[k] for k in self.order]
+        return list(self.done.values())
 
     def save_subsets(self, run: int, subsets: dict[str, np.ndarray], top_ups: dict[str, int]) -> None:
         from toxiforge._io import atomic_write_text

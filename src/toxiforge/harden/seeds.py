@@ -73,7 +73,7 @@ def read_reports(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     return reports
 
 
-def _pooled(shares: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+def pooled_share(shares: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
     """One share of every outcome of ``shares`` (each ``Share.to_dict()`` of 0/1 outcomes)."""
     if any(s is None or s["value"] is None for s in shares):
         return None
@@ -105,7 +105,7 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
             flips = {}
             for kind in kinds:
                 shares = [(flip_measure(m, kind) or {}).get("all") for m in ms]
-                flips[kind] = {"pooled": _pooled(shares),
+                flips[kind] = {"pooled": pooled_share(shares),
                                **_summary([None if s is None else s["value"] for s in shares])}
             evals = {name: {"auc": _summary([m["eval"][name]["auc"] for m in ms]),
                             "fpr_noi": _summary([m["eval"][name]["fpr_noi"] for m in ms])} for name in names}

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from toxiforge.bench.stats import Share
+from toxiforge.harden.seeds import pooled_share
 
-N_BOOT, LEVEL = 2000, 0.95
+N_BOOT, LEVEL = 2000, 0.95  # the changes' intervals (the pooled shares are seeds.pooled_share's)
 
 
 def _counts(share: dict[str, Any] | None) -> tuple[int, int] | None:
@@ -36,16 +37,6 @@ def pooled(shares: Sequence[dict[str, Any] | None]) -> tuple[int, int] | None:
     if any(c is None for c in counts):
         return None
     return sum(c[0] for c in counts if c), sum(c[1] for c in counts if c)
-
-
-def share_of(counts: tuple[int, int] | None, seed: int = 0) -> dict[str, Any] | None:
-    """The pooled share with its percentile bootstrap interval."""
-    if counts is None:
-        return None
-    hits, n = counts
-    draws = np.random.default_rng(seed).binomial(n, hits / n, size=N_BOOT) / n
-    low, high = np.percentile(draws, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
-    return {"value": hits / n, "low": float(low), "high": float(high), "n": n}
 
 
 def difference(a: tuple[int, int] | None, b: tuple[int, int] | None, seed: int = 0) -> dict[str, Any] | None:
@@ -81,7 +72,7 @@ def combine_families(reports: Sequence[dict[str, Any]], rounds: int) -> dict[str
         ms = [rep["rounds"][r][arm] for rep in reports]
         row: dict[str, Any] = {"round": r, "arm": label, "families": {}, "spell_accuracy": {}}
         for f in families:
-            row["families"][f] = {kind: {"pooled": share_of(pooled([_rates(m, f, kind) for m in ms])),
+            row["families"][f] = {kind: {"pooled": pooled_share([_rates(m, f, kind) for m in ms]),
                                          "per_run": [(_rates(m, f, kind) or {}).get("value") for m in ms]}
                                   for kind in kinds}
         for name in spell_sets:

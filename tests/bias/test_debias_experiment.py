@@ -207,7 +207,8 @@ def test_cli_experiment_splits_and_relabels_in_one_command(base_dir, tmp_path, m
     assert [r["method"] for r in saved["runs"]] == ["Vanilla", "AAE-relabeled"]
     neither = [a for a in args if a not in ("--test-fraction", "0.25")] + ["--overwrite"]
     both = args + ["--eval", str(data), "--overwrite"]
-    for bad_args, word in ((neither, "neither"), (both, "both")):
+    dtype = args + ["--relabel-dtype", "float8", "--overwrite"]
+    for bad_args, word in ((neither, "neither"), (both, "both"), (dtype, "--relabel-dtype")):
         bad = CliRunner().invoke(app, bad_args)
         assert isinstance(bad.exception, InputError) and str(bad.exception).count(word) == 1
 

@@ -3,6 +3,8 @@ keyword classifier for the decisions, the tiny random Llama for the LM translato
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -151,8 +153,10 @@ def test_cli_relabel(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
     out = tmp_path / "relabeled.parquet"
     result = CliRunner().invoke(app, ["bias", "relabel", str(data), "-o", str(out), "-c", str(clf), "--lm",
                                       str(lm_dir), "--dialect-model", str(model_dir), "--direction", "any",
-                                      "--max-new-tokens", "4", "--device", "cpu"])
+                                      "--max-new-tokens", "4", "--device", "cpu", "--dtype", "bfloat16"])
     assert result.exit_code == 0, result.output
+    manifest = json.loads(out.with_name("relabeled.manifest.json").read_text())
+    assert manifest["settings"]["lm"]["dtype"] == "bfloat16"  # --dtype reaches the translator
     table = pq.read_table(out).to_pylist()
     for row in table:
         candidate = row["p_aae"] is not None and row["p_aae"] > 0.5
@@ -165,6 +169,9 @@ def test_cli_relabel(model_dir, tmp_path, tiny_tokenizer):  # noqa: F811
     assert sum(r["translation"] is not None for r in table) == 10  # the " zorb zorb" rows are AAE here
     again = CliRunner().invoke(app, ["bias", "relabel", str(data), "-o", str(out), "-c", str(clf)])
     assert isinstance(again.exception, InputError) and "exists" in str(again.exception)
+    bad = CliRunner().invoke(app, ["bias", "relabel", str(data), "-o", str(tmp_path / "x.parquet"), "-c", str(clf),
+                                   "--dtype", "float8"])
+    assert isinstance(bad.exception, InputError) and "--dtype" in str(bad.exception)
 
 
 def _tiny_classifier(tmp_path, build_tokenizer, shortcut_data, tiny_config):

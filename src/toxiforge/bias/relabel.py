@@ -220,7 +220,8 @@ PARTIAL_TRANSLATIONS = "translations.partial.jsonl"
 
 def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | None = None,
                          translations: dict[str, str] | None = None, batch_size: int = 8, device: str = "auto",
-                         seed: int = 0) -> Callable[[Sequence[Example], Any, Path], list[Example]]:
+                         dtype: str = "auto", seed: int = 0
+                         ) -> Callable[[Sequence[Example], Any, Path], list[Example]]:
     """The AAE-relabeled step of ``experiment debias``: ``(train rows, classifier, out dir) -> relabeled rows``.
 
     Translates the candidates with ``lm`` (loaded on first need), reusing ``translations`` (``{text: translation}``,
@@ -228,7 +229,8 @@ def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | 
     another's), judges them with ``classifier`` (the experiment passes its first Vanilla model, as Zhou et al.)
     and writes ``relabeled.parquet`` and ``relabeled.manifest.json`` into the out dir. Translations are appended to
     ``translations.partial.jsonl`` there as they are made, and read back first: a stopped run loses at most one
-    chunk (8 batches) of them."""
+    chunk (8 batches) of them. ``dtype`` is the translator's weights (``relabeled.manifest.json`` records them;
+    bfloat16 decodes about 2.5x faster than float32 on a CPU with bfloat16 units: docs/debias-davidson.md)."""
     import json
     import time
 
@@ -256,7 +258,7 @@ def experiment_relabeler(lm: str, *, dialect_model: Any, aae_threshold: float | 
             counts["reused"] += sum(t in known for t in texts)
             for start in range(0, len(missing), batch_size * 8):
                 if not loaded:
-                    loaded.append(load_language_model(lm, device=device))
+                    loaded.append(load_language_model(lm, dtype=dtype, device=device))
                 chunk = missing[start:start + batch_size * 8]
                 done = lm_translator(loaded[0], batch_size=batch_size, seed=seed)(chunk)
                 known.update(zip(chunk, done))

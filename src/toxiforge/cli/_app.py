@@ -115,14 +115,15 @@ DTYPE_NAMES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?|mps"
 
 
-def check_model_options(dtype: str | None = None, device: str | None = None) -> None:
-    """Refuse a bad --dtype or --device before anything slow runs (imports, model loads)."""
+def check_model_options(dtype: str | None = None, device: str | None = None, *, dtype_flag: str = "--dtype") -> None:
+    """Refuse a bad --dtype (``dtype_flag``: the option's name) or --device before anything slow runs (imports,
+    model loads)."""
     import re
 
     from toxiforge.errors import InputError
 
     if dtype is not None and dtype.lower() not in DTYPE_NAMES:
-        raise InputError(f"unknown --dtype {dtype!r}", hint="use auto, float32, bfloat16 or float16")
+        raise InputError(f"unknown {dtype_flag} {dtype!r}", hint="use auto, float32, bfloat16 or float16")
     if device is not None and not re.fullmatch(DEVICE_PATTERN, device.lower()):
         raise InputError(f"unknown --device {device!r}", hint="use auto, cpu or cuda (cuda:N for GPU N)")
 

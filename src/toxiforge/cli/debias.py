@@ -16,6 +16,7 @@ from toxiforge.cli._app import (
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
     TOXIC_LABEL,
+    check_model_options,
     classifier_options,
     console,
     err_console,
@@ -196,6 +197,8 @@ def relabel_command(
     batch_size: int = typer.Option(8, "--batch-size", help="Translations decoded together."),
     label_column: str | None = typer.Option(None, "--label-column"),
     text_column: str | None = typer.Option(None, "--text-column"),
+    dtype: str = typer.Option("auto", "--dtype", help="The translator's weights: auto, float32 or bfloat16 (about "
+                              "2.5x faster on CPUs with bfloat16 units, docs/debias-davidson.md)."),
     device: str = typer.Option("auto", "--device"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output file."),
 ) -> None:
@@ -214,6 +217,7 @@ def relabel_command(
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
+    check_model_options(dtype, device)
     require_new_files(out, out.with_name(f"{out.stem}.manifest.json"), overwrite=overwrite)
     if aae_column and dialect_model:
         raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
@@ -236,7 +240,7 @@ def relabel_command(
     manifest_path = out.with_name(f"{out.stem}.manifest.json")
     started = time.perf_counter()
     with console.status(f"loading {lm} and {classifier}"):
-        model = load_language_model(lm, device=device)
+        model = load_language_model(lm, dtype=dtype, device=device)
         judge = load_classifier(classifier, device=device,
                                 **classifier_options(judge_template, judge_policy, toxic_label))
     loaded = time.perf_counter()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import console, split_list
+from toxiforge.cli._app import check_model_options, console, split_list
 from toxiforge.cli.debias import (
     BATCH_SIZE,
     DATA_HELP,
@@ -53,6 +53,8 @@ def experiment_debias_command(
                                                      "of an earlier run (its relabeled.parquet, or `bias relabel`'s "
                                                      "output): texts found there are not translated again."),
     relabel_batch_size: int = typer.Option(8, "--relabel-batch-size", help="Translations decoded together."),
+    relabel_dtype: str = typer.Option("auto", "--relabel-dtype", help="The translator's weights: auto, float32 or "
+                                      "bfloat16 (about 2.5x faster on CPUs with bfloat16 units)."),
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help="Encoder to fine-tune."),
     epochs: float | None = typer.Option(None, "--epochs", help="Epochs per model (default 3; DataMaps needs 2 or "
                                         "more)."),
@@ -101,6 +103,7 @@ def experiment_debias_command(
     def pick(value, default, small):  # --smoke changes only the options not given
         return value if value is not None else (small if smoke else default)
 
+    check_model_options(relabel_dtype, dtype_flag="--relabel-dtype")
     require_empty_dir(out, overwrite or resume, flag="--overwrite (start again) or --resume (go on)")
     if (eval_data is None) == (test_fraction is None):
         raise InputError("give the evaluation data as --eval DATA or as --test-fraction F of --train, not "
@@ -159,7 +162,8 @@ def experiment_debias_command(
         known = read_translations(relabel_translations) if relabel_translations else None
         relabeler = experiment_relabeler(relabel_model or DEFAULT_LM, dialect_model=model,
                                          aae_threshold=aae_threshold, translations=known,
-                                         batch_size=relabel_batch_size, device=config.device)
+                                         batch_size=relabel_batch_size, device=config.device,
+                                         dtype=relabel_dtype)
     with console.status("starting") as status:
         result = run_debias_experiment(rows, evaluation, out, settings, relabeled=again, relabeler=relabeler,
                                        dialect_model=model, dialect_source=source, overwrite=overwrite, split=split,

@@ -196,10 +196,11 @@ def test_cli_experiment_splits_and_relabels_in_one_command(base_dir, tmp_path, m
         writer.writerows([e.text, "a calm placeholder sentence"] for e in rows)
     args = ["experiment", "debias", "--train", str(data), "--test-fraction", "0.25", "-o", str(tmp_path / "x"),
             "--base-model", str(base_dir), "--runs", "1", "--methods", "Vanilla,AAE-relabeled", "--smoke",
-            "--lr", "1e-2", "--max-length", "16", "--relabel-translations", str(translations)]
+            "--lr", "1e-2", "--max-length", "16", "--relabel-translations", str(translations), "--bf16"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     saved = json.loads((tmp_path / "x" / "debias.json").read_text())
+    assert saved["settings"]["train"]["bf16"] is True  # --bf16: mixed precision, recorded
     assert saved["split"]["n_test"] == 20 and saved["train_rows"] == 60 and saved["eval"]["n"] == 20
     manifest = json.loads((tmp_path / "x" / "relabeled.manifest.json").read_text())
     assert manifest["settings"]["translations_made"] == 0 and manifest["counts"]["rows"] == 60

@@ -12,6 +12,7 @@ import typer
 from toxiforge.cli._app import check_model_options, console, split_list
 from toxiforge.cli.debias import (
     BATCH_SIZE,
+    BF16,
     DATA_HELP,
     LEARNING_RATE,
     MAX_LENGTH,
@@ -64,6 +65,7 @@ def experiment_debias_command(
     warmup_ratio: float | None = WARMUP_RATIO,
     weight_decay: float | None = WEIGHT_DECAY,
     paper_settings: bool = PAPER_SETTINGS,
+    bf16: bool = BF16,
     fraction: float = typer.Option(0.33, "--fraction", help="Subset size of Random, AFLite and DataMaps."),
     aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="AAE rows of the evaluation: p(AAE) "
                                                "above this (default: AAE is the most probable dialect, as upstream)."),
@@ -118,7 +120,7 @@ def experiment_debias_command(
     config = TrainConfig(**{"base_model": base_model, "eval_fraction": 0.0, "seed": seed,
                             "device": "cpu" if smoke else "auto", "epochs": pick(None, 3.0, 2.0),
                             "batch_size": pick(None, 32, 16), "learning_rate": pick(None, 2e-5, 5e-5),
-                            "max_length": pick(None, 128, 64), **given})
+                            "max_length": pick(None, 128, 64), "bf16": bf16, **given})
     chosen = tuple(split_list(methods)) if methods else METHODS
     # checked before any data is read or model trained (methods, epochs)
     settings = DebiasSettings(train=config, runs=pick(runs, 3, 1), methods=chosen, fraction=fraction,

@@ -17,7 +17,7 @@ from toxiforge.cli._app import (
     err_console,
     split_list,
 )
-from toxiforge.cli.debias import PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
+from toxiforge.cli.debias import BF16, PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
 from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
 
@@ -76,7 +76,7 @@ def train_command(
     early_stopping: int | None = typer.Option(None, "--early-stopping",
                                               help="Stop after N epochs without a better eval AUC."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (multi-GPU: run under torchrun)."),
-    bf16: bool = typer.Option(False, "--bf16", help="bfloat16 mixed precision (GPU)."),
+    bf16: bool = BF16,
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     debias: str | None = typer.Option(None, "--debias", help="learned-mixin or learned-mixin+h (Clark et al. "
@@ -262,7 +262,7 @@ def experiment_table4(
     seed: int = typer.Option(0, "--seed"),
     early_stopping: int | None = typer.Option(None, "--early-stopping"),
     device: str = typer.Option("auto", "--device"),
-    bf16: bool = typer.Option(False, "--bf16"),
+    bf16: bool = BF16,
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
 ) -> None:

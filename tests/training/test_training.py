@@ -157,6 +157,18 @@ def test_training_is_seeded(base_dir, tmp_path):
     assert json.loads((tmp_path / "a" / LOG_FILE).read_text())["epochs"][0]["eval_auc"] is None
 
 
+def test_bf16_trains_with_device_auto_on_a_machine_without_cuda(base_dir, tmp_path, monkeypatch):
+    """--bf16 with the default --device auto where there is no GPU trains on the CPU (transformers alone refuses
+    bf16 unless told the CPU is meant: `experiment debias --bf16` on this project's CPU machines)."""
+    from toxiforge.training import trainer
+
+    monkeypatch.setattr(trainer, "_cuda_available", lambda: False)
+    result = train_classifier(synthetic(10), tmp_path / "m", tiny_config(base_dir, max_steps=2, eval_fraction=0.0,
+                                                                        device="auto", bf16=True), progress=False)
+    scores = load_classifier(result.output_dir, device="cpu").predict_proba(["placeholder sentence alpha 1"])
+    assert scores.shape == (1,) and 0.0 <= scores[0] <= 1.0
+
+
 def test_early_stopping_stops_and_keeps_the_best_epoch(base_dir, tmp_path):
     config = tiny_config(base_dir, epochs=8, early_stopping=1, learning_rate=1e-2)
     result = train_classifier(synthetic(20), tmp_path / "m", config, progress=False)

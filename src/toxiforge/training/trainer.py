@@ -331,7 +331,9 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
         load_best_model_at_end=early, metric_for_best_model=metric if early else None,
         greater_is_better=(metric == "auc") if early else None, save_total_limit=2 if early else None,
         logging_strategy="steps", logging_steps=config.logging_steps, report_to="none", disable_tqdm=True,
-        use_cpu=config.device == "cpu", bf16=config.bf16, save_only_model=True,
+        # bf16 with "auto" and no CUDA: the CPU, said outright (transformers refuses bf16 on an unnamed non-GPU)
+        use_cpu=config.device == "cpu" or (config.device == "auto" and config.bf16 and not _cuda_available()),
+        bf16=config.bf16, save_only_model=True,
         dataloader_pin_memory=config.device != "cpu" and _cuda_available(),
         remove_unused_columns=False)  # keep INDEX_FIELD in the batches; IndexedTrainer takes it out
     # log the training loss at least once per epoch, so every epoch of the log has one

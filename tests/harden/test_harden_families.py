@@ -4,6 +4,7 @@ placeholder text (tests/harden/test_harden.py's fixtures)."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -72,16 +73,21 @@ def held_run(setup, varied_lm, held_eval, tmp_path_factory):  # noqa: F811
 
 
 def test_attacks_obfuscate_adds_its_fooling_statements_to_training(setup, trained_run):  # noqa: F811
-    """--attacks obfuscate: the toxic statements of round 0's ALICE attack are obfuscated against C_0; those that
-    fooled it (and are new: not a source left as it was) join the ALICE arm with the toxic label, and nothing else
-    (alice is not in --attacks); the control arm adds as many top-k statements per label."""
+    """--attacks obfuscate: toxic rows of --data, as many as round 0's ALICE attack has kept toxic-prompt
+    statements, are obfuscated against C_0; those that fooled it (and are new: not a source left as it was) join
+    the ALICE arm with the toxic label, and nothing else (alice is not in --attacks); the control arm adds as many
+    top-k statements per label."""
     _, out = trained_run
     run = out / "round-1" / "alice" / "train-obfuscate"
     rows = attack_table(run)
     alice = {fold(e.text) for e, _ in run_rows(out / "round-0" / "attack", "ALICE")}
     round0 = kept(run_rows(out / "round-0" / "attack", "ALICE"), training_texts(setup))  # the kept statements
     toxic_alice = [e.text for e, _ in round0 if e.label == 1]
-    assert sorted(source for _, source, _, _, _ in rows) == sorted(toxic_alice)  # every kept toxic ALICE statement
+    with setup["data"].open() as f:
+        toxic_data = {r["text"] for r in csv.DictReader(f) if r["label"] == "1"}
+    sources = [source for _, source, _, _, _ in rows]
+    assert len(sources) == len(set(sources)) == min(len(toxic_alice), len(toxic_data)) > 0
+    assert set(sources) <= toxic_data  # rows of --data the classifier was trained on, never an eval row
     assert all(label == 1 and method == "obfuscate" for _, _, label, _, method in rows)
     expected = sorted({text for text, _, _, fooled, _ in rows if fooled and fold(text) not in alice})
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")

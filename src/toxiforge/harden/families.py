@@ -2,10 +2,12 @@
 
 * ``attacks`` (``--attacks``, default ``alice``): the families whose fooling statements join the attacked arm's
   training. ``alice`` is the loop's ALICE attack. ``obfuscate`` and ``substitute`` (:mod:`toxiforge.attacks`) attack
-  C_{r-1} of the ALICE arm on the toxic-prompt statements of the ALICE set that round r selects from (round r-1's
-  attack: generated, never in an eval set); their statements go through the ledger and the validator as ALICE's do
-  (sets.py, data.py), and those that fooled it (``--add all``: all) join with the source's label. The control arm
-  adds as many top-k statements per label as the ALICE arm adds in all.
+  C_{r-1} of the ALICE arm on toxic rows of ``--data`` (never an eval row), a sample seeded by round r's seed of as
+  many as the ALICE set that round r selects from has toxic-prompt statements. (Not those statements themselves:
+  a family attacks only statements the classifier gets right, and ALICE's toxic-prompt statements are the ones it
+  got wrong, so in the issue-36 runs every one was skipped and nothing joined.) Their statements go through the
+  ledger and the validator as ALICE's do (sets.py, data.py), and those that fooled it (``--add all``: all) join
+  with the source's label. The control arm adds as many top-k statements per label as the ALICE arm adds in all.
 * ``eval_attacks`` (``--eval-attacks``): families measured every round but never trained on. Every family other
   than ``alice`` (trained or not) attacks each round's classifier of each arm on one fixed **held-out set**: up to
   ``eval_attack_n`` toxic rows of the ``--eval`` sets (a seeded sample, the same for every round and arm; rows of the
@@ -107,13 +109,24 @@ def held_out_sources(eval_sets: Sequence[LabeledData], training: Sequence[Exampl
     return pool
 
 
-def train_sources(statements: Statements, name: str, seed: int) -> list[Source]:
-    """The toxic-prompt statements ``statements`` kept (an ALICE set), as sources named after the set ``name``."""
+def train_sources(training: Sequence[Example], statements: Statements, seed: int) -> list[Source]:
+    """A trained family's sources in one round: toxic rows of ``training`` (``--data``; repeats folded), a sample
+    seeded by ``seed`` of as many as ``statements`` (the ALICE set the round selects from) has kept toxic-prompt
+    statements, in the data's order."""
     from toxiforge.pipeline.plan import row_seed
 
-    return [Source(row_id=f"{name}/{e.row:06d}", text=e.text, label=1, group=e.group,
-                   seed=row_seed(seed, name, 1, int(e.row or 0)))
-            for e, _, _ in statements.rows() if e.label == 1]
+    n = sum(1 for e, _, _ in statements.rows() if e.label == 1)
+    seen: set[str] = set()
+    pool = []
+    for i, e in enumerate(training):
+        if e.label == 1 and fold(e.text) not in seen:
+            seen.add(fold(e.text))
+            pool.append(Source(row_id=f"data/{i:06d}", text=e.text, label=1, group=e.group,
+                               seed=row_seed(seed, "data", 1, i)))
+    if len(pool) > n:
+        keep = set(random.Random(seed).sample(range(len(pool)), n))
+        pool = [s for i, s in enumerate(pool) if i in keep]
+    return pool
 
 
 def complete(run_dir: Path) -> bool:

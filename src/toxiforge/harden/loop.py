@@ -224,7 +224,7 @@ class Harden:
         # people label what the round selects from (and the previous round's control attack, measured only)
         self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
                                                      topk])
-        trained = self._train_attacks(r, fed_by, previous[ALICE])
+        trained = self._train_attacks(r, fed_by, previous[ALICE], base)
         alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: [
             e for s in ([self._sets[fed_by]] if ALICE in self.config.attacks else []) + trained
             for e in select_alice(s, self.config.add)])
@@ -332,11 +332,11 @@ class Harden:
             self._ledger.admit(texts, keep, str(run_dir.relative_to(self.out)))
         return [self._sets[d] for d in run_dirs]
 
-    def _train_attacks(self, r: int, fed_by: Path, classifier: str | Path) -> list[Statements]:
+    def _train_attacks(self, r: int, fed_by: Path, classifier: str | Path, base: list[Example]) -> list[Statements]:
         """Round r's attacks by the trained families other than ALICE (families.py) on C_{r-1} of the ALICE arm,
-        admitted as the generated sets are."""
+        on toxic rows of ``base`` (--data), admitted as the generated sets are."""
         families = [f for f in self.config.attacks if f != ALICE]
-        sources = fam.train_sources(self._sets[fed_by], str(fed_by.relative_to(self.out)), self.config.attack.seed + r)
+        sources = fam.train_sources(base, self._sets[fed_by], self.config.attack.seed + r)
         options = self.config.start_options() if r == 1 else None
         runs = fam.run_families(self.out / f"round-{r}" / ALICE, families, sources, classifier,
                                 f"round-{r - 1}-{ALICE}", self.config.device, options, self.progress, fam.TRAIN_PREFIX)

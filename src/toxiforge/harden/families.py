@@ -88,45 +88,39 @@ def measured(attacks: Sequence[str], eval_attacks: Sequence[str]) -> tuple[str, 
     return tuple(f for f in (*attacks, *eval_attacks) if f != ALICE)
 
 
-def held_out_sources(eval_sets: Sequence[LabeledData], training: Sequence[Example], n: int,
-                     seed: int) -> list[Source]:
-    """Up to ``n`` toxic rows of ``eval_sets`` (a sample seeded by ``seed``, in the sets' order), none a training
-    statement or repeated (texts folded)."""
+def toxic_sample(named_rows: Sequence[tuple[str, Sequence[Example]]], n: int, seed: int,
+                 exclude: Sequence[Example] = ()) -> list[Source]:
+    """Up to ``n`` toxic rows of ``named_rows`` (``(name, rows)`` pairs; a row's id is ``name/i``), a sample seeded
+    by ``seed`` kept in the rows' order, none a row of ``exclude`` or repeated (texts folded)."""
     from toxiforge.pipeline.plan import row_seed
 
-    seen = {fold(e.text) for e in training}
+    seen = {fold(e.text) for e in exclude}
     pool = []
-    for data in eval_sets:
-        for i, e in enumerate(data.examples):
+    for name, rows in named_rows:
+        for i, e in enumerate(rows):
             key = fold(e.text)
             if e.label == 1 and key not in seen:
                 seen.add(key)
-                pool.append(Source(row_id=f"{data.name}/{i:06d}", text=e.text, label=1, group=e.group,
-                                   seed=row_seed(seed, data.name, 1, i)))
+                pool.append(Source(row_id=f"{name}/{i:06d}", text=e.text, label=1, group=e.group,
+                                   seed=row_seed(seed, name, 1, i)))
     if len(pool) > n:
         keep = set(random.Random(seed).sample(range(len(pool)), n))
         pool = [s for i, s in enumerate(pool) if i in keep]
     return pool
+
+
+def held_out_sources(eval_sets: Sequence[LabeledData], training: Sequence[Example], n: int,
+                     seed: int) -> list[Source]:
+    """Up to ``n`` toxic rows of ``eval_sets`` (a sample seeded by ``seed``, in the sets' order), none a training
+    statement or repeated (texts folded)."""
+    return toxic_sample([(data.name, data.examples) for data in eval_sets], n, seed, exclude=training)
 
 
 def train_sources(training: Sequence[Example], statements: Statements, seed: int) -> list[Source]:
     """A trained family's sources in one round: toxic rows of ``training`` (``--data``; repeats folded), a sample
     seeded by ``seed`` of as many as ``statements`` (the ALICE set the round selects from) has kept toxic-prompt
     statements, in the data's order."""
-    from toxiforge.pipeline.plan import row_seed
-
-    n = sum(1 for e, _, _ in statements.rows() if e.label == 1)
-    seen: set[str] = set()
-    pool = []
-    for i, e in enumerate(training):
-        if e.label == 1 and fold(e.text) not in seen:
-            seen.add(fold(e.text))
-            pool.append(Source(row_id=f"data/{i:06d}", text=e.text, label=1, group=e.group,
-                               seed=row_seed(seed, "data", 1, i)))
-    if len(pool) > n:
-        keep = set(random.Random(seed).sample(range(len(pool)), n))
-        pool = [s for i, s in enumerate(pool) if i in keep]
-    return pool
+    return toxic_sample([("data", training)], sum(1 for e, _, _ in statements.rows() if e.label == 1), seed)
 
 
 def complete(run_dir: Path) -> bool:

@@ -2,15 +2,18 @@
 
 Models are random-initialized from realistic configs (real weights cannot travel to the GPU machine): a 1B Llama
 (Llama-3.2-1B shape: 16 layers, hidden 2048, 32 heads / 8 KV heads, MLP 8192, vocab 128,256) and a
-roberta-large sequence classifier (24 layers, hidden 1024). Tokenizer: a small byte-level BPE trained in-process
-(ids it does not know decode to ""), so classifier inputs are short; the FLOP count uses the real token counts.
+roberta-large sequence classifier (24 layers, hidden 1024). Tokenizer: ``--tokenizer DIR`` (a saved tokenizer, e.g. the
+embedded SmolLM2's byte-level BPE from toxiforge's GGUF cache, 49,152 ids): the LM's vocabulary is then the
+tokenizer's, so every sampled id decodes to text and the classifier scores real-length statements. Without it, a
+small byte-level BPE trained in-process (320 ids) with Llama-3.2's 128,256-id head: nearly every sampled id decodes
+to "", so the classifier sees almost nothing (a measurement of the LM loop alone). FLOPs use the real token counts.
 
 Paper settings: 10 beams, top-100 candidates per beam, all candidates scored by the classifier, 30 new tokens,
 λL = λC = 0.5, temperature 0.9. FLOPs counted as 2 × parameters × tokens processed, for the LM (prompt prefill +
 one token per row per step; the tied LM head counts, as it is a matmul) and for the classifier (every candidate
 text's unpadded tokens; its word embeddings are excluded, being a lookup).
 
-    python benchmarks/alice_gpu_flops.py --device cuda --prompts 32 --peak-tflops 989
+    python benchmarks/alice_gpu_flops.py --device cuda --prompts 32 --peak-tflops 989 --tokenizer TOKENIZER_DIR
     python benchmarks/alice_gpu_flops.py --device cpu --small --prompts 2        # smoke run of the code path
 """
 
@@ -35,12 +38,20 @@ class CountingClassifier:
     def __init__(self, inner: HFClassifier):
         self.inner, self.name = inner, inner.name
         self.num_classes, self.toxic_index, self.benign_index = inner.num_classes, inner.toxic_index, inner.benign_index
-        self.tokens = 0
+        self.tokens = self.texts = self.calls = 0
+        self.seconds = 0.0
 
     def class_log_probs(self, texts):
+        started = time.perf_counter()
         enc = self.inner.tokenizer(list(texts), truncation=True, max_length=self.inner.max_length)
         self.tokens += sum(max(1, len(ids)) for ids in enc["input_ids"])  # useful (unpadded) tokens
-        return self.inner.class_log_probs(texts)
+        self.texts += len(texts)
+        self.calls += 1
+        out = self.inner.class_log_probs(texts)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.seconds += time.perf_counter() - started
+        return out
 
     def predict_proba(self, texts):
         return self.inner.predict_proba(texts)
@@ -49,13 +60,24 @@ class CountingClassifier:
         return self.inner.describe()
 
 
-def build(device: torch.device, small: bool):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from transformers import LlamaConfig, LlamaForCausalLM, RobertaConfig, RobertaForSequenceClassification
+def build(device: torch.device, small: bool, tokenizer: str | None):
+    from transformers import (
+        AutoTokenizer,
+        LlamaConfig,
+        LlamaForCausalLM,
+        RobertaConfig,
+        RobertaForSequenceClassification,
+    )
 
-    from conftest import build_tokenizer
+    if tokenizer:
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from conftest import build_tokenizer
 
-    tok = build_tokenizer()
+        tok = build_tokenizer()
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(0)
     llama = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
@@ -64,9 +86,12 @@ def build(device: torch.device, small: bool):
     roberta = RobertaConfig(vocab_size=50265, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                             intermediate_size=4096, max_position_embeddings=514, num_labels=2,
                             pad_token_id=tok.pad_token_id)
+    if tokenizer:  # the LM samples only ids the tokenizer can decode; the classifier reads them all
+        llama.vocab_size = len(tok)
+        roberta.vocab_size = max(roberta.vocab_size, len(tok))
     if small:  # same code path, toy sizes
         llama.update(dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                          num_key_value_heads=2, vocab_size=4096))
+                          num_key_value_heads=2, vocab_size=llama.vocab_size if tokenizer else 4096))
         roberta.update(dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128))
     lm_model = LlamaForCausalLM(llama).to(device, dtype).eval()
     clf_model = RobertaForSequenceClassification(roberta).to(device, dtype).eval()
@@ -82,9 +107,11 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=32, help="prompts in the one timed batch")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
     parser.add_argument("--small", action="store_true", help="toy model sizes, to check the code path")
+    parser.add_argument("--tokenizer",
+                        help="a saved tokenizer's folder (LM vocabulary = its size); default: a tiny BPE")
     args = parser.parse_args()
     device = resolve_device(args.device)
-    lm, clf = build(device, args.small)
+    lm, clf = build(device, args.small, args.tokenizer)
     lm_params = sum(p.numel() for p in lm.model.parameters())
     embeddings = clf.inner.model.get_input_embeddings().weight.numel()  # a lookup, not a matmul
     clf_params = sum(p.numel() for p in clf.inner.model.parameters()) - embeddings
@@ -92,7 +119,8 @@ def main() -> None:
                for i in range(args.prompts)]
     config = AliceConfig(num_beams=10, candidates=100, classifier_top_n=None)
     alice_search(lm, prompts[:2], [1, 1], config, classifier=clf)  # warm-up
-    clf.tokens = 0
+    clf.tokens = clf.texts = clf.calls = 0
+    clf.seconds = 0.0
     lm_tokens = {"n": 0}
     original_forward = lm.model.forward
 
@@ -113,7 +141,9 @@ def main() -> None:
     achieved = flops / seconds / 1e12
     print(f"device {device}; LM {lm_params / 1e9:.2f}B params, classifier {clf_params / 1e6:.0f}M params")
     print(f"{len(prompts)} prompts in {seconds:.2f} s = {len(prompts) / seconds:.2f} statements/s")
-    print(f"LM tokens {lm_tokens['n']:,}; classifier tokens {clf.tokens:,}; {flops / 1e12:.1f} TFLOP")
+    print(f"LM tokens {lm_tokens['n']:,}; classifier: {clf.calls:,} calls, {clf.texts:,} texts, "
+          f"{clf.tokens:,} tokens, "
+          f"{clf.seconds:.2f} s of the total; {flops / 1e12:.1f} TFLOP")
     print(f"achieved {achieved:.1f} TFLOP/s = {achieved / args.peak_tflops:.1%} of {args.peak_tflops:.0f} TFLOP/s")
 
 

@@ -103,3 +103,36 @@ def test_a_mistyped_folder_in_the_cli_says_so(workdir):
     result = CliRunner().invoke(app, ["classify", "d.jsonl", "-c", "models/minlm"])
     assert isinstance(result.exception, InputError), result.output
     assert "models/minlm does not exist" in str(result.exception)
+
+
+def test_the_gguf_conversion_cache_is_keyed_by_content_not_path(tmp_path, monkeypatch):
+    """Every virtual environment holds its own copy of the embedded GGUF; keyed by path, each got its own 0.5 GB
+    conversion. Keyed by content, copies share one; a changed file gets a new one."""
+    from toxiforge.models.transformers_lm import _gguf_cache_path
+
+    monkeypatch.setenv("TOXIFORGE_CACHE", str(tmp_path / "cache"))  # not the shared converted-weights folder
+
+    first, second, other = (tmp_path / d / "model.gguf" for d in ("venv-a", "venv-b", "venv-c"))
+    for path, content in ((first, b"GGUF same bytes"), (second, b"GGUF same bytes"), (other, b"GGUF other bytes")):
+        path.parent.mkdir()
+        path.write_bytes(content)
+    assert _gguf_cache_path(first) == _gguf_cache_path(second)
+    assert _gguf_cache_path(first) != _gguf_cache_path(other)
+    assert _gguf_cache_path(first).name.startswith("model-")
+
+
+def test_the_gguf_content_key_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
+    import os
+
+    from toxiforge._io import cache_dir
+    from toxiforge.models.transformers_lm import _gguf_cache_path
+
+    monkeypatch.setenv("TOXIFORGE_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF first bytes")
+    first = _gguf_cache_path(gguf)
+    assert (cache_dir() / "gguf-fp32" / "index.json").exists()
+    assert _gguf_cache_path(gguf) == first
+    gguf.write_bytes(b"GGUF other bytes")
+    os.utime(gguf, ns=(1, 1))  # a new modification time: hashed again
+    assert _gguf_cache_path(gguf) != first

@@ -49,8 +49,11 @@ def _gguf_cache_path(gguf: Path) -> Path:
         index = {}
     key = index.get(ident) if isinstance(index, dict) else None
     if not isinstance(key, str):
+        digest = hashlib.sha256()
         with gguf.open("rb") as f:
-            key = hashlib.file_digest(f, "sha256").hexdigest()[:16]
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        key = digest.hexdigest()[:16]
         index = {**(index if isinstance(index, dict) else {}), ident: key}
         root.mkdir(parents=True, exist_ok=True)
         tmp = index_file.with_name(f"index.json.tmp-{os.getpid()}")

@@ -104,6 +104,7 @@ def test_a_validator_checks_every_attacked_statement(setup, tmp_path):
     (["--family", "substitute", "--min-similarity", "1.2"], "statements.csv", r"outside \(0, 1\]"),
     (["--min-similarity", "0.9"], "statements.csv", "--min-similarity does not apply to the obfuscate family"),
     ([], "unlabelled.csv", "no label column.*--label-column"),
+    (["--batch-size", "0"], "statements.csv", "--batch-size 0 must be at least 1"),
     (["--labels", "benign"], "statements.csv", None),
 ])
 def test_bad_input_is_refused_before_any_model_loads(setup, tmp_path, extra, on, message):

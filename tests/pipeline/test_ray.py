@@ -288,3 +288,28 @@ def test_audit_scores_on_ray_as_in_process_and_frees_its_actors(ray_cluster, tmp
     np.testing.assert_allclose(remote.pairs[key].scores, local.pairs[key].scores, rtol=0, atol=1e-12)
     assert remote.info["profanity-check"]["describe"]["ray_workers"] == 1
     assert closed == [1]
+
+
+def test_attack_scores_on_ray_as_in_process(ray_cluster, tmp_path):
+    """`attack --ray`: the attacked classifier scores on a pool of Ray actors (each lockstep call split evenly
+    across them); the rows equal an in-process run's."""
+    from typer.testing import CliRunner
+
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.cli import app
+    from toxiforge.records import is_toxic, read_table
+
+    texts = [f"placeholder statement {i} about the weekend" + (" damn" if i % 2 else "") for i in range(8)]
+    scores = load_classifier("profanity-check").predict_proba(texts)
+    table = tmp_path / "statements.csv"
+    table.write_text("text,label\n" + "".join(f"{t},{int(is_toxic(s))}\n" for t, s in zip(texts, scores)))
+    runs = {}
+    for name, extra in (("local", []), ("ray", ["--ray", "--workers", "2"])):
+        result = CliRunner().invoke(app, ["attack", "--on", str(table), "--family", "obfuscate", "-c",
+                                          "profanity-check", "-o", str(tmp_path / name), "--no-progress",
+                                          "--shard-size", "4", *extra])
+        assert result.exit_code == 0, result.output
+        runs[name] = [{k: v for k, v in r.items() if k not in ("timestamp", "run_id")}
+                      for r in read_table(tmp_path / name).to_pylist()]
+    assert runs["ray"] == runs["local"]
+    assert any(r["queries"] > 1 for r in runs["ray"])  # statements were attacked, not only scored

@@ -1,12 +1,19 @@
 """What ``toxiforge attack`` calls: :func:`load_sources` (the statements of dataset specs or generation runs) and
 :func:`attack`, which checks every input before any model loads, then runs :func:`~toxiforge.attacks.job.
-run_attack`."""
+run_attack`.
+
+``obfuscate`` attacks a whole shard in lockstep, one classifier call per step for all its statements: larger
+calls, which a classifier sorts by length into fuller batches and ``ray`` splits evenly across its workers
+(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` attacks one statement at a time; ALICE
+decodes ``job.batch_size`` prompts at a time, as ``generate`` does (beams take memory)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toxiforge.attacks.base import Source
 from toxiforge.attacks.job import AttackResult, run_attack, sources_digest
@@ -14,6 +21,9 @@ from toxiforge.attacks.registry import Resources, family_config, make_family
 from toxiforge.errors import InputError
 from toxiforge.pipeline.manifest import JobConfig, check_output_dir
 from toxiforge.records import label_word, parse_label
+
+if TYPE_CHECKING:
+    from toxiforge.pipeline.ray_cluster import RayConfig
 
 PROMPT_LAYOUTS = ("toxiforge", "toxigen-train")  # datasets whose rows keep the prompt that wrote them
 
@@ -60,10 +70,12 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
            validate_with: str | None = None, resources: Resources | None = None, job: JobConfig = JobConfig(),
            resume: bool = False, overwrite: bool = False, progress: bool = False,
            classifier_options: Mapping[str, Any] | None = None, text_column: str | None = None,
-           label_column: str | None = None, loaded_classifier: Any = None) -> AttackResult:
+           label_column: str | None = None, loaded_classifier: Any = None,
+           ray: RayConfig | None = None) -> AttackResult:
     """Attack the statements of ``on`` with ``family`` (settings: its config fields, None = default) against
     ``classifier`` (any spec :func:`~toxiforge.classifiers.load_classifier` takes; ``loaded_classifier`` one
-    already loaded under that name) into ``out``.
+    already loaded under that name) into ``out``. ``ray`` (a :class:`~toxiforge.pipeline.ray_runner.RayConfig`)
+    scores the attacked classifier on a pool of Ray actors that each load it once.
 
     Checked before any model loads, each an :class:`~toxiforge.errors.InputError` with the fix: the family and
     its settings, the output folder, the statements (readable, labelled, not empty) and a validator that is the
@@ -77,10 +89,31 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
 
         Validation(validate_with).check(classifier)
     options = dict(classifier_options or {})
+    if config.family != "alice":
+        job = replace(job, batch_size=job.shard_size)  # a shard in lockstep (module docstring)
+    pool = None
     if loaded_classifier is None:
         from toxiforge.classifiers import load_classifier
 
-        loaded_classifier = load_classifier(classifier, device=resources.device, **options)
+        if ray is not None:
+            from toxiforge.pipeline.ray_runner import RayClassifier
+
+            loaded_classifier = pool = RayClassifier(partial(load_classifier, classifier, device=resources.device,
+                                                             **options), ray)
+        else:
+            loaded_classifier = load_classifier(classifier, device=resources.device, **options)
+    try:
+        return _run(sources, config, loaded_classifier, resources, out, on=on, labels=labels, seed=seed,
+                    classifier=classifier, validate_with=validate_with, job=job, resume=resume, overwrite=overwrite,
+                    progress=progress)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def _run(sources: list[Source], config: Any, loaded_classifier: Any, resources: Resources, out: str | Path, *,
+         on: Sequence[str], labels: Sequence[str] | None, seed: int, classifier: str, validate_with: str | None,
+         job: JobConfig, resume: bool, overwrite: bool, progress: bool) -> AttackResult:
     from toxiforge.classifiers.base import scoring_settings
 
     attack_family = make_family(config, loaded_classifier, resources)

@@ -8,15 +8,22 @@ import typer
 
 from toxiforge.cli._app import (
     BEAMS,
+    CPUS_PER_WORKER,
+    GPUS_PER_WORKER,
     JUDGE_POLICY,
     JUDGE_TEMPLATE,
+    RAY,
+    RAY_ADDRESS,
     TOXIC_LABEL,
+    WORKERS,
     check_model_options,
     classifier_options,
     console,
     load_lm,
+    ray_config,
     split_list,
 )
+from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -59,11 +66,18 @@ def attack_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (classifier, encoder, model)."),
     dtype: str = typer.Option("auto", "--dtype", help="The attacked classifier's weights: auto (float32), float32 or "
                               "bfloat16 (faster on CPUs with bfloat16 matrix units, e.g. AMX; docs/attacks.md)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch (default: the "
+                                          "classifier's own, 32 for transformers heads)."),
     shard_size: int = typer.Option(64, "--shard-size", help="Statements per shard file (the resume unit)."),
     fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out (its manifest and shards)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    ray: bool = RAY,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int = WORKERS,
+    cpus_per_worker: float = CPUS_PER_WORKER,
+    gpus_per_worker: float = GPUS_PER_WORKER,
 ) -> None:
     """Attack labelled statements with one family against a classifier; rows as generate's plus source, edits,
     queries, similarity, P(toxic) before/after, flipped and validator agreement."""
@@ -72,6 +86,8 @@ def attack_command(
     from toxiforge.pipeline.manifest import JobConfig
 
     check_model_options(dtype, device)
+    if batch_size is not None and batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the classifier's default")
     settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
                 "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
                 "num_beams": beams}
@@ -81,8 +97,9 @@ def attack_command(
                     job=JobConfig(shard_size=shard_size, format=fmt), resume=resume, overwrite=overwrite,
                     progress=progress, classifier_options={
                         **classifier_options(judge_template, judge_policy, toxic_label),
-                        **({"dtype": dtype} if dtype != "auto" else {})},
-                    text_column=text_column, label_column=label_column)
+                        **({"dtype": dtype} if dtype != "auto" else {}), "batch_size": batch_size},
+                    text_column=text_column, label_column=label_column,
+                    ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))
     c = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s to {out} ({c['rows']} in the run)",
                   highlight=False)

@@ -183,8 +183,9 @@ class ClassifierWorker:
 class RayClassifier:
     """The ToxicityClassifier protocol over a pool of Ray actors (each loads the classifier once with ``build``).
 
-    Each call splits its texts into ``chunk_size`` pieces that the actors score in parallel; results come back
-    in order. Call :meth:`close` (or use ``with``) to free the actors."""
+    Each call splits its texts into pieces of at most ``chunk_size``, and at most an equal share per actor, that
+    the actors score in parallel; results come back in order. Call :meth:`close` (or use ``with``) to free the
+    actors."""
 
     def __init__(self, build: Callable[[], Any], ray_config: RayConfig = RayConfig(), chunk_size: int = 512):
         if chunk_size < 1:
@@ -210,7 +211,8 @@ class RayClassifier:
     def _map(self, method: str, texts: Sequence[str]) -> list:
         ray = import_ray()
         texts = list(texts)
-        chunks = [texts[i:i + self.chunk_size] for i in range(0, len(texts), self.chunk_size)]
+        size = max(1, min(self.chunk_size, -(-len(texts) // len(self._actors))))  # every actor gets a share
+        chunks = [texts[i:i + size] for i in range(0, len(texts), size)]
         pool = ray.util.ActorPool(self._actors)
         try:
             return list(pool.map(lambda actor, chunk: getattr(actor, method).remote(chunk), chunks))

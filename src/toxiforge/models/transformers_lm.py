@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
-from toxiforge._io import cache_dir
+from toxiforge._io import atomic_write_text, cache_dir
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import Loglikelihood
 
@@ -47,18 +47,16 @@ def _gguf_cache_path(gguf: Path) -> Path:
         index = json.loads(index_file.read_text())
     except (OSError, ValueError):  # none yet, or unreadable: rebuilt as files are hashed
         index = {}
-    key = index.get(ident) if isinstance(index, dict) else None
+    if not isinstance(index, dict):
+        index = {}
+    key = index.get(ident)
     if not isinstance(key, str):
         digest = hashlib.sha256()
         with gguf.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
-        key = digest.hexdigest()[:16]
-        index = {**(index if isinstance(index, dict) else {}), ident: key}
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = index_file.with_name(f"index.json.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(index, indent=1))
-        os.replace(tmp, index_file)
+        key = index[ident] = digest.hexdigest()[:16]
+        atomic_write_text(index_file, json.dumps(index, indent=1))
     return root / f"{gguf.stem}-{key}"
 
 

@@ -10,6 +10,7 @@ decodes ``job.batch_size`` prompts at a time, as ``generate`` does (beams take m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -91,43 +92,29 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
     options = dict(classifier_options or {})
     if config.family != "alice":
         job = replace(job, batch_size=job.shard_size)  # a shard in lockstep (module docstring)
-    pool = None
-    if loaded_classifier is None:
-        from toxiforge.classifiers import load_classifier
-
-        if ray is not None:
-            from toxiforge.pipeline.ray_runner import RayClassifier
-
-            loaded_classifier = pool = RayClassifier(partial(load_classifier, classifier, device=resources.device,
-                                                             **options), ray)
-        else:
-            loaded_classifier = load_classifier(classifier, device=resources.device, **options)
-    try:
-        return _run(sources, config, loaded_classifier, resources, out, on=on, labels=labels, seed=seed,
-                    classifier=classifier, validate_with=validate_with, job=job, resume=resume, overwrite=overwrite,
-                    progress=progress)
-    finally:
-        if pool is not None:
-            pool.close()
-
-
-def _run(sources: list[Source], config: Any, loaded_classifier: Any, resources: Resources, out: str | Path, *,
-         on: Sequence[str], labels: Sequence[str] | None, seed: int, classifier: str, validate_with: str | None,
-         job: JobConfig, resume: bool, overwrite: bool, progress: bool) -> AttackResult:
+    from toxiforge.classifiers import load_classifier
     from toxiforge.classifiers.base import scoring_settings
 
-    attack_family = make_family(config, loaded_classifier, resources)
-    validator = None
-    if validate_with is not None:
-        from toxiforge.classifiers import load_classifier
+    with ExitStack() as stack:  # a Ray pool closes when the run ends, however it ends
+        if loaded_classifier is None:
+            if ray is not None:
+                from toxiforge.pipeline.ray_runner import RayClassifier
 
-        validator = load_classifier(validate_with, device=resources.device, name=validate_with)
-    fingerprint = {"on": list(on), "labels": None if labels is None else list(labels), "seed": seed,
-                   "sources": len(sources), "sources_sha256": sources_digest(sources), "family": config.family,
-                   "settings": attack_family.settings(), "classifier": str(classifier),
-                   "classifier_settings": scoring_settings(loaded_classifier), "validator": validate_with}
-    return run_attack(sources, attack_family, out, classifier_name=loaded_classifier.name, fingerprint=fingerprint,
-                      config=job, resume=resume, overwrite=overwrite, validator=validator, progress=progress)
+                loaded_classifier = stack.enter_context(RayClassifier(
+                    partial(load_classifier, classifier, device=resources.device, **options), ray))
+            else:
+                loaded_classifier = load_classifier(classifier, device=resources.device, **options)
+        attack_family = make_family(config, loaded_classifier, resources)
+        validator = None
+        if validate_with is not None:
+            validator = load_classifier(validate_with, device=resources.device, name=validate_with)
+        fingerprint = {"on": list(on), "labels": None if labels is None else list(labels), "seed": seed,
+                       "sources": len(sources), "sources_sha256": sources_digest(sources), "family": config.family,
+                       "settings": attack_family.settings(), "classifier": str(classifier),
+                       "classifier_settings": scoring_settings(loaded_classifier), "validator": validate_with}
+        return run_attack(sources, attack_family, out, classifier_name=loaded_classifier.name,
+                          fingerprint=fingerprint, config=job, resume=resume, overwrite=overwrite,
+                          validator=validator, progress=progress)
 
 
 __all__ = ["attack", "load_sources"]

@@ -115,13 +115,16 @@ DTYPE_NAMES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?|mps"
 
 
-def check_model_options(dtype: str | None = None, device: str | None = None, *, dtype_flag: str = "--dtype") -> None:
-    """Refuse a bad --dtype (``dtype_flag``: the option's name) or --device before anything slow runs (imports,
-    model loads)."""
+def check_model_options(dtype: str | None = None, device: str | None = None, *, dtype_flag: str = "--dtype",
+                        batch_size: int | None = None) -> None:
+    """Refuse a bad --dtype (``dtype_flag``: the option's name), --device or --batch-size (texts per classifier
+    batch; None: the classifier's default) before anything slow runs (imports, model loads)."""
     import re
 
     from toxiforge.errors import InputError
 
+    if batch_size is not None and batch_size < 1:
+        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the classifier's default")
     if dtype is not None and dtype.lower() not in DTYPE_NAMES:
         raise InputError(f"unknown {dtype_flag} {dtype!r}", hint="use auto, float32, bfloat16 or float16")
     if device is not None and not re.fullmatch(DEVICE_PATTERN, device.lower()):

@@ -23,7 +23,6 @@ from toxiforge.cli._app import (
     ray_config,
     split_list,
 )
-from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -85,9 +84,7 @@ def attack_command(
     from toxiforge.attacks.runner import attack
     from toxiforge.pipeline.manifest import JobConfig
 
-    check_model_options(dtype, device)
-    if batch_size is not None and batch_size < 1:
-        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the classifier's default")
+    check_model_options(dtype, device, batch_size=batch_size)
     settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
                 "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
                 "num_beams": beams}

@@ -59,12 +59,9 @@ def classify(
     from toxiforge.classifiers import default_score_column, load_classifier
     from toxiforge.classifiers.scoring import default_output_path, pick_text_column, score_table
     from toxiforge.data.examples import read_any_table
-    from toxiforge.errors import InputError
     from toxiforge.records import write_table
 
-    check_model_options(dtype, device)
-    if batch_size is not None and batch_size < 1:
-        raise InputError(f"--batch-size {batch_size} must be at least 1", hint="drop it for the backend's default")
+    check_model_options(dtype, device, batch_size=batch_size)
     out = output if output is not None else default_output_path(data)
     require_new_files(out, overwrite=overwrite)
     table = read_any_table(data)

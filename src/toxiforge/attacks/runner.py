@@ -4,8 +4,9 @@ run_attack`.
 
 ``obfuscate`` attacks a whole shard in lockstep, one classifier call per step for all its statements: larger
 calls, which a classifier sorts by length into fuller batches and ``ray`` splits evenly across its workers
-(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` attacks one statement at a time; ALICE
-decodes ``job.batch_size`` prompts at a time, as ``generate`` does (beams take memory)."""
+(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` and ALICE attack one statement at a time
+(ALICE so that queries are counted per statement), so for them ``job.batch_size`` only sets how often the
+progress bar moves."""
 
 from __future__ import annotations
 
@@ -90,8 +91,8 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
 
         Validation(validate_with).check(classifier)
     options = dict(classifier_options or {})
-    if config.family != "alice":
-        job = replace(job, batch_size=job.shard_size)  # a shard in lockstep (module docstring)
+    if config.family == "obfuscate":  # the family that attacks its statements together (module docstring)
+        job = replace(job, batch_size=job.shard_size)
     from toxiforge.classifiers import load_classifier
     from toxiforge.classifiers.base import scoring_settings
 

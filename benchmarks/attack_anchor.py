@@ -118,8 +118,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument("--dtype", default="float32", help="the classifier's weights: float32 or bfloat16 (attack's "
                         "--dtype)")
-    parser.add_argument("--batch-size", type=int, default=16, help="statements attacked together (attack's "
-                        "--batch-size; default 16, the CLI's)")
     args = parser.parse_args()
     if args.threads:
         import torch
@@ -133,7 +131,6 @@ def main() -> None:
     from toxiforge.attacks.runner import attack
     from toxiforge.classifiers import load_classifier
     from toxiforge.data import load_spec
-    from toxiforge.pipeline.manifest import JobConfig
     from toxiforge.training.trainer import split_heldout
 
     data = load_spec(f"demonstrations:{args.dev}")
@@ -151,14 +148,14 @@ def main() -> None:
         writer.writerows([e.text, 1, e.group] for e in toxic)
     print(f"{time.strftime('%Y-%m-%d')} {len(data)} human-written sentences: trained on {len(train)}, held-out AUC "
           f"{auc:.3f} on {len(held)}; attacking the {len(toxic)} held-out toxic ones, max {args.max_edits} edited "
-          f"words, {args.batch_size} statements at a time, {args.dtype}, {os.cpu_count()} CPUs, torch threads "
+          f"words, a shard in lockstep, {args.dtype}, {os.cpu_count()} CPUs, torch threads "
           f"{__import__('torch').get_num_threads()}, load average "
           f"{os.getloadavg()[0]:.1f}")
     print(f"{'attack':<28} {'flipped':>9} {'success':>7} {'q/success':>10} {'q/attack':>9} {'sent./s':>8}")
     started = time.perf_counter()
     result = attack([f"table:{table}"], "obfuscate", str(model_dir), args.work / "obfuscate-run",
                     settings={"max_edits": args.max_edits}, seed=args.seed, resources=Resources(device="cpu"),
-                    overwrite=True, loaded_classifier=classifier, job=JobConfig(batch_size=args.batch_size))
+                    overwrite=True, loaded_classifier=classifier)
     seconds = time.perf_counter() - started
     c = result.manifest["counts"]
     print(report("toxiforge obfuscate", c["attacked"], c["flipped"], c["queries"], len(toxic), seconds), flush=True)

@@ -1,11 +1,12 @@
 """File helpers shared by every stage: atomic writes (temporary file beside the target, fsync, rename), the
-output-folder check, and toxiforge's cache folder."""
+output-folder check, a file's bytes into a hash, and toxiforge's cache folder."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -35,6 +36,15 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             fh.write(text)
 
     return atomic_write(path, write)
+
+
+def hash_file(digest: Any, path: str | Path) -> Any:
+    """Feed ``path``'s bytes into ``digest`` (a :mod:`hashlib` object) 1 MiB at a time, and return it (Python
+    3.10 has no ``hashlib.file_digest``)."""
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest
 
 
 def require_empty_dir(path: str | Path, overwrite: bool, *, option: str = "-o", error: type | None = None,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toxiforge._io import atomic_write_text
+from toxiforge._io import atomic_write_text, hash_file
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 from toxiforge.records import METHOD_ALICE, is_toxic
@@ -126,9 +126,7 @@ def weights_digest(spec: str | Path) -> str | None:
     digest = hashlib.sha256(kind.encode())
     for f in files:
         digest.update(f.name.encode() + b"\0")
-        with f.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
+        hash_file(digest, f)
     return digest.hexdigest()
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
-from toxiforge._io import atomic_write_text, cache_dir
+from toxiforge._io import atomic_write_text, cache_dir, hash_file
 from toxiforge.errors import InputError, ToxiforgeError
 from toxiforge.models.base import Loglikelihood
 
@@ -51,11 +51,7 @@ def _gguf_cache_path(gguf: Path) -> Path:
         index = {}
     key = index.get(ident)
     if not isinstance(key, str):
-        digest = hashlib.sha256()
-        with gguf.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        key = index[ident] = digest.hexdigest()[:16]
+        key = index[ident] = hash_file(hashlib.sha256(), gguf).hexdigest()[:16]
         atomic_write_text(index_file, json.dumps(index, indent=1))
     return root / f"{gguf.stem}-{key}"
 

@@ -55,7 +55,7 @@ def test_errors_have_one_form(tmp_path):
 
 
 def test_shared_option_blocks_read_the_same_in_every_command():
-    """The ALICE, Ray and server options (and the judge options of -c) are defined once in cli/_app: the same
+    """The ALICE, Ray and server options (and the judge options of -c) are defined once in cli/_options: the same
     name, default and help wherever they appear (before, harden's --candidates and bench's --concurrency said
     other things than generate's, and bench generate had no judge options)."""
     from toxiforge.cli import app

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import check_model_options, console, load_lm
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, load_lm
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -80,7 +81,7 @@ def split_command(
     from toxiforge.errors import InputError, check_choice
 
     check_threshold(threshold)
-    check_model_options(device=device)
+    opt.check_model_options(device=device)
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 128")
     require_empty_dir(out, overwrite)
@@ -128,7 +129,7 @@ def perplexity_command(
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
     if batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     d = load_data(data, need=())
     model = load_lm(lm, dtype, device)
     with _analysis_progress(progress) as bar:
@@ -186,7 +187,7 @@ def report_command(
         raise InputError(f"--max-ppl {max_ppl} must be > 0", hint="e.g. --max-ppl 500")
     if perplexity and batch_size < 1:
         raise InputError(f"--batch-size {batch_size} must be at least 1", hint="e.g. --batch-size 16")
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     require_empty_dir(out, overwrite)
     lexicon = _lexicon_options(profanity_list, exclude_list, keep_ambiguous)
     d = load_data(data, text_column=text_column)  # bad input fails before the LM loads

@@ -6,23 +6,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    BEAMS,
-    CPUS_PER_WORKER,
-    GPUS_PER_WORKER,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    RAY,
-    RAY_ADDRESS,
-    TOXIC_LABEL,
-    WORKERS,
-    check_model_options,
-    classifier_options,
-    console,
-    load_lm,
-    ray_config,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
 
@@ -49,7 +34,7 @@ def attack_command(
     candidates: int | None = typer.Option(None, "--candidates", help="substitute: neighbours tried per word "
                                                                      "(default 10); alice: candidate tokens per "
                                                                      "beam (paper: 100)."),
-    beams: int | None = BEAMS,
+    beams: int | None = opt.BEAMS,
     encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="substitute: sentence encoder (embedded "
                                                                    "MiniLM, a directory or hub id)."),
     model: str = typer.Option(DEFAULT_LM, "--model", help="alice: language model, as for generate."),
@@ -57,9 +42,9 @@ def attack_command(
         None, "--validate-with", help="A classifier other than -c that checks each attacked statement keeps its "
                                       "label (columns validator_score, validator_agrees), as harden's."),
     seed: int = typer.Option(0, "--seed", help="Seed of the edit positions (each row gets its own from it)."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     text_column: str | None = typer.Option(None, "--text-column", help="Tables: the text column."),
     label_column: str | None = typer.Option(None, "--label-column", help="Tables: the label column."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (classifier, encoder, model)."),
@@ -72,11 +57,11 @@ def attack_command(
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out (its manifest and shards)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    ray: bool = RAY,
-    ray_address: str | None = RAY_ADDRESS,
-    workers: int = WORKERS,
-    cpus_per_worker: float = CPUS_PER_WORKER,
-    gpus_per_worker: float = GPUS_PER_WORKER,
+    ray: bool = opt.RAY,
+    ray_address: str | None = opt.RAY_ADDRESS,
+    workers: int = opt.WORKERS,
+    cpus_per_worker: float = opt.CPUS_PER_WORKER,
+    gpus_per_worker: float = opt.GPUS_PER_WORKER,
 ) -> None:
     """Attack labelled statements with one family against a classifier; rows as generate's plus source, edits,
     queries, similarity, P(toxic) before/after, flipped and validator agreement."""
@@ -84,7 +69,7 @@ def attack_command(
     from toxiforge.attacks.runner import attack
     from toxiforge.pipeline.manifest import JobConfig
 
-    check_model_options(dtype, device, batch_size=batch_size)
+    opt.check_model_options(dtype, device, batch_size=batch_size)
     settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
                 "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
                 "num_beams": beams}
@@ -93,10 +78,10 @@ def attack_command(
                     seed=seed, validate_with=validate_with, resources=resources,
                     job=JobConfig(shard_size=shard_size, format=fmt), resume=resume, overwrite=overwrite,
                     progress=progress, classifier_options={
-                        **classifier_options(judge_template, judge_policy, toxic_label),
+                        **opt.classifier_options(judge_template, judge_policy, toxic_label),
                         **({"dtype": dtype} if dtype != "auto" else {}), "batch_size": batch_size},
                     text_column=text_column, label_column=label_column,
-                    ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))
+                    ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))
     c = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s to {out} ({c['rows']} in the run)",
                   highlight=False)

@@ -7,28 +7,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    BEAMS,
-    CANDIDATES,
-    CLASSIFIER_TOP_EXTENSIONS,
-    CPUS_PER_WORKER,
-    GPUS_PER_WORKER,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    LAMBDA_CLF,
-    LAMBDA_LM,
-    RAY,
-    RAY_ADDRESS,
-    TOXIC_LABEL,
-    WORKERS,
-    check_model_options,
-    classifier_options,
-    console,
-    group_names,
-    load_lm,
-    ray_config,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, group_names, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 
@@ -47,9 +27,9 @@ def audit(
                                    "again."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the resamples (the same rows for every classifier)."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     lexicon: str | None = typer.Option(None, "--lexicon", help="TOXTRIG lexicon, as `bias measure` takes it."),
     oi_list: Path | None = typer.Option(None, "--oi-list", help="Zhou et al.'s word_based_bias_list.csv (OI), "
                                         "as `bias measure` takes it."),
@@ -79,19 +59,19 @@ def audit(
     validate_with: str | None = typer.Option(None, "--validate-with", help="ALICE vs top-k section: a classifier "
                                              "other than every -c that validates the statements (as harden's): "
                                              "validated and confirmed flip rates."),
-    beams: int | None = BEAMS,
-    candidates: int | None = CANDIDATES,
-    lambda_lm: float | None = LAMBDA_LM,
-    lambda_clf: float | None = LAMBDA_CLF,
-    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
+    beams: int | None = opt.BEAMS,
+    candidates: int | None = opt.CANDIDATES,
+    lambda_lm: float | None = opt.LAMBDA_LM,
+    lambda_clf: float | None = opt.LAMBDA_CLF,
+    classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="ALICE vs top-k section: token budget "
                                               "per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="ALICE vs top-k section: temperature."),
-    ray: bool = RAY,
-    ray_address: str | None = RAY_ADDRESS,
-    workers: int = WORKERS,
-    cpus_per_worker: float = CPUS_PER_WORKER,
-    gpus_per_worker: float = GPUS_PER_WORKER,
+    ray: bool = opt.RAY,
+    ray_address: str | None = opt.RAY_ADDRESS,
+    workers: int = opt.WORKERS,
+    cpus_per_worker: float = opt.CPUS_PER_WORKER,
+    gpus_per_worker: float = opt.GPUS_PER_WORKER,
 ) -> None:
     """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures)."""
     from toxiforge._io import require_empty_dir
@@ -105,7 +85,7 @@ def audit(
     from toxiforge.pipeline import Generator
     from toxiforge.pipeline.plan import GenerationPlan
 
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     prompt_attack = None
     source = check_source(attack_prompts, demonstrations)
     if source is None and validate_with:
@@ -125,11 +105,11 @@ def audit(
                                      validate_with, device)
     require_empty_dir(out, resume or overwrite, option="-o", flag="--resume (reuse its scores) or --overwrite")
     options = {"device": device, "dtype": dtype, "batch_size": batch_size,
-               **classifier_options(judge_template, judge_policy, toxic_label)}
+               **opt.classifier_options(judge_template, judge_policy, toxic_label)}
     settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,
-                             ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
+                             ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
                              attacks=tuple(split_list(attack)) if attack else (), attack_n=attack_n,
                              prompt_attack=prompt_attack)
     specs = [ClassifierSpec.parse(c) for c in classifier]

@@ -6,19 +6,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    API_KEY_ENV,
-    CONCURRENCY,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    TOXIC_LABEL,
-    App,
-    check_model_options,
-    classifier_options,
-    console,
-    load_lm,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import App, console, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 bench_app = App(help="Benchmark a language model with ToxiGen: % toxic continuations per group, and "
@@ -82,7 +71,7 @@ def bench_classify(
         raise InputError("give exactly one of --on and --demonstrations", hint="e.g. --on humanval:hub")
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit} scores nothing", hint="use --limit 1 or more")
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     require_empty_dir(out, overwrite)
     if on is not None:
         data = load_spec(on, text_column=text_column, label_column=label_column)
@@ -127,12 +116,12 @@ def bench_generate(
                                                                             "(default 512, open-instruct's)."),
     classifier: str = typer.Option("toxigen-roberta", "--classifier", "-c",
                                    help="Registry name, model dir or hub id; profanity-check works offline."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
-    concurrency: int = CONCURRENCY,
-    api_key_env: str | None = API_KEY_ENV,
+    concurrency: int = opt.CONCURRENCY,
+    api_key_env: str | None = opt.API_KEY_ENV,
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run in -o."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
@@ -152,13 +141,13 @@ def bench_generate(
                             demonstrations=str(demonstrations) if demonstrations else None, k=k, select=select,
                             sample=sample, top_k=top_k, temperature=temperature, seed=seed, classifier=classifier,
                             chat=chat, **defaults)
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     config.plan()  # bad groups or sources fail before anything loads
     check_output_dir(out, resume)
     remote = model.startswith(API_PREFIX)
     chat_format = chat_formatter(model) if chat and not remote else None  # a server applies its own template
     scorer = load_classifier(classifier, device=device,
-                             **classifier_options(judge_template, judge_policy, toxic_label))
+                             **opt.classifier_options(judge_template, judge_policy, toxic_label))
     if remote:
         lm = load_lm(model, dtype, device, concurrency=concurrency, api_key_env=api_key_env)
         batch_size = max(batch_size, concurrency)  # a batch's requests are the ones in flight

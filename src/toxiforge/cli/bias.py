@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import JUDGE_POLICY, JUDGE_TEMPLATE, TOXIC_LABEL, App, classifier_options, console
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import App, console
 from toxiforge.cli.debias import register_bias_commands
 from toxiforge.records import TOXIC_THRESHOLD
 
@@ -42,9 +43,9 @@ def measure(
     data: str = typer.Argument(..., help=_DATA_HELP),
     classifier: str | None = typer.Option(None, "--classifier", "-c", help="Classifier to measure (registry "
                                              "name, model directory or hub id)."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
     lexicon: str | None = typer.Option(None, "--lexicon", help=_LEXICON_HELP),
@@ -90,7 +91,7 @@ def measure(
 
         with console.status(f"loading {classifier}"):
             clf = load_classifier(classifier, device=device, batch_size=batch_size,
-                                  **classifier_options(judge_template, judge_policy, toxic_label))
+                                  **opt.classifier_options(judge_template, judge_policy, toxic_label))
         with console.status(f"scoring {len(labelled)} texts with {clf.name}"):
             scores = score_texts(clf, labelled.texts)
         model_name = classifier

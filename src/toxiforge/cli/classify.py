@@ -6,20 +6,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    CPUS_PER_WORKER,
-    GPUS_PER_WORKER,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    RAY,
-    RAY_ADDRESS,
-    TOXIC_LABEL,
-    WORKERS,
-    check_model_options,
-    classifier_options,
-    console,
-    ray_config,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console
 
 
 def classify(
@@ -27,9 +15,9 @@ def classify(
     classifier: str = typer.Option(
         ..., "--classifier", "-c", help="toxigen-roberta, toxigen-hatebert, toxdect-roberta, profanity-check "
                                         "(offline), a model directory or a hub id (owner/name)."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     column: str | None = typer.Option(
         None, "--column", help="Score column to add (default: roberta_prediction for toxigen-roberta, else "
                                "<classifier>_score). An existing column of that name is replaced."),
@@ -46,11 +34,11 @@ def classify(
     toxic_index: int | None = typer.Option(None, "--toxic-index", help="Column of the toxic class (default: "
                                                                        "from the model's labels)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    ray: bool = RAY,
-    ray_address: str | None = RAY_ADDRESS,
-    workers: int = WORKERS,
-    cpus_per_worker: float = CPUS_PER_WORKER,
-    gpus_per_worker: float = GPUS_PER_WORKER,
+    ray: bool = opt.RAY,
+    ray_address: str | None = opt.RAY_ADDRESS,
+    workers: int = opt.WORKERS,
+    cpus_per_worker: float = opt.CPUS_PER_WORKER,
+    gpus_per_worker: float = opt.GPUS_PER_WORKER,
 ) -> None:
     """Add a P(toxic) column from a classifier to every row of DATA and write the result."""
     import time
@@ -61,7 +49,7 @@ def classify(
     from toxiforge.data.examples import read_any_table
     from toxiforge.records import write_table
 
-    check_model_options(dtype, device, batch_size=batch_size)
+    opt.check_model_options(dtype, device, batch_size=batch_size)
     out = output if output is not None else default_output_path(data)
     require_new_files(out, overwrite=overwrite)
     table = read_any_table(data)
@@ -69,9 +57,9 @@ def classify(
     score_column = column or default_score_column(classifier)
     started = time.perf_counter()
     options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index,
-               **classifier_options(judge_template, judge_policy, toxic_label)}
+               **opt.classifier_options(judge_template, judge_policy, toxic_label)}
     with console.status(f"loading {classifier}"):
-        ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker)
+        ray_run = opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker)
         if ray_run is not None:
             from functools import partial
 

@@ -12,16 +12,8 @@ from typing import Any
 
 import typer
 
-from toxiforge.cli._app import (
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    TOXIC_LABEL,
-    check_model_options,
-    classifier_options,
-    console,
-    err_console,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, err_console, split_list
 from toxiforge.errors import InputError
 from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 
@@ -180,9 +172,9 @@ def relabel_command(
                                                      "run manifest goes beside it as NAME.manifest.json."),
     classifier: str = typer.Option(..., "--classifier", "-c", help="Classifier that judges the translations "
                                    "(registry name, model directory or hub id; Zhou et al.: the vanilla model)."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
                            "directory or hub id)."),
     aae_threshold: float | None = typer.Option(None, "--aae-threshold", help="Candidates: p(AAE) above this "
@@ -219,7 +211,7 @@ def relabel_command(
     from toxiforge.models import load_language_model
     from toxiforge.records import write_table
 
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     require_new_files(out, out.with_name(f"{out.stem}.manifest.json"), overwrite=overwrite)
     if aae_column and dialect_model:
         raise InputError("--aae-column and --dialect-model both given", hint="pass one source of p(AAE)")
@@ -244,7 +236,7 @@ def relabel_command(
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, dtype=dtype, device=device)
         judge = load_classifier(classifier, device=device,
-                                **classifier_options(judge_template, judge_policy, toxic_label))
+                                **opt.classifier_options(judge_template, judge_policy, toxic_label))
     loaded = time.perf_counter()
     seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
     with console.status(f"translating the examples with {rule}"):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import check_model_options, console, split_list
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, split_list
 from toxiforge.cli.debias import (
     BATCH_SIZE,
     BF16,
@@ -105,7 +106,7 @@ def experiment_debias_command(
     def pick(value, default, small):  # --smoke changes only the options not given
         return value if value is not None else (small if smoke else default)
 
-    check_model_options(relabel_dtype, dtype_flag="--relabel-dtype")
+    opt.check_model_options(relabel_dtype, dtype_flag="--relabel-dtype")
     require_empty_dir(out, overwrite or resume, flag="--overwrite (start again) or --resume (go on)")
     if (eval_data is None) == (test_fraction is None):
         raise InputError("give the evaluation data as --eval DATA or as --test-fraction F of --train, not "

@@ -6,34 +6,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    API_KEY_ENV,
-    BEAMS,
-    CANDIDATES,
-    CLASSIFIER_TOP_EXTENSIONS,
-    CONCURRENCY,
-    CPUS_PER_WORKER,
-    GPUS_PER_WORKER,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    LAMBDA_CLF,
-    LAMBDA_LM,
-    RAY,
-    RAY_ADDRESS,
-    RAY_PLACEMENT_TIMEOUT,
-    RAY_RESOURCES,
-    RAY_SPREAD,
-    TOXIC_LABEL,
-    WORKERS,
-    App,
-    check_model_options,
-    classifier_options,
-    console,
-    group_names,
-    load_lm,
-    ray_config,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import App, console, group_names, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 demonstrations_app = App(help="Demonstration sets: fetch upstream's, inspect.", no_args_is_help=True)
@@ -168,9 +142,9 @@ def generate(
     classifier: str | None = typer.Option(
         None, "--classifier", "-c", help="Toxicity classifier: ALICE attacks it; with top-k it only scores rows. "
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     model: str = typer.Option(
         DEFAULT_LM, "--model", help="Embedded name, hub id, model dir, .gguf file, or openai:BASE_URL[#MODEL] "
                                     "(an OpenAI-compatible server)."),
@@ -183,13 +157,13 @@ def generate(
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
     fmt: str = typer.Option("parquet", "--format", help="parquet, jsonl or csv."),
-    beams: int | None = BEAMS,
-    candidates: int | None = CANDIDATES,
-    lambda_lm: float | None = LAMBDA_LM,
-    lambda_clf: float | None = LAMBDA_CLF,
+    beams: int | None = opt.BEAMS,
+    candidates: int | None = opt.CANDIDATES,
+    lambda_lm: float | None = opt.LAMBDA_LM,
+    lambda_clf: float | None = opt.LAMBDA_CLF,
     classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
-    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
+    classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
     no_repeat_ngram: int | None = typer.Option(
         None, "--no-repeat-ngram", help="ALICE: ban repeating an n-gram of the generated tokens (default 3; 0 = off)."),
     alice_mode: str | None = typer.Option(
@@ -201,16 +175,16 @@ def generate(
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run in --out."),
     summary: bool = typer.Option(True, "--summary/--no-summary", help="Print a per-group summary at the end."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
-    concurrency: int = CONCURRENCY,
-    api_key_env: str | None = API_KEY_ENV,
-    ray: bool = RAY,
-    ray_address: str | None = RAY_ADDRESS,
-    workers: int = WORKERS,
-    cpus_per_worker: float = CPUS_PER_WORKER,
-    gpus_per_worker: float = GPUS_PER_WORKER,
-    ray_resources: str | None = RAY_RESOURCES,
-    ray_spread: bool = RAY_SPREAD,
-    ray_placement_timeout: float = RAY_PLACEMENT_TIMEOUT,
+    concurrency: int = opt.CONCURRENCY,
+    api_key_env: str | None = opt.API_KEY_ENV,
+    ray: bool = opt.RAY,
+    ray_address: str | None = opt.RAY_ADDRESS,
+    workers: int = opt.WORKERS,
+    cpus_per_worker: float = opt.CPUS_PER_WORKER,
+    gpus_per_worker: float = opt.GPUS_PER_WORKER,
+    ray_resources: str | None = opt.RAY_RESOURCES,
+    ray_spread: bool = opt.RAY_SPREAD,
+    ray_placement_timeout: float = opt.RAY_PLACEMENT_TIMEOUT,
 ) -> None:
     """Generate ToxiGen-style statements for groups × labels into a sharded, resumable dataset."""
     from toxiforge.decoding import decoder_config
@@ -220,7 +194,7 @@ def generate(
 
     if demonstrations and prompts:
         raise InputError("--demonstrations and --prompts were both given", hint="use one prompt source")
-    check_model_options(dtype, device)
+    opt.check_model_options(dtype, device)
     # the method's config checks every value (and refuses settings of another method) before a model loads
     decoding = decoder_config(method, {
         "temperature": temperature, "max_new_tokens": max_new_tokens, "top_k": top_k, "num_beams": beams,
@@ -239,8 +213,8 @@ def generate(
         api["top_logprobs"] = decoding.candidates  # the server may allow fewer: capped below
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight
-    ray_run = ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources, ray_spread,
-                         ray_placement_timeout)
+    ray_run = opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources, ray_spread,
+                             ray_placement_timeout)
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
                           ray=ray_run, progress=progress)
@@ -258,7 +232,7 @@ def generate(
         if ray_run is not None:
             lm.close()  # each Ray worker opens its own client
     result = generator.run(plan, decoding, out, classifier=classifier,
-                           classifier_options=classifier_options(judge_template, judge_policy, toxic_label))
+                           classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label))
     clf_name = result.manifest["config"]["classifier"]
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s ({counts['rows']} in the dataset; "

@@ -7,32 +7,8 @@ from pathlib import Path
 
 import typer
 
-from toxiforge.cli._app import (
-    API_KEY_ENV,
-    BEAMS,
-    CANDIDATES,
-    CLASSIFIER_TOP_EXTENSIONS,
-    CONCURRENCY,
-    CPUS_PER_WORKER,
-    GPUS_PER_WORKER,
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    LAMBDA_CLF,
-    LAMBDA_LM,
-    RAY,
-    RAY_ADDRESS,
-    RAY_PLACEMENT_TIMEOUT,
-    RAY_RESOURCES,
-    RAY_SPREAD,
-    TOXIC_LABEL,
-    WORKERS,
-    classifier_options,
-    console,
-    group_names,
-    load_lm,
-    ray_config,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import console, group_names, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
 RECIPE_HELP = ("Unset training options follow C_0's training_log.json (toxiforge trained it), else train's "
@@ -49,9 +25,9 @@ def harden_command(
                                          "`toxiforge train`), or judge:MODEL (attacked and measured in round 0; "
                                          "the rounds train from --base-model). Default: train one on --data from "
                                          "--base-model."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
                                                                     "FPR_NOI): human-written text, never trained on."),
     base_model: str | None = typer.Option(None, "--base-model", help="Encoder every round trains from (default: "
@@ -101,11 +77,11 @@ def harden_command(
                                                           "a server)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32 or bfloat16."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (LM, classifiers, training)."),
-    beams: int | None = BEAMS,
-    candidates: int | None = CANDIDATES,
-    lambda_lm: float | None = LAMBDA_LM,
-    lambda_clf: float | None = LAMBDA_CLF,
-    classifier_top_extensions: int | None = CLASSIFIER_TOP_EXTENSIONS,
+    beams: int | None = opt.BEAMS,
+    candidates: int | None = opt.CANDIDATES,
+    lambda_lm: float | None = opt.LAMBDA_LM,
+    lambda_clf: float | None = opt.LAMBDA_CLF,
+    classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="Temperature (ALICE and top-k)."),
     epochs: float | None = typer.Option(None, "--epochs", help=f"Training epochs per round. {RECIPE_HELP}"),
@@ -124,16 +100,16 @@ def harden_command(
         False, "--external-training", help="Stop where models are to be trained and print the `toxiforge train` "
                                            "commands that train them (run them, e.g. under torchrun, then --resume)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
-    concurrency: int = CONCURRENCY,
-    api_key_env: str | None = API_KEY_ENV,
-    ray: bool = RAY,
-    ray_address: str | None = RAY_ADDRESS,
-    workers: int = WORKERS,
-    cpus_per_worker: float = CPUS_PER_WORKER,
-    gpus_per_worker: float = GPUS_PER_WORKER,
-    ray_resources: str | None = RAY_RESOURCES,
-    ray_spread: bool = RAY_SPREAD,
-    ray_placement_timeout: float = RAY_PLACEMENT_TIMEOUT,
+    concurrency: int = opt.CONCURRENCY,
+    api_key_env: str | None = opt.API_KEY_ENV,
+    ray: bool = opt.RAY,
+    ray_address: str | None = opt.RAY_ADDRESS,
+    workers: int = opt.WORKERS,
+    cpus_per_worker: float = opt.CPUS_PER_WORKER,
+    gpus_per_worker: float = opt.GPUS_PER_WORKER,
+    ray_resources: str | None = opt.RAY_RESOURCES,
+    ray_spread: bool = opt.RAY_SPREAD,
+    ray_placement_timeout: float = opt.RAY_PLACEMENT_TIMEOUT,
 ) -> None:
     """Attack a classifier with ALICE, retrain it on the statements that fooled it, repeat; an equal-size top-k
     control arm each round; AUC, FPR_NOI and a fresh attack's flip rate per round (docs/harden.md)."""
@@ -164,7 +140,7 @@ def harden_command(
                           train=train, data=tuple(v for d in data for v in split_list(d)),
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
-                          classifier_options=classifier_options(judge_template, judge_policy, toxic_label),
+                          classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label),
                           validate_with=validate_with, transfer=transfer,
                           train_options={k: v for k, v in given.items() if v is not None},
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,
@@ -175,8 +151,8 @@ def harden_command(
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
     generator = Generator(model=model, model_options=options, load=load_lm, device=device, progress=progress,
-                          ray=ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources,
-                                         ray_spread, ray_placement_timeout),
+                          ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources,
+                                             ray_spread, ray_placement_timeout),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training, keep_going=keep_going,
                  wait=wait_for_people,

@@ -7,16 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from toxiforge.cli._app import (
-    JUDGE_POLICY,
-    JUDGE_TEMPLATE,
-    TOXIC_LABEL,
-    App,
-    classifier_options,
-    console,
-    err_console,
-    split_list,
-)
+from toxiforge.cli import _options as opt
+from toxiforge.cli._app import App, console, err_console, split_list
 from toxiforge.cli.debias import BF16, PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
 from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
@@ -208,9 +200,9 @@ def _print_evaluation(report, title: str) -> None:
 def evaluate_command(
     classifier: str = typer.Option(..., "--classifier", "-c", help="Registry name (toxigen-roberta, "
                                    "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
-    judge_template: str | None = JUDGE_TEMPLATE,
-    judge_policy: str | None = JUDGE_POLICY,
-    toxic_label: str | None = TOXIC_LABEL,
+    judge_template: str | None = opt.JUDGE_TEMPLATE,
+    judge_policy: str | None = opt.JUDGE_POLICY,
+    toxic_label: str | None = opt.TOXIC_LABEL,
     on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
     out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
                                                                      "evaluation.md, roc.png)."),
@@ -234,7 +226,7 @@ def evaluate_command(
                           split=split)
     with console.status(f"loading {classifier}"):
         clf = load_classifier(classifier, device=device, batch_size=batch_size,
-                              **classifier_options(judge_template, judge_policy, toxic_label))
+                              **opt.classifier_options(judge_template, judge_policy, toxic_label))
     with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
         report = evaluate(clf, datasets)
     paths = write_report(report, out)

@@ -193,3 +193,40 @@ def test_an_attack_run_is_a_dataset_with_the_sources_labels(setup, tmp_path):
     assert [(e.text, e.label) for e in data.examples] == [(r["generation"], r["prompt_label"]) for r in rows
                                                            if r["generation"]]
     assert any("the attacked statement's own label" in note for note in data.notes)
+
+
+class CallSizes:
+    """The keyword classifier, recording how many texts each ``predict_proba`` call scores."""
+
+    def __init__(self):
+        from attack_fakes import KeywordClassifier
+
+        self.inner = KeywordClassifier({w: 0.1 for w in WORDS[:6]}, base=0.2)
+        self.name, self.num_classes, self.toxic_index, self.benign_index = "keywords", 2, 1, 0
+        self.sizes: list[int] = []
+
+    def predict_proba(self, texts):
+        self.sizes.append(len(texts))
+        return self.inner.predict_proba(texts)
+
+    def describe(self):
+        return self.inner.describe()
+
+
+@pytest.mark.parametrize(("family", "first_call", "batch"), [("obfuscate", 4, 4), ("substitute", 1, 2)])
+def test_a_family_that_attacks_together_gets_a_whole_shard_per_call(setup, tmp_path, family, first_call, batch):
+    """obfuscate (``together``) scores a shard's 4 source statements in one call and its run records batch 4 (the
+    shard); substitute attacks one statement at a time, so the job's batch of 2 stands."""
+    from attack_fakes import BagOfWordsEncoder
+
+    from toxiforge.attacks import attack
+    from toxiforge.attacks.registry import Resources
+    from toxiforge.pipeline.manifest import JobConfig
+
+    clf = CallSizes()
+    resources = Resources(embedder=BagOfWordsEncoder(WORDS), vocabulary=WORDS, device="cpu")
+    attack([str(setup / "statements.csv")], family, "keywords", tmp_path / "run", loaded_classifier=clf,
+           resources=resources, job=JobConfig(batch_size=2, shard_size=4))
+    assert clf.sizes[0] == first_call and max(clf.sizes) >= first_call
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["batch_size"] == batch and manifest["status"] == "complete"

@@ -75,6 +75,7 @@ class AliceAttack:
 
     family = "alice"
     method = "ALICE"
+    together = False  # one statement at a time, so that queries are counted per statement
     config_type = AliceAttackConfig
 
     def __init__(self, classifier: Any, lm: Any, config: AliceConfig = AliceAttackConfig()):

@@ -64,6 +64,7 @@ class ObfuscateAttack:
 
     family = "obfuscate"
     method = "obfuscate"
+    together = True  # run_together: one classifier call per step for every statement given
     config_type = ObfuscateConfig
 
     def __init__(self, classifier: Any, config: ObfuscateConfig = ObfuscateConfig()):

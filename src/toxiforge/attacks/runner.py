@@ -2,11 +2,11 @@
 :func:`attack`, which checks every input before any model loads, then runs :func:`~toxiforge.attacks.job.
 run_attack`.
 
-``obfuscate`` attacks a whole shard in lockstep, one classifier call per step for all its statements: larger
-calls, which a classifier sorts by length into fuller batches and ``ray`` splits evenly across its workers
-(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` and ALICE attack one statement at a time
-(ALICE so that queries are counted per statement), so for them ``job.batch_size`` only sets how often the
-progress bar moves."""
+A family that attacks its statements ``together`` (``obfuscate``) is given a whole shard per call, one classifier
+call per step for all its statements: larger calls, which a classifier sorts by length into fuller batches and
+``ray`` splits evenly across its workers (:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute``
+and ALICE attack one statement at a time (ALICE so that queries are counted per statement), so for them
+``job.batch_size`` only sets how often the progress bar moves."""
 
 from __future__ import annotations
 
@@ -91,8 +91,6 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
 
         Validation(validate_with).check(classifier)
     options = dict(classifier_options or {})
-    if config.family == "obfuscate":  # the family that attacks its statements together (module docstring)
-        job = replace(job, batch_size=job.shard_size)
     from toxiforge.classifiers import load_classifier
     from toxiforge.classifiers.base import scoring_settings
 
@@ -106,6 +104,8 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
             else:
                 loaded_classifier = load_classifier(classifier, device=resources.device, **options)
         attack_family = make_family(config, loaded_classifier, resources)
+        if attack_family.together:  # a whole shard per call (module docstring)
+            job = replace(job, batch_size=job.shard_size)
         validator = None
         if validate_with is not None:
             validator = load_classifier(validate_with, device=resources.device, name=validate_with)

@@ -135,6 +135,7 @@ class SubstituteAttack:
 
     family = "substitute"
     method = "substitute"
+    together = False
     config_type = SubstituteConfig
 
     def __init__(self, classifier: Any, embed: Any, neighbours: Neighbours,

@@ -125,9 +125,10 @@ def test_estimate_cells_and_undefined():
     assert Estimate.of(0.5, np.array([0.4, np.nan, 0.6])).low == pytest.approx(0.405)
 
 
-def test_lexical_fprs_are_bias_measures_values_with_intervals_from_the_same_resamples():
+def test_lexical_fprs_are_bias_measures_values_with_intervals_from_the_same_resamples(monkeypatch):
     from toxiforge.audit.compare import compare
     from toxiforge.audit.sections import LexicalContext, lexical_section
+    from toxiforge.bias.lexicon import BiasLexicon
     from toxiforge.bias.measure import measure_data
     from toxiforge.data.examples import Example, LabeledData
 
@@ -141,6 +142,8 @@ def test_lexical_fprs_are_bias_measures_values_with_intervals_from_the_same_resa
     context = LexicalContext(dialect_model=None)
     context.dialect, context.dialect_source = None, "none (test)"
     resampler = Resampler(80, n_boot=50, seed=5)
+    tagged, tag = [], BiasLexicon.tag
+    monkeypatch.setattr(BiasLexicon, "tag", lambda self, texts: tagged.append(data.name) or tag(self, texts))
     section = lexical_section(data, s, context, resampler=resampler)
     report = measure_data(data, lexicon=context.lexicon, scores=s).report.to_json()
     noi = section["fpr"]["noi"]
@@ -155,6 +158,7 @@ def test_lexical_fprs_are_bias_measures_values_with_intervals_from_the_same_resa
         assert rep == pytest.approx(preds[benign].mean())
     # the same resamples as every other section: the ONI FPR of a second classifier pairs with this one
     other = lexical_section(data, 1 - s, context, resampler=resampler)
+    assert tagged == ["T", "T"]  # the section's tagging and measure_data's above; the second classifier reuses it
     rows = compare({"lexical": section}, {"lexical": other})["lexical"]["metrics"]
     assert {"fpr.noi", "fpr.oni"} <= set(rows) and "fpr.aae" not in rows
     assert rows["fpr.noi"]["difference"].value == pytest.approx(other["fpr"]["noi"].value - noi.value)

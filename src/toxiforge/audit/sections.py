@@ -59,8 +59,8 @@ def has_functional_tests(data: LabeledData) -> bool:
 
 
 class LexicalContext:
-    """The TOXTRIG lexicon and the dialect model, loaded once per audit (:func:`lexical_section` for each
-    classifier × dataset)."""
+    """The TOXTRIG lexicon and the dialect model, loaded once per audit, and each dataset's lexicon flags and
+    p(dialect), computed once per dataset (:func:`lexical_section` runs for each classifier × dataset)."""
 
     def __init__(self, lexicon: str | None = None, oi_list: Any = None, dialect_model: Any = None):
         from toxiforge.bias.lexicon import load_bias_lexicon
@@ -68,6 +68,18 @@ class LexicalContext:
 
         self.lexicon = load_bias_lexicon(lexicon, oi_list=oi_list)
         self.dialect, self.dialect_source = find_dialect_model(dialect_model)
+        self._features: dict[int, tuple[LabeledData, dict[str, np.ndarray], np.ndarray | None]] = {}
+
+    def features(self, data: LabeledData) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """``data``'s lexicon flags (``lexicon.tag``) and p(dialect) (None without a dialect model), the first
+        time computed and then kept for that dataset."""
+        if id(data) not in self._features:  # the dataset is kept with its features, so its id is not reused
+            from toxiforge.bias.dialect import predict_dialects
+
+            p_dialect = predict_dialects(data.texts, self.dialect) if self.dialect is not None else None
+            self._features[id(data)] = (data, self.lexicon.tag(data.texts), p_dialect)
+        _, flags, p_dialect = self._features[id(data)]
+        return flags, p_dialect
 
 
 def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalContext,
@@ -79,8 +91,10 @@ def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalConte
     from toxiforge.bias.measure import measure_data
     from toxiforge.records import is_toxic
 
+    flags, p_dialect = context.features(data)
     bias = measure_data(data, lexicon=context.lexicon, dialect_model=context.dialect, scores=scores,
-                        threshold=threshold, dialect_source=context.dialect_source).report
+                        threshold=threshold, dialect_source=context.dialect_source, flags=flags,
+                        p_dialect=p_dialect).report
     report = bias.to_json()
     slices = [k for k in report["fpr"]]
     y = np.asarray(data.labels, dtype=np.int64)

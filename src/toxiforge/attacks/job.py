@@ -24,7 +24,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -166,13 +166,15 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
                on_shard: Callable[[int, Path], None] | None = None) -> AttackResult:
     """Attack every source with ``family`` into ``out_dir`` (module docstring); ``fingerprint`` is what a resumed
     run must share (sources, family settings, classifier, validator), ``validator`` a loaded classifier for
-    ``--validate-with``. Statements are attacked ``config.batch_size`` at a time (a family may attack them together,
-    each as alone). ``on_shard(index, path)`` runs after each shard is written."""
+    ``--validate-with``. Statements are attacked ``config.batch_size`` at a time, a whole shard at a time when the
+    family attacks them ``together`` (each as alone). ``on_shard(index, path)`` runs after each shard is written."""
     import pyarrow as pa
 
     from toxiforge.pipeline.job import _progress, marks_interruption
     from toxiforge.records import read_table, write_table
 
+    if family.together:  # one classifier call per step for a whole shard (AttackFamily)
+        config = replace(config, batch_size=config.shard_size)
     job = open_attack(sources, fingerprint, out_dir, config, resume, overwrite)
     settings = json.dumps(family.settings(), sort_keys=True)
     started, written = time.perf_counter(), 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,8 +103,6 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
             else:
                 loaded_classifier = load_classifier(classifier, device=resources.device, **options)
         attack_family = make_family(config, loaded_classifier, resources)
-        if attack_family.together:  # a whole shard per call (module docstring)
-            job = replace(job, batch_size=job.shard_size)
         validator = None
         if validate_with is not None:
             validator = load_classifier(validate_with, device=resources.device, name=validate_with)

@@ -2,11 +2,12 @@
 :func:`attack`, which checks every input before any model loads, then runs :func:`~toxiforge.attacks.job.
 run_attack`.
 
-A family that attacks its statements ``together`` (``obfuscate``) is given a whole shard per call, one classifier
-call per step for all its statements: larger calls, which a classifier sorts by length into fuller batches and
-``ray`` splits evenly across its workers (:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute``
-and ALICE attack one statement at a time (ALICE so that queries are counted per statement), so for them
-``job.batch_size`` only sets how often the progress bar moves."""
+A family that attacks its statements ``together`` (``obfuscate``) is given a whole shard per call by
+:func:`~toxiforge.attacks.job.run_attack`, one classifier call per step for all its statements: larger calls,
+which a classifier sorts by length into fuller batches and ``ray`` splits evenly across its workers
+(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` and ALICE attack one statement at a time
+(ALICE so that queries are counted per statement), so for them ``job.batch_size`` only sets how often the
+progress bar moves."""
 
 from __future__ import annotations
 

@@ -3,11 +3,11 @@
 Per (classifier, dataset, family): the toxic rows the classifier flags (P(toxic) > the threshold) are the
 candidates; a seeded sample of at most ``n`` of them (the same rows for every family) is attacked with the family
 (:mod:`toxiforge.attacks`: ``obfuscate``, ``substitute``, ``alice``) against that classifier. **Success rate** =
-the share of attacked rows whose attacked text the classifier no longer flags, with a bootstrap interval over the
-attacked rows; **queries per success** and **edits per success** are means over the successes. The row-level
-outcomes are cached under ``OUT/attacks/`` by the classifier's and dataset's digests and the attack settings, so
-``--resume`` (or one more ``-c``) attacks only what is missing. Classifiers are not compared pairwise here: each
-attacks its own flagged rows, so the rows differ.
+the share of attacked rows whose attacked text the classifier no longer flags (P(toxic) <= the same threshold), with
+a bootstrap interval over the attacked rows; **queries per success** and **edits per success** are means over the
+successes. The row-level outcomes are cached under ``OUT/attacks/`` by the classifier's and dataset's digests and
+the attack settings (the threshold among them), so ``--resume`` (or one more ``-c``) attacks only what is missing.
+Classifiers are not compared pairwise here: each attacks its own flagged rows, so the rows differ.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ def check_families(families: Sequence[str]) -> tuple[str, ...]:
 def attack_record(data: LabeledData, scores: np.ndarray, classifier: Any, families: Sequence[str], *, n: int,
                   seed: int, threshold: float) -> dict[str, Any]:
     """Attack a seeded sample of at most ``n`` of the toxic rows ``classifier`` flags (P(toxic) > ``threshold``),
-    in row order, with each family. The cache's record: ``rows`` (their positions), ``candidates`` (how many were
-    flagged) and per family the row-level ``success``, ``queries`` and ``edits`` (lists in ``rows`` order)."""
-    from toxiforge.attacks.base import Source, flipped_label
+    in row order, with each family. A row is a success when its attacked text is no longer flagged (P(toxic) <=
+    ``threshold``: one threshold selects and counts). The cache's record: ``rows`` (their positions), ``candidates``
+    (how many were flagged), ``threshold``, and per family the row-level ``success``, ``queries`` and ``edits`` (lists
+    in ``rows`` order)."""
+    from toxiforge.attacks.base import Source
     from toxiforge.attacks.registry import family_config, make_family
 
     flagged = np.flatnonzero((np.asarray(data.labels) == 1) & (np.asarray(scores) > threshold))
@@ -51,10 +53,10 @@ def attack_record(data: LabeledData, scores: np.ndarray, classifier: Any, famili
     for family in families:
         attempts = make_family(family_config(family, {}), classifier).attack(sources) if sources else []
         outcomes[family] = {"success": [bool(a.error is None and a.score_after is not None and a.text
-                                             and flipped_label(a.score_after, 1)) for a in attempts],
+                                             and a.score_after <= threshold) for a in attempts],
                             "queries": [int(a.queries) for a in attempts],
                             "edits": [len(a.edits) for a in attempts]}
-    return {"rows": rows.tolist(), "candidates": len(flagged), "outcomes": outcomes}
+    return {"rows": rows.tolist(), "candidates": len(flagged), "threshold": threshold, "outcomes": outcomes}
 
 
 def summarise(outcomes: dict[str, dict[str, list]], candidates: int, n_boot: int, seed: int) -> dict[str, Any]:
@@ -104,8 +106,9 @@ class AttackCache(JsonRecords):
     def __init__(self, out: str | Path):
         self.folder = Path(out) / ATTACK_DIR
 
-    def path(self, classifier_key: str, data_key: str, families: Sequence[str], n: int, seed: int) -> Path:
+    def path(self, classifier_key: str, data_key: str, families: Sequence[str], n: int, seed: int,
+             threshold: float) -> Path:
         import hashlib
 
-        settings = hashlib.sha256(json.dumps([sorted(families), n, seed]).encode()).hexdigest()[:12]
+        settings = hashlib.sha256(json.dumps([sorted(families), n, seed, threshold]).encode()).hexdigest()[:12]
         return self.folder / f"{classifier_key}-{data_key}-{settings}.json"

@@ -205,7 +205,8 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                                      hint="check the classifier: it must return P(toxic) per text")
                 all_scores[(c.name, data.name)] = (scores, True)
             for data in datasets if settings.attacks else ():
-                path = attack_cache.path(key, data_keys[data.name], settings.attacks, settings.attack_n, settings.seed)
+                path = attack_cache.path(key, data_keys[data.name], settings.attacks, settings.attack_n, settings.seed,
+                                         settings.threshold)
                 record = attack_cache.get(path) if settings.resume else None
                 if record is None:
                     log(f"attacking flagged toxic rows of {data.name} with {c.name}: {', '.join(settings.attacks)}")

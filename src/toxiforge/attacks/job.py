@@ -2,6 +2,7 @@
 writes (:mod:`toxiforge.pipeline.job`: the same layout, manifest, resume check and Ctrl-C handling)::
 
     OUT/manifest.json            config (sources, family, settings, classifier, validator), counts, status
+    OUT/README.md                the dataset card (toxiforge.pipeline.card)
     OUT/data/shard-00000.parquet rows of sources 0 .. shard_size-1, and so on
 
 Each row has generate's columns, so every reader of generation runs reads an attack run (``summary``, ``train
@@ -85,12 +86,15 @@ class AttackResult:
 
 
 def clear_run(out_dir: Path) -> None:
-    """``--overwrite``: remove the manifest and shards a run left in ``out_dir`` (nothing else there)."""
+    """``--overwrite``: remove the manifest, dataset card and shards a run left in ``out_dir`` (nothing else
+    there)."""
+    from toxiforge.cards import CARD_FILE
     from toxiforge.records import shard_files
 
     manifest = out_dir / "manifest.json"
     if not manifest.is_file():
         return
+    (out_dir / CARD_FILE).unlink(missing_ok=True)
     data = out_dir / "data"
     for f in shard_files(out_dir) if data.is_dir() else []:
         f.unlink()
@@ -170,6 +174,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     family attacks them ``together`` (each as alone). ``on_shard(index, path)`` runs after each shard is written."""
     import pyarrow as pa
 
+    from toxiforge.pipeline.card import write_dataset_card
     from toxiforge.pipeline.job import _progress, marks_interruption
     from toxiforge.records import read_table, write_table
 
@@ -202,6 +207,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
     write_manifest(job.out_dir, manifest)
+    write_dataset_card(job.out_dir, manifest)
     return AttackResult(job.out_dir, manifest, written, seconds)
 
 

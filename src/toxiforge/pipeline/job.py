@@ -3,6 +3,7 @@
 Layout of an output directory::
 
     OUT/manifest.json            config, model, versions, counts, status ("running" / "interrupted" / "complete")
+    OUT/README.md                the dataset card (pipeline/card.py), written when the run completes or is interrupted
     OUT/data/shard-00000.parquet rows of work items 0 .. shard_size-1 of the plan, and so on
 
 The plan's work items are cut into fixed shards of ``shard_size`` items; a shard file appears (atomic rename)
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 from toxiforge.decoding import Decoder, TopKDecoder, as_hypotheses, postprocess
 from toxiforge.errors import Interrupted, ToxiforgeError
 from toxiforge.models.base import LanguageModel
+from toxiforge.pipeline.card import write_dataset_card
 from toxiforge.pipeline.manifest import (  # noqa: F401  (the unused ones are re-exported: they lived here)
     FORMATS,
     MANIFEST,
@@ -197,11 +199,13 @@ def marks_interruption(job: ShardedJob) -> Iterator[None]:
         kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
         job.manifest.update(status="interrupted", interrupted_at=now_utc(), rows_kept=kept)
         write_manifest(job.out_dir, job.manifest)
+        write_dataset_card(job.out_dir, job.manifest)
         raise RunInterrupted(job.out_dir, kept, job.manifest["total_rows"]) from None
     except ToxiforgeError as exc:  # e.g. a server that stopped answering: the whole shards are kept
         kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
         job.manifest.update(status="interrupted", interrupted_at=now_utc(), rows_kept=kept, error=str(exc))
         write_manifest(job.out_dir, job.manifest)
+        write_dataset_card(job.out_dir, job.manifest)
         if not kept:
             raise
         raise ToxiforgeError(f"{exc}; {kept} of {job.manifest['total_rows']} rows are kept in {job.out_dir}: once "
@@ -221,6 +225,7 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
     write_manifest(job.out_dir, manifest)
+    write_dataset_card(job.out_dir, manifest)
     return JobResult(out_dir=job.out_dir, manifest=manifest, rows_written=written, seconds=seconds, shards=files)
 
 

@@ -102,7 +102,7 @@ def test_audit_writes_the_report_and_scores_only_what_is_new(tmp_path, hatecheck
     verdict = report["comparison"]["HateCheck"]["W"]["accuracy"]
     assert verdict["metrics"]["roc_auc"]["value"] < 0 and verdict["verdict"] in ("worse", "no difference shown")
     markdown = (out / "report.md").read_text()
-    assert "## Verdict" in markdown and "derog_neg_emote_h" in markdown
+    assert "## Summary: W against fake-good" in markdown and "derog_neg_emote_h" in markdown
     assert {p.name for p in (out / "figures").iterdir()} == {
         "roc-hatecheck.png", "reliability-hatecheck.png", "groups-hatecheck.png", "hatecheck-hatecheck.png",
         "roc-t.png", "reliability-t.png"}

@@ -62,7 +62,8 @@ def test_hatecheck_labels_groups_and_functional_tests(hatecheck_csv):
         via_spec = load_spec(spec)
         assert via_spec.layout == "hatecheck" and via_spec.examples == data.examples
     assert load_spec(f"HC=hatecheck:{hatecheck_csv}").name == "HC"
-    with pytest.raises(InputError, match=r"no per-row field 'class'.*fields are \['case_id', 'functionality'\]"):
+    with pytest.raises(InputError, match=r"no per-row field 'class'.*fields are "
+                                         r"\['case_id', 'functionality', 'target_ident'\]"):
         data.meta_column("class")
 
 

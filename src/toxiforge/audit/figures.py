@@ -3,8 +3,8 @@ markdown-it with every figure inlined as a ``data:`` URI, so the page opens from
 
 Figures, per dataset: ROC curves of every classifier overlaid (``roc-<dataset>.png``), reliability diagrams
 (``reliability-<dataset>.png``), Borkan et al.'s three bias AUCs per group and classifier
-(``groups-<dataset>.png``), and for HateCheck a heat map of accuracy, functional test × classifier
-(``hatecheck-<dataset>.png``).
+(``groups-<dataset>.png``, with their bootstrap intervals as error bars), and for HateCheck a heat map of accuracy
+as a fraction, functional test (worst first, as the report's table) × classifier (``hatecheck-<dataset>.png``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from toxiforge._io import atomic_write, atomic_write_text
+from toxiforge.audit.glossary import name
 from toxiforge.audit.metrics import BIAS_AUCS
 from toxiforge.audit.run import AuditResult
+from toxiforge.audit.summary import anchor, group_labels, tests_worst_first
 
 FIGURES_DIR = "figures"
 DPI = 110
@@ -89,19 +91,27 @@ def write_figures(result: AuditResult, out: str | Path) -> dict[str, str]:
             for ax, metric in zip(axes, BIAS_AUCS):
                 for i, c in enumerate(names):
                     stats = result.pair(c, d).sections["groups"]["by_group"]
-                    values = [stats[g].metrics[metric].value for g in group_names]
-                    ax.barh(np.arange(len(group_names)) + i * height,
-                            [np.nan if v is None else v for v in values], height=height, label=c)
-                ax.set(title=metric.replace("_", " "), xlim=(0, 1))
+                    est = [stats[g].metrics[metric] for g in group_names]
+                    values = np.array([np.nan if e.value is None else e.value for e in est])
+                    # error bars: the bootstrap interval (none where an estimate has no interval)
+                    low = np.array([v - e.low if e.low is not None and e.value is not None else 0.0
+                                    for v, e in zip(values, est)])
+                    high = np.array([e.high - v if e.high is not None and e.value is not None else 0.0
+                                     for v, e in zip(values, est)])
+                    ax.barh(np.arange(len(group_names)) + i * height, values, height=height, label=c,
+                            xerr=np.vstack([low, high]), error_kw={"elinewidth": 0.8, "capsize": 2})
+                ax.set(title=name(metric), xlim=(0, 1))
                 ax.axvline(0.5, color="grey", linestyle=":", linewidth=1)
-            axes[0].set_yticks(np.arange(len(group_names)) + 0.4 - height / 2, group_names, fontsize=8)
+            labels = group_labels(data)
+            axes[0].set_yticks(np.arange(len(group_names)) + 0.4 - height / 2,
+                               [labels.get(g, g) for g in group_names], fontsize=8)
             axes[-1].legend(fontsize=7, loc="lower right")
-            fig.suptitle(f"Bias AUCs per group: {d}"[:80])
+            fig.suptitle(f"Bias AUCs per group with 95% intervals: {d}"[:80])
             fig.tight_layout()
             keep(f"groups:{d}", fig, f"groups-{slug(d)}.png")
 
         if "hatecheck" in result.pair(names[0], d).sections:
-            tests = list(result.pair(names[0], d).sections["hatecheck"]["functional_tests"])
+            tests = tests_worst_first([result.pair(c, d).sections["hatecheck"] for c in names])
             grid = np.array([[result.pair(c, d).sections["hatecheck"]["functional_tests"][t]["accuracy"].value
                               for c in names] for t in tests], dtype=np.float64)
             fig, ax = plt.subplots(figsize=(2.2 + 1.1 * len(names), 0.28 * len(tests) + 1.5))
@@ -109,9 +119,9 @@ def write_figures(result: AuditResult, out: str | Path) -> dict[str, str]:
             ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
             ax.set_yticks(range(len(tests)), tests, fontsize=7)
             for (i, j), v in np.ndenumerate(grid):
-                ax.text(j, i, "n/a" if np.isnan(v) else f"{100 * v:.0f}", ha="center", va="center", fontsize=6)
+                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6)
             fig.colorbar(image, ax=ax, label="accuracy")
-            ax.set_title(f"HateCheck accuracy: {d}"[:60], fontsize=9)
+            ax.set_title(f"HateCheck accuracy, worst first: {d}"[:60], fontsize=9)
             fig.tight_layout()
             keep(f"hatecheck:{d}", fig, f"hatecheck-{slug(d)}.png")
     return written
@@ -145,6 +155,13 @@ def render_html(markdown: str, out: str | Path) -> str:
         return f'src="data:image/png;base64,{data}"'
 
     body = re.sub(r'src="((?:figures/)[^"]+\.png)"', inline, body)
+    seen: dict[str, int] = {}
+
+    def heading_id(match: re.Match) -> str:   # the ids report.md's contents link to (GitHub's, in page order)
+        text = html.unescape(re.sub(r"<[^>]+>", "", match.group(2)))
+        return f'<h{match.group(1)} id="{html.escape(anchor(text, seen))}">{match.group(2)}</h{match.group(1)}>'
+
+    body = re.sub(r"<h([1-3])>(.*?)</h\1>", heading_id, body)
     title = html.escape(markdown.splitlines()[0].lstrip("# ") if markdown else "audit")
     return PAGE.format(title=title, body=body)
 

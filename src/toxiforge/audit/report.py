@@ -11,8 +11,11 @@ import numpy as np
 
 from toxiforge.audit.bootstrap import LEVEL, Estimate
 from toxiforge.audit.compare import HEADLINES, NO_DIFFERENCE
+from toxiforge.audit.glossary import definitions, name
 from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, GroupStats
 from toxiforge.audit.run import AuditResult
+from toxiforge.audit.summary import cards, contents, group_labels, signed, table, tests_worst_first, worst_groups
+from toxiforge.data.examples import LabeledData
 
 SCHEMA = "toxiforge.audit/1"
 
@@ -56,11 +59,6 @@ def write_json(result: AuditResult) -> str:
     return json.dumps(plain(to_json(result)), indent=2, allow_nan=False) + "\n"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |"
-                                                                            for r in rows]
-
-
 def _cell(value: Any, digits: int = 3) -> str:
     if isinstance(value, Estimate):
         return value.cell(digits)
@@ -68,81 +66,114 @@ def _cell(value: Any, digits: int = 3) -> str:
 
 
 def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = None) -> str:
-    """The report as Markdown; ``figures`` (name -> relative PNG path) are linked where they belong."""
+    """The report as Markdown: the summary cards (:mod:`toxiforge.audit.summary`), the contents, one section per
+    dataset, the definitions of every number; ``figures`` (name -> relative PNG path) are linked where they
+    belong."""
     figures = figures or {}
     names = [c.name for c in result.classifiers]
-    lines = [f"# Audit: {', '.join(names)}", "",
-             f"Numbers are point values with bootstrap {LEVEL:.0%} intervals [low, high] ({result.settings.n_boot} "
-             f"resamples, seed {result.settings.seed}); decision rule P(toxic) > {result.settings.threshold}.", ""]
-    if len(names) > 1:
-        lines += ["## Verdict", "", f"Each classifier against {names[0]} (paired bootstrap on the same rows; "
-                  f"'{NO_DIFFERENCE}': every interval crosses 0).", ""]
-        rows = [[d, c, sec, v["verdict"]] for d, per in result.comparison.items() for c, secs in per.items()
-                for sec, v in secs.items()]
-        lines += _table(["dataset", "classifier", "section", "verdict"], rows) + [""]
+    head = [f"# Audit: {', '.join(names)}", "",
+            f"Numbers are point values with bootstrap {LEVEL:.0%} intervals [low, high] ({result.settings.n_boot} "
+            f"resamples, seed {result.settings.seed}); decision rule P(toxic) > {result.settings.threshold}. Every "
+            "name is defined under [Definitions](#definitions).", ""]
+    body: list[str] = []
     if result.prompt_attacks:
-        lines += _prompt_attacks(result.prompt_attacks)
+        body += _prompt_attacks(result.prompt_attacks)
     for data in result.datasets:
-        d = data.name
-        counts = data.counts()
-        lines += [f"## {d}", "", f"{counts['n']} rows ({counts['toxic']} toxic, {counts['benign']} benign); "
-                  f"{data.layout} from {data.source}.", ""]
-        lines += [f"* {note}" for note in data.notes] + ([""] if data.notes else [])   # label rule, #sample=N
-        lines += ["### Accuracy", ""] + _table(["classifier", *HEADLINES["accuracy"]], [
-            [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in HEADLINES["accuracy"])] for c in names])
-        if f"roc:{d}" in figures:
-            lines += ["", f"![ROC curves]({figures[f'roc:{d}']})"]
-        lines += ["", "### Groups", ""]
-        first = result.pair(names[0], d).sections["groups"]
-        if "note" in first:
-            lines += [first["note"] + ": no group section.", ""]
-        else:
-            lines += _table(["classifier", "Jigsaw final score"], [
-                [c, _cell(result.pair(c, d).sections["groups"]["final_score"])] for c in names]) + [""]
-            for c in names:
-                by_group = result.pair(c, d).sections["groups"]["by_group"]
-                lines += [f"{c}:", ""] + _table(["group", "n", "toxic", "AUC", "FPR", "FNR", *BIAS_AUCS], [
-                    [g, str(s.n), str(s.toxic), *(_cell(s.metrics[m]) for m in ("auc", "fpr", "fnr", *BIAS_AUCS))]
-                    for g, s in by_group.items()]) + [""]
-            if f"groups:{d}" in figures:
-                lines += [f"![bias AUCs]({figures[f'groups:{d}']})", ""]
-        if "hatecheck" in result.pair(names[0], d).sections:
-            lines += _hatecheck(result, d, names, figures)
-        lines += ["### Lexical and dialect bias (Zhou et al.)", "", "FPR on the benign rows of each slice.", ""]
-        lex = [result.pair(c, d).sections["lexical"] for c in names]
-        keys = list(lex[0]["fpr"])
-        lines += _table(["classifier", *(f"FPR {k.upper()} (n benign {lex[0]['n_benign'][k]})" for k in keys)],
-                        [[c, *(_cell(x["fpr"][k]) for k in keys)] for c, x in zip(names, lex)])
-        lines += [""] + [f"* {n}" for n in lex[0]["notes"]] + [""]
-        if "attacks" in result.pair(names[0], d).sections:
-            lines += _attacks(result, d, names)
-        lines += ["### Calibration", ""] + _table(["classifier", f"ECE ({ECE_BINS} bins)", "Brier"], [
-            [c, *(_cell(result.pair(c, d).sections["calibration"][m]) for m in ("ece", "brier"))] for c in names])
-        if f"reliability:{d}" in figures:
-            lines += ["", f"![reliability]({figures[f'reliability:{d}']})"]
-        lines += [""]
-        if len(names) > 1:
-            lines += _differences(result, d, names)
+        body += _dataset(result, data, names, figures)
+    body += ["## Definitions", "", *definitions(), ""]
+    card = cards(result)
+    lines = head + card + contents([*head, *card, "## Contents", *body]) + body
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _hatecheck(result: AuditResult, d: str, names: list[str], figures: Mapping[str, str]) -> list[str]:
+def _dataset(result: AuditResult, data: LabeledData, names: list[str], figures: Mapping[str, str]) -> list[str]:
+    d = data.name
+    counts = data.counts()
+    lines = [f"## {d}", "", f"{counts['n']} rows ({counts['toxic']} toxic, {counts['benign']} benign); "
+             f"{data.layout} from {data.source}.", ""]
+    lines += [f"* {note}" for note in data.notes] + ([""] if data.notes else [])   # label rule, #sample=N
+    lines += ["### Accuracy", ""] + table(["classifier", *(name(f"accuracy.{m}") for m in HEADLINES["accuracy"])], [
+        [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in HEADLINES["accuracy"])] for c in names])
+    if f"roc:{d}" in figures:
+        lines += ["", f"![ROC curves]({figures[f'roc:{d}']})"]
+    lines += ["", "### Groups", ""] + _groups(result, data, names, figures)
+    if "hatecheck" in result.pair(names[0], d).sections:
+        lines += _hatecheck(result, data, names, figures)
+    lines += _lexical(result, d, names)
+    if "attacks" in result.pair(names[0], d).sections:
+        lines += _attacks(result, d, names)
+    lines += ["### Calibration", ""] + table(["classifier", *(name(f"calibration.{m}") for m in ("ece", "brier"))], [
+        [c, *(_cell(result.pair(c, d).sections["calibration"][m]) for m in ("ece", "brier"))] for c in names])
+    if f"reliability:{d}" in figures:
+        lines += ["", f"![reliability]({figures[f'reliability:{d}']})"]
+    lines += [""]
+    if len(names) > 1:
+        lines += _differences(result, d, names)
+    return lines
+
+
+GROUP_COLUMNS = (*BIAS_AUCS, "fpr", "fnr")   # "auc" is subgroup_auc under its old name: shown once
+
+
+def _groups(result: AuditResult, data: LabeledData, names: list[str], figures: Mapping[str, str]) -> list[str]:
+    d = data.name
+    first = result.pair(names[0], d).sections["groups"]
+    if "note" in first:
+        return [first["note"] + ": no group section.", ""]
+    labels = group_labels(data)
+    lines = table(["classifier", name("groups.final_score")], [
+        [c, _cell(result.pair(c, d).sections["groups"]["final_score"])] for c in names]) + [""]
+    for c in names:
+        by_group = result.pair(c, d).sections["groups"]["by_group"]
+        order = [g for g, _, _ in worst_groups(by_group, k=len(by_group))]
+        order += [g for g in by_group if g not in order]
+        lines += [f"{c}, weakest group first:", ""] + table(
+            ["group", "rows", "toxic", *(name(m) for m in GROUP_COLUMNS)],
+            [[labels.get(g, g), str(by_group[g].n), str(by_group[g].toxic),
+              *(_cell(by_group[g].metrics[m]) for m in GROUP_COLUMNS)] for g in order]) + [""]
+    if f"groups:{d}" in figures:
+        lines += [f"![bias AUCs]({figures[f'groups:{d}']})", ""]
+    return lines
+
+
+def _hatecheck(result: AuditResult, data: LabeledData, names: list[str], figures: Mapping[str, str]) -> list[str]:
+    d = data.name
     hc = [result.pair(c, d).sections["hatecheck"] for c in names]
-    lines = ["### HateCheck", ""] + _table(
-        ["classifier", "accuracy", "over-blocking (*_nh predicted hateful)", "obfuscation (spell_* accuracy)"],
-        [[c, _cell(h["overall"]), _cell(h["over_blocking"]), _cell(h["obfuscation_accuracy"])]
-         for c, h in zip(names, hc)])
-    tests = list(hc[0]["functional_tests"])
-    lines += ["", "Accuracy per functional test:", ""] + _table(["functional test", "gold", "n", *names], [
-        [t, "hateful" if hc[0]["functional_tests"][t]["label"] else "non-hateful",
-         str(hc[0]["functional_tests"][t]["n"]), *(_cell(h["functional_tests"][t]["accuracy"], 2) for h in hc)]
-        for t in tests])
-    lines += ["", "Accuracy per target identity:", ""] + _table(["target", "n", *names], [
-        [t, str(hc[0]["targets"][t]["n"]), *(_cell(h["targets"][t]["accuracy"], 2) for h in hc)]
-        for t in hc[0]["targets"]])
+    keys = HEADLINES["hatecheck"]
+    lines = ["### HateCheck functional tests", ""] + table(
+        ["classifier", *(name(f"hatecheck.{m}") for m in keys)], [[c, *(_cell(h[m]) for m in keys)]
+                                                                  for c, h in zip(names, hc)])
+    tests = tests_worst_first(hc)
+    lines += ["", "Accuracy per functional test, worst first (mean over the classifiers):", ""] + table(
+        ["functional test", "gold", "cases", *names], [
+            [t, "hateful" if hc[0]["functional_tests"][t]["label"] else "non-hateful",
+             str(hc[0]["functional_tests"][t]["n"]), *(_cell(h["functional_tests"][t]["accuracy"], 2) for h in hc)]
+            for t in tests])
+    labels = group_labels(data)
+    lines += ["", "Accuracy per target identity (HateCheck's name, toxiforge's group):", ""] + table(
+        ["target", "cases", *names], [[labels.get(t, t), str(hc[0]["targets"][t]["n"]),
+                                       *(_cell(h["targets"][t]["accuracy"], 2) for h in hc)]
+                                      for t in hc[0]["targets"]])
     if f"hatecheck:{d}" in figures:
         lines += ["", f"![HateCheck]({figures[f'hatecheck:{d}']})"]
     return lines + [""]
+
+
+def _lexical(result: AuditResult, d: str, names: list[str]) -> list[str]:
+    lex = [result.pair(c, d).sections["lexical"] for c in names]
+    slices = list(lex[0]["fpr"])
+
+    def rows(k: str) -> str:
+        n, benign = lex[0]["n"][k], lex[0]["n_benign"][k]
+        return "n/a" if n is None or benign is None else f"{benign} / {n - benign}"
+
+    lines = ["### Lexical and dialect bias", "",
+             "Zhou et al.'s slices: FPR on each slice's benign rows (does the word or dialect alone trigger the "
+             "classifier?) and FNR on its toxic rows (read together: flagging nothing gives FPR 0 and FNR 1).", ""]
+    lines += table(["slice", "benign / toxic rows", *(f"{c} {r}" for c in names for r in ("FPR", "FNR"))],
+                   [[name(f"slice.{k}"), rows(k), *(_cell(x[r].get(k)) for x in lex for r in ("fpr", "fnr"))]
+                    for k in slices])
+    return lines + [""] + [f"* {n}" for n in lex[0]["notes"]] + [""]
 
 
 def _attacks(result: AuditResult, d: str, names: list[str]) -> list[str]:
@@ -152,7 +183,7 @@ def _attacks(result: AuditResult, d: str, names: list[str]) -> list[str]:
             rows.append([c, family, f"{r['attacked']} of {r['flagged_toxic']}", _cell(r["success_rate"]),
                          _cell(r["queries_per_success"], 1), _cell(r["edits_per_success"], 1)])
     return ["### Attacks", "", "Each classifier's flagged toxic rows (a seeded sample), attacked against that "
-            "classifier; success: no longer flagged.", ""] + _table(
+            "classifier; success: no longer flagged.", ""] + table(
         ["classifier", "family", "attacked", "success rate", "queries per success", "edits per success"],
         rows) + [""]
 
@@ -182,12 +213,12 @@ def _prompt_attacks(sections: Mapping[str, Any]) -> list[str]:
              "The same prompts decoded with top-k and with ALICE attacking each classifier; a statement flips when the "
              "classifier's label is not its prompt's (toxic prompts scored benign, benign prompts scored toxic)."
              + (" Validated: among the statements the validator gives their prompt label; confirmed: flipped and "
-                "validated, as a share of all." if validated else ""), ""] + _table(header, rows)
+                "validated, as a share of all." if validated else ""), ""] + table(header, rows)
     diff = [[c, str(s["alice_minus_topk"]["flip_rate"]["prompts"]), _cell(s["alice_minus_topk"]["flip_rate"]
                                                                            ["difference"])]
             + ([_cell(s["alice_minus_topk"]["confirmed"]["difference"])] if validated else [])
             for c, s in sections.items()]
-    lines += ["", "ALICE minus top-k, paired by prompt (the same resampled prompts for both):", ""] + _table(
+    lines += ["", "ALICE minus top-k, paired by prompt (the same resampled prompts for both):", ""] + table(
         ["classifier", "prompts", "flip rate", *(["confirmed flip rate"] if validated else [])], diff)
     return lines + [""]
 
@@ -198,9 +229,10 @@ def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:
         for sec, v in result.comparison[d][c].items():
             for m, r in v["metrics"].items():
                 word = NO_DIFFERENCE if not r["shown"] else ("better" if r["better"] else "worse")
-                rows.append([c, f"{sec}.{m}", _cell(r["difference"]), word])
-    return ["### Differences from " + names[0], ""] + _table(["classifier", "metric", "difference", "reading"],
-                                                              rows) + [""]
+                rows.append([c, name(f"{sec}.{m}"), signed(r["difference"]), word])
+    return [f"### Differences from {names[0]}", "", "Each number minus the first classifier's, paired 95% interval "
+            f"('{NO_DIFFERENCE}': it crosses 0).", ""] + table(["classifier", "metric", "difference", "reading"],
+                                                                 rows) + [""]
 
 
 REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"

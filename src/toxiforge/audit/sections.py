@@ -104,7 +104,12 @@ def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalConte
                                  for k in defined}) if resampler is not None else {})
     fpr = {k: (Estimate.of(report["fpr"][k], reps[k].reps if k in reps else None) if k in defined else None)
            for k in slices}
-    return {"fpr": fpr, "f1": {k: report["f1"][k] for k in slices},
+    # the other error direction on the same slices (a classifier that flags nothing has FPR 0 and FNR 1)
+    misses = {k: rate_metric(y, preds, gold=1, predicted=0, include=bias.masks[k])
+              for k in slices if report["available"][k]}
+    fnr_est = (resampler or Resampler(len(y), 0)).estimates(misses)
+    fnr = {k: (fnr_est[k] if k in fnr_est and fnr_est[k].defined else None) for k in slices}
+    return {"fpr": fpr, "fnr": fnr, "f1": {k: report["f1"][k] for k in slices},
             "n": {k: report["n"][k] for k in slices}, "n_benign": {k: report["n_benign"][k] for k in slices},
             "available": report["available"], "notes": report["notes"], "dialect": context.dialect_source}
 

@@ -9,8 +9,9 @@ gold label), ``case_id``, ``test_case`` (the text), ``label_gold`` (``hateful``/
 
 Each case becomes an :class:`~toxiforge.data.examples.Example`: ``hateful`` = 1; ``group`` from ``target_ident``
 through :func:`~toxiforge.data.examples.normalize_group` (``gay people`` -> ``lgbtq``, ``Muslims`` -> ``muslim``;
-the 7 groups stay distinct; no target -> None); ``meta`` keeps ``functionality`` and ``case_id``, so results can be
-broken down per functional test as the paper reports them (``data.meta_column("functionality")``).
+the 7 groups stay distinct; no target -> None); ``meta`` keeps ``functionality``, ``case_id`` and ``target_ident``,
+so results can be broken down per functional test as the paper reports them (``data.meta_column("functionality")``)
+and a report can name a group as HateCheck does ("gay people (lgbtq)").
 
 Without a local file, the CSV is read from GitHub at :data:`HATECHECK_COMMIT` (the commit the shared copy came
 from), never from a moving branch.
@@ -39,6 +40,7 @@ HATECHECK_FILE = "test_suite_cases.csv"
 HATECHECK_URL = f"https://raw.githubusercontent.com/{HATECHECK_REPO}/{HATECHECK_COMMIT}/{HATECHECK_FILE}"
 HATECHECK_COLUMNS: tuple[str, ...] = ("functionality", "case_id", "test_case", "label_gold", "target_ident")
 HATECHECK_LABELS = {"hateful": 1, "non-hateful": 0}
+TARGET_COLUMN = "target_ident"   # kept in meta: HateCheck's own name of a group ("gay people"), for reports
 
 
 def load_hatecheck(path: str | Path | None = None, *, name: str | None = None) -> LabeledData:
@@ -62,7 +64,7 @@ def load_hatecheck(path: str | Path | None = None, *, name: str | None = None) -
         if text is None:
             skipped["empty text"] += 1
             continue
-        meta = {"functionality": tests[i], "case_id": case_ids[i]}
+        meta = {"functionality": tests[i], "case_id": case_ids[i], TARGET_COLUMN: groups[i]}
         examples.append(Example(text, HATECHECK_LABELS[key], normalize_group(groups[i]), row=i, meta=meta))
     n_tests = len({e.meta["functionality"] for e in examples if e.meta})
     return finish(name or "HateCheck", examples, layout="hatecheck", source=source, skipped=skipped,

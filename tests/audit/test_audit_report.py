@@ -1,0 +1,139 @@
+"""What a reader of report.md / report.html sees: the summary card per classifier pair (or of one classifier), the
+contents and its anchors, every number named in words and defined, functional tests worst first, one subgroup
+AUC column, HateCheck's own group names, a lexical verdict that weighs misses as well as false alarms, and the
+figures' fractions and error bars."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import matplotlib.axes
+import pytest
+
+from audit.test_audit_cli import _audit, fakes  # noqa: F401 (fixtures)
+from conftest import write_csv
+from toxiforge.classifiers.wrap import CallableClassifier
+
+TESTS = [("ident_neutral_nh", "non-hateful"), ("derog_neg_emote_h", "hateful"), ("spell_leet_h", "hateful"),
+         ("counter_quote_nh", "non-hateful")]
+
+
+@pytest.fixture
+def hatecheck(tmp_path):
+    rows = [(test, i, f"placeholder case {i} for {test}", gold, "gay people" if i % 2 else "women")
+            for test, gold in TESTS for i in range(12)]
+    return write_csv(tmp_path / "test_suite_cases.csv",
+                     ["functionality", "case_id", "test_case", "label_gold", "target_ident"], rows)
+
+
+@pytest.fixture
+def mentions(tmp_path):
+    """A plain table whose rows name a group (Zhou et al.'s NOI slice), half of them toxic-labelled."""
+    return write_csv(tmp_path / "mentions.csv", ["text", "label"],
+                     [(f"placeholder statement about muslim neighbours {i}", i % 2) for i in range(120)])
+
+
+@pytest.fixture
+def silent(monkeypatch, fakes):  # noqa: F811 (the fixture)
+    """-c fake-none flags nothing (P(toxic) 0 for every text); every other -c is a fake of ``fakes``."""
+    import toxiforge.classifiers
+
+    others = toxiforge.classifiers.load_classifier
+
+    def load(spec, **kwargs):
+        if spec == "fake-none":
+            return CallableClassifier(lambda texts: [0.0] * len(texts), name=spec)
+        return others(spec, **kwargs)
+
+    monkeypatch.setattr("toxiforge.classifiers.load_classifier", load)
+    return fakes
+
+
+def _report(tmp_path, *args):
+    out = tmp_path / "audit"
+    result = _audit(*args, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    return out, (out / "report.md").read_text()
+
+
+def test_pair_card_comes_first_with_verdicts_largest_differences_and_weakest(tmp_path, hatecheck, fakes):  # noqa: F811
+    out, md = _report(tmp_path, "-c", "fake-good", "-c", "W=fake-weak", "--on", f"hatecheck:{hatecheck}")
+    card = md[md.index("## Summary: W against fake-good"):md.index("## Contents")]
+    assert md.index("## Summary") < md.index("## Contents") < md.index("## HateCheck")
+    assert "| accuracy | **worse** |" in card and "| HateCheck tests | **worse** |" in card
+    largest = re.findall(r"^\* (.+) on HateCheck ([+-]\d\.\d{3}) \[(-?\d\.\d{3}), (-?\d\.\d{3})\]: (.+)$", card, re.M)
+    assert len(largest) == 3 and all(w == "**worse**" for *_, w in largest)
+    report = json.loads((out / "report.json").read_text())
+    diffs = [abs(r["value"]) for sec in report["comparison"]["HateCheck"]["W"].values()
+             for r in sec["metrics"].values() if r["shown"]]
+    assert sorted(abs(float(v)) for _, v, *_ in largest) == pytest.approx(sorted(diffs)[-3:], abs=1e-3)
+    weak = report["results"]["W"]["HateCheck"]["hatecheck"]["functional_tests"]
+    worst = min(weak, key=lambda t: weak[t]["accuracy"]["value"])
+    assert re.search(rf"^\| W \| {worst} \d\.\d\d \(fake-good 1\.00\);", card, re.M)
+    assert "gay people (lgbtq): " in card   # a weakest group, named as HateCheck names it
+
+
+def test_contents_links_every_section_and_the_page_has_those_ids(tmp_path, hatecheck, table, fakes):  # noqa: F811
+    out, md = _report(tmp_path, "-c", "fake-good", "--on", f"hatecheck:{hatecheck}", "--on", f"T=table:{table}")
+    assert "## Summary: fake-good" in md and "| ROC AUC | " in md   # one classifier: its headline numbers
+    links = re.findall(r"\]\(#([\w-]+)\)", md[md.index("## Contents"):md.index("## HateCheck")])
+    assert {"hatecheck", "accuracy", "accuracy-1", "t", "definitions", "hatecheck-functional-tests"} <= set(links)
+    page = (out / "report.html").read_text()
+    ids = re.findall(r'<h[1-3] id="([^"]+)"', page)
+    assert len(ids) == len(set(ids)) and set(links) <= set(ids)
+
+
+@pytest.fixture
+def table(tmp_path):
+    return write_csv(tmp_path / "plain.csv", ["text", "label"],
+                     [(f"neutral placeholder sentence {i}", i % 2) for i in range(40)])
+
+
+def test_every_number_is_named_in_words_and_defined(tmp_path, hatecheck, fakes):  # noqa: F811
+    _, md = _report(tmp_path, "-c", "fake-good", "-c", "W=fake-weak", "--on", f"hatecheck:{hatecheck}")
+    defs = md[md.index("## Definitions"):]
+    for words in ("**BPSN AUC**", "**BNSP AUC**", "**bias score**", "**NOI**", "**OI**", "**ONI**", "**AAE**",
+                  "**ECE**", "**Brier score**", "**FPR at 95% TPR**", "**over-blocking**", "**functional test**"):
+        assert words in defs
+    for paper in ("Borkan et al. 2019", "Zhou et al. 2021", "Röttger et al. 2021"):
+        assert paper in defs
+    body = md[:md.index("## Definitions")]
+    for raw in ("roc_auc", "fpr_at_95_tpr", "subgroup_auc", "bpsn_auc", "final_score", "over_blocking", "fpr.noi",
+                "calibration.ece", "lgbtq |"):
+        assert raw not in body
+    header = next(line for line in body.splitlines() if line.startswith("| group |"))
+    assert header.split(" | ").count("subgroup AUC") == 1 and " AUC | FPR" not in header.replace("BNSP AUC", "")
+    assert "| gay people (lgbtq) | 24 |" in body
+
+
+def test_functional_tests_are_listed_worst_first(tmp_path, hatecheck, fakes):  # noqa: F811
+    out, md = _report(tmp_path, "-c", "W=fake-weak", "--on", f"hatecheck:{hatecheck}")
+    tests = json.loads((out / "report.json").read_text())["results"]["W"]["HateCheck"]["hatecheck"]
+    shown = re.findall(r"^\| (\w+_n?h) \| (?:non-)?hateful \| \d+ \| (\d\.\d\d) ", md, re.M)
+    assert [t for t, _ in shown] == sorted(tests["functional_tests"],
+                                           key=lambda t: (tests["functional_tests"][t]["accuracy"]["value"], t))
+    assert [float(a) for _, a in shown] == sorted(float(a) for _, a in shown)
+
+
+def test_a_classifier_that_flags_nothing_is_not_better_on_the_lexical_section(tmp_path, mentions, silent):
+    out, md = _report(tmp_path, "-c", "W=fake-weak", "-c", "fake-none", "--on", f"M=table:{mentions}")
+    lexical = json.loads((out / "report.json").read_text())["comparison"]["M"]["fake-none"]["lexical"]
+    assert lexical["verdict"] == "mixed"
+    assert lexical["metrics"]["fpr.noi"]["better"] is True        # no false alarm: FPR 0 ...
+    assert lexical["metrics"]["fnr.noi"]["better"] is False       # ... and every toxic row missed
+    assert re.search(r"^\| NOI \| 60 / 60 \| \S+ \[.+\] \| \S+ \[.+\] \| 0\.000 .*\| 1\.000 ", md, re.M)
+
+
+def test_heat_map_in_fractions_and_bias_auc_bars_with_intervals(tmp_path, hatecheck, fakes, monkeypatch):  # noqa: F811
+    texts, errors = [], []
+    text, barh = matplotlib.axes.Axes.text, matplotlib.axes.Axes.barh
+    monkeypatch.setattr(matplotlib.axes.Axes, "text", lambda self, x, y, s, *a, **k: texts.append(s)
+                        or text(self, x, y, s, *a, **k))
+    monkeypatch.setattr(matplotlib.axes.Axes, "barh", lambda self, *a, **k: errors.append(k.get("xerr"))
+                        or barh(self, *a, **k))
+    _report(tmp_path, "-c", "fake-good", "-c", "W=fake-weak", "--on", f"hatecheck:{hatecheck}")
+    assert len(texts) == 8 and all(re.fullmatch(r"[01]\.\d\d", t) for t in texts)   # 4 tests x 2 classifiers
+    assert len(errors) == 6 and all(e is not None and e.shape == (2, 2) and (e >= 0).all() for e in errors)
+    assert any(e.sum() > 0 for e in errors)
+

@@ -36,7 +36,9 @@ def mentions(tmp_path):
 
 @pytest.fixture
 def silent(monkeypatch, fakes):  # noqa: F811 (the fixture)
-    """-c fake-none flags nothing (P(toxic) 0 for every text); every other -c is a fake of ``fakes``."""
+    """Two more -c beside ``fakes``'s: fake-none flags nothing (P(toxic) 0 for every text); fake-squash is
+    fake-good's scores squeezed toward 0.5 (``0.5 + (P - 0.5) / 10``): the same ranking and the same predictions,
+    so every number but the calibration's is fake-good's."""
     import toxiforge.classifiers
 
     others = toxiforge.classifiers.load_classifier
@@ -44,6 +46,10 @@ def silent(monkeypatch, fakes):  # noqa: F811 (the fixture)
     def load(spec, **kwargs):
         if spec == "fake-none":
             return CallableClassifier(lambda texts: [0.0] * len(texts), name=spec)
+        if spec == "fake-squash":
+            good = others("fake-good", **kwargs)
+            return CallableClassifier(lambda texts: [0.5 + (p - 0.5) / 10 for p in good.predict_proba(texts)],
+                                      name=spec)
         return others(spec, **kwargs)
 
     monkeypatch.setattr("toxiforge.classifiers.load_classifier", load)

@@ -72,9 +72,20 @@ def audit(
     workers: int = opt.WORKERS,
     cpus_per_worker: float = opt.CPUS_PER_WORKER,
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
+    gate: bool = typer.Option(False, "--gate", help="Release check: exit 1 when a classifier is worse than the first "
+                              "on a gated metric (its paired 95% interval wholly beyond the tolerance on the worse "
+                              "side), printing one line per failed check."),
+    gate_metric: list[str] = typer.Option([], "--gate-metric", help="With --gate, repeatable: NAME[:TOLERANCE], NAME "
+                                          "a comparison metric (roc_auc, final_score, over_blocking, fpr.aae, ece, "
+                                          "...) or a section (lexical); tolerance in the metric's units (default "
+                                          "0.01). Default: every metric at 0.01."),
+    junit: Path | None = typer.Option(None, "--junit", help="With --gate: write the checks as JUnit XML (one "
+                                      "testcase per candidate x dataset x metric) for CI."),
 ) -> None:
-    """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures)."""
+    """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures); --gate makes it a
+    release check."""
     from toxiforge._io import require_empty_dir
+    from toxiforge.audit.gate import check_gate, parse_rules, run_gate, summary_line, write_junit
     from toxiforge.audit.prompt_attacks import PromptAttack, check_source
     from toxiforge.audit.report import write_report
     from toxiforge.audit.run import AuditSettings, ClassifierSpec, run_audit
@@ -86,6 +97,12 @@ def audit(
     from toxiforge.pipeline.plan import GenerationPlan
 
     opt.check_model_options(dtype, device)
+    if (gate_metric or junit) and not gate:
+        raise InputError(f"{'--gate-metric' if gate_metric else '--junit'} sets up the release check, which is off",
+                         hint="add --gate")
+    rules = parse_rules(gate_metric) if gate else []
+    if gate:
+        check_gate(len(classifier), bootstrap)
     prompt_attack = None
     source = check_source(attack_prompts, demonstrations)
     if source is None and validate_with:
@@ -121,6 +138,16 @@ def audit(
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {path}", highlight=False)
+    if gate:
+        checks = run_gate(result, rules)
+        for check in checks:
+            if check.failed:
+                console.print(check.line(), highlight=False, soft_wrap=True)
+        console.print(summary_line(checks), highlight=False)
+        if junit is not None:
+            console.print(f"wrote JUnit XML: {write_junit(checks, junit)}", highlight=False)
+        if any(c.failed for c in checks):
+            raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -106,10 +106,17 @@ def test_a_validator_checks_every_attacked_statement(setup, tmp_path):
     ([], "unlabelled.csv", "no label column.*--label-column"),
     (["--batch-size", "0"], "statements.csv", "--batch-size 0 must be at least 1"),
     (["--labels", "benign"], "statements.csv", None),
+    (["-c", "profanity-check"], "statements.csv", "-c given 2 times .*it takes one value.*once per classifier"),
+    (["--family", "substitute", "--family", "obfuscate"], "statements.csv", "--family given 2 times .*once per "
+                                                                           "family"),
+    (["--resume", "--overwrite"], "statements.csv", "--resume and --overwrite contradict each other"),
+    ([], "hatechek:x.csv", "unknown dataset kind 'hatechek'.*did you mean 'hatecheck'"),
 ])
 def test_bad_input_is_refused_before_any_model_loads(setup, tmp_path, extra, on, message):
     args = attack_args(setup, tmp_path / "run", *extra)
-    args[args.index("--on") + 1] = str(setup / on)
+    if "--family" in extra:  # the case's own families instead of attack_args' obfuscate
+        del args[args.index("--family"):args.index("--family") + 2]
+    args[args.index("--on") + 1] = on if ":" in on else str(setup / on)
     args[args.index("-c") + 1] = str(tmp_path / "no-such-classifier")  # loading it would fail: nothing loaded
     result = runner.invoke(app, args)
     assert isinstance(result.exception, InputError), result.output

@@ -167,9 +167,6 @@ def test_partial_scores_resume_at_the_chunk_that_stopped(tmp_path, monkeypatch):
 
 
 def test_errors_before_any_scoring(tmp_path, hatecheck, fakes):
-    one_class = write_csv(tmp_path / "benign.csv", ["text", "label"], [("placeholder", 0)] * 5)
-    result = _audit("-c", "fake-good", "--on", f"table:{one_class}", "-o", str(tmp_path / "a"))
-    assert "need both labels" in _error(result)
     twice = _audit("-c", "fake-good", "-c", "fake-good", "--on", str(hatecheck), "-o", str(tmp_path / "b"))
     assert "NAME=SPEC" in _error(twice)
     bad = write_csv(tmp_path / "hc.csv", ["functionality", "test_case", "label_gold"], [("x_h", "t", "hateful")])
@@ -203,12 +200,12 @@ def test_report_html_renders_in_chromium_without_errors(tmp_path, hatecheck, fak
 
 
 def test_attack_section_attacks_flagged_toxic_rows_and_is_cached(tmp_path, table, fakes):
-    """--attack obfuscate: each classifier's flagged toxic rows (at most --attack-n, seeded) are attacked against
+    """--family obfuscate: each classifier's flagged toxic rows (at most --attack-n, seeded) are attacked against
     it; the success rate is the share no longer flagged (the cached row outcomes say which); --resume with one more
     -c attacks only the new classifier; an unknown family fails before anything is scored."""
     out = tmp_path / "audit"
     on = ["--on", f"T=table:{table}"]
-    first = _audit("-c", "fake-good", *on, "-o", str(out), "--attack", "obfuscate", "--attack-n", "8")
+    first = _audit("-c", "fake-good", *on, "-o", str(out), "--family", "obfuscate", "--attack-n", "8")
     assert first.exit_code == 0, first.output
     section = json.loads((out / "report.json").read_text())["results"]["fake-good"]["T"]["attacks"]["obfuscate"]
     flagged = sum(_score(f"neutral placeholder sentence {i}", 0.7) > 0.5 for i in range(1, 40, 2))
@@ -220,12 +217,12 @@ def test_attack_section_attacks_flagged_toxic_rows_and_is_cached(tmp_path, table
     assert all(int(table.read_text().splitlines()[1 + r].rsplit(",", 1)[1]) == 1 for r in record["rows"])
     assert "### Attacks" in (out / "report.md").read_text()
     fakes.clear()
-    second = _audit("-c", "fake-good", "-c", "W=fake-weak", *on, "-o", str(out), "--resume", "--attack",
+    second = _audit("-c", "fake-good", "-c", "W=fake-weak", *on, "-o", str(out), "--resume", "--family",
                     "obfuscate", "--attack-n", "8")
     assert second.exit_code == 0, second.output
     assert set(fakes) == {"fake-weak"} and len(list((out / "attacks").iterdir())) == 2
     fakes.clear()
-    bad = _audit("-c", "fake-good", *on, "-o", str(tmp_path / "bad"), "--attack", "obfuscat")
+    bad = _audit("-c", "fake-good", *on, "-o", str(tmp_path / "bad"), "--family", "obfuscat")
     assert "obfuscat" in _error(bad) and not fakes
 
 

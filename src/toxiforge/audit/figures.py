@@ -60,16 +60,18 @@ def write_figures(result: AuditResult, out: str | Path) -> dict[str, str]:
 
     for data in result.datasets:
         d, y = data.name, np.asarray(data.labels)
-        fig, ax = plt.subplots(figsize=(5.5, 5))
-        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="chance")
-        for c in names:
-            pair = result.pair(c, d)
-            fpr, tpr, _ = roc_curve(y, pair.scores)
-            ax.plot(fpr, tpr, linewidth=1.5, label=f"{c} (AUC {pair.sections['accuracy']['roc_auc'].cell(3)})")
-        ax.set(xlabel="false positive rate", ylabel="true positive rate", title=f"ROC: {d}"[:60])
-        ax.legend(loc="lower right", fontsize=7)
-        fig.tight_layout()
-        keep(f"roc:{d}", fig, f"roc-{slug(d)}.png")
+        both = len(set(y.tolist())) == 2   # a set of one label has no ROC curve and no bias AUC (its note says why)
+        if both:
+            fig, ax = plt.subplots(figsize=(5.5, 5))
+            ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="chance")
+            for c in names:
+                pair = result.pair(c, d)
+                fpr, tpr, _ = roc_curve(y, pair.scores)
+                ax.plot(fpr, tpr, linewidth=1.5, label=f"{c} (AUC {pair.sections['accuracy']['roc_auc'].cell(3)})")
+            ax.set(xlabel="false positive rate", ylabel="true positive rate", title=f"ROC: {d}"[:60])
+            ax.legend(loc="lower right", fontsize=7)
+            fig.tight_layout()
+            keep(f"roc:{d}", fig, f"roc-{slug(d)}.png")
 
         fig, ax = plt.subplots(figsize=(5.5, 5))
         ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect calibration")
@@ -84,7 +86,7 @@ def write_figures(result: AuditResult, out: str | Path) -> dict[str, str]:
         keep(f"reliability:{d}", fig, f"reliability-{slug(d)}.png")
 
         groups = result.pair(names[0], d).sections["groups"]
-        if "by_group" in groups and groups["by_group"]:
+        if both and "by_group" in groups and groups["by_group"]:
             group_names = list(groups["by_group"])
             fig, axes = plt.subplots(1, 3, figsize=(12, 0.35 * len(group_names) * len(names) + 1.8), sharey=True)
             height = 0.8 / len(names)

@@ -1,9 +1,11 @@
 """The audit's numbers for one classifier on one dataset, each a vectorised metric over bootstrap resamples
 (:mod:`toxiforge.audit.bootstrap`): accuracy, per-group and Borkan et al.'s bias AUCs, calibration.
 
-* **Accuracy**: ROC AUC, PR AUC (average precision), F1 of the toxic class and accuracy at the decision rule
-  P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, every stage's rule), FPR at 95% TPR (the ROC point with the
-  largest threshold whose TPR is at least 0.95, i.e. the smallest FPR there).
+* **Accuracy**: ROC AUC, PR AUC (average precision), F1 of the toxic class, accuracy, FPR and FNR at the decision
+  rule P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, every stage's rule), FPR at 95% TPR (the ROC point with
+  the largest threshold whose TPR is at least 0.95, i.e. the smallest FPR there). A set of one label (an attack
+  run of toxic statements) has no ROC AUC, PR AUC or FPR at 95% TPR (None), nor F1 when every row is benign;
+  its FNR (all toxic) or FPR (all benign), accuracy and calibration remain.
 * **Groups** (Borkan et al. 2019, "Nuanced metrics for measuring unintended bias", the Jigsaw competition's): per
   group g, subgroup AUC = AUC on g's rows; BPSN AUC = AUC on the background's toxic rows and g's benign rows;
   BNSP AUC = AUC on the background's benign rows and g's toxic rows (background = every row not in g, rows without
@@ -38,9 +40,11 @@ TARGET_TPR = 0.95        # FPR at 95% TPR
 POWER = -5               # Borkan et al.'s generalized-mean exponent
 WEIGHT = 0.25            # weight of the overall AUC and of each bias AUC in the Jigsaw final score
 BIAS_AUCS: tuple[str, ...] = ("subgroup_auc", "bpsn_auc", "bnsp_auc")
-ACCURACY_METRICS: tuple[str, ...] = ("roc_auc", "pr_auc", "f1", "accuracy", "fpr_at_95_tpr")
+RATE_METRICS: tuple[str, ...] = ("fpr", "fnr")   # at the decision rule
+ACCURACY_METRICS: tuple[str, ...] = ("roc_auc", "pr_auc", "f1", "accuracy", "fpr_at_95_tpr", *RATE_METRICS)
 HIGHER_IS_BETTER: dict[str, bool] = {"roc_auc": True, "pr_auc": True, "f1": True, "accuracy": True,
-                                     "fpr_at_95_tpr": False, "final_score": True, "ece": False, "brier": False}
+                                     "fpr_at_95_tpr": False, "fpr": False, "fnr": False, "final_score": True,
+                                     "ece": False, "brier": False}
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -192,11 +196,20 @@ class GroupStats:
 
 def accuracy_section(labels: np.ndarray, scores: np.ndarray, resampler: Resampler,
                      threshold: float = TOXIC_THRESHOLD) -> dict[str, Estimate]:
+    """:data:`ACCURACY_METRICS`; those a set of one label does not have are ``Estimate(None)`` (module docstring:
+    average precision would be 1 on an all-toxic set and F1 0 on an all-benign one, whatever the classifier)."""
     preds = (np.asarray(scores) > threshold).astype(np.int64)
-    return resampler.estimates({
-        "roc_auc": auc_metric(labels, scores), "pr_auc": pr_auc_metric(labels, scores),
-        "f1": f1_metric(labels, preds), "accuracy": accuracy_metric(labels, preds),
-        "fpr_at_95_tpr": fpr_at_tpr_metric(labels, scores)})
+    toxic = int((np.asarray(labels) == 1).sum())
+    metrics: dict[str, Metric] = {"accuracy": accuracy_metric(labels, preds),
+                                  "fpr": rate_metric(labels, preds, gold=0, predicted=1),
+                                  "fnr": rate_metric(labels, preds, gold=1, predicted=0)}
+    if toxic:
+        metrics["f1"] = f1_metric(labels, preds)
+    if 0 < toxic < len(labels):
+        metrics |= {"roc_auc": auc_metric(labels, scores), "pr_auc": pr_auc_metric(labels, scores),
+                    "fpr_at_95_tpr": fpr_at_tpr_metric(labels, scores)}
+    est = resampler.estimates(metrics)
+    return {k: est.get(k, Estimate(None)) for k in ACCURACY_METRICS}
 
 
 def calibration_section(labels: np.ndarray, scores: np.ndarray, resampler: Resampler) -> dict[str, Estimate]:

@@ -12,7 +12,7 @@ import numpy as np
 from toxiforge.audit.bootstrap import LEVEL, Estimate
 from toxiforge.audit.compare import HEADLINES, NO_DIFFERENCE
 from toxiforge.audit.glossary import definitions, name
-from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, GroupStats
+from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, RATE_METRICS, GroupStats
 from toxiforge.audit.run import AuditResult
 from toxiforge.audit.summary import cards, contents, group_labels, signed, table, tests_worst_first, worst_groups
 from toxiforge.data.examples import LabeledData
@@ -91,9 +91,12 @@ def _dataset(result: AuditResult, data: LabeledData, names: list[str], figures: 
     counts = data.counts()
     lines = [f"## {d}", "", f"{counts['n']} rows ({counts['toxic']} toxic, {counts['benign']} benign); "
              f"{data.layout} from {data.source}.", ""]
-    lines += [f"* {note}" for note in data.notes] + ([""] if data.notes else [])   # label rule, #sample=N
-    lines += ["### Accuracy", ""] + table(["classifier", *(name(f"accuracy.{m}") for m in HEADLINES["accuracy"])], [
-        [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in HEADLINES["accuracy"])] for c in names])
+    notes = [*data.notes, *result.pair(names[0], d).sections.get("notes", [])]   # label rule, #sample=N, one label
+    lines += [f"* {note}" for note in notes] + ([""] if notes else [])
+    accuracy = [*HEADLINES["accuracy"], *RATE_METRICS]
+    lines += ["### Accuracy", ""] + table(["classifier", *(name(m if m in RATE_METRICS else f"accuracy.{m}")
+                                                           for m in accuracy)], [
+        [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in accuracy)] for c in names])
     if f"roc:{d}" in figures:
         lines += ["", f"![ROC curves]({figures[f'roc:{d}']})"]
     lines += ["", "### Groups", ""] + _groups(result, data, names, figures)
@@ -236,6 +239,19 @@ def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:
 
 
 REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
+
+
+def clear_report(out: str | Path) -> None:
+    """Remove the report files and the figures a previous audit left in ``out`` (:func:`~toxiforge.audit.run.
+    run_audit` calls it before scoring: a stopped audit leaves no old report looking current, and no figure of a
+    dataset no longer audited stays)."""
+    import shutil
+
+    from toxiforge.audit.figures import FIGURES_DIR
+
+    for file in (REPORT_JSON, REPORT_MD, REPORT_HTML):
+        (Path(out) / file).unlink(missing_ok=True)
+    shutil.rmtree(Path(out) / FIGURES_DIR, ignore_errors=True)
 
 
 def write_report(result: AuditResult, out: str | Path) -> dict[str, Path]:

@@ -3,15 +3,19 @@
 :func:`run_audit` checks everything it can before any scoring (the datasets load and have labels, the classifier
 specs and their options are valid, names are unique, the output folder may be written), then scores each
 (classifier, dataset) pair through :class:`~toxiforge.audit.scores.ScoreCache` (a classifier is loaded only when
-one of its pairs is not cached yet), and computes every section from the scores. Ctrl-C or a classifier that
-fails mid-run keeps each finished pair (and the finished chunks of the one in progress) and says to rerun with
-``--resume``.
+one of its pairs is not cached yet), and computes every section from the scores. Before scoring starts, the
+report a previous audit left in the folder is removed (:func:`~toxiforge.audit.report.clear_report`), so a stopped
+audit never leaves an old report looking current. Ctrl-C anywhere in the audit (a classifier loading, scoring,
+an attack, the metrics; :func:`interruption`) or a classifier that fails mid-run keeps each finished pair (and
+the finished chunks of the one in progress) and says to rerun with ``--resume``; a resumed audit reports each
+cached classifier's ``describe()`` from its cached scores' record, without loading it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -81,6 +85,17 @@ class AuditInterrupted(Interrupted):
         return f"interrupted: {self.kept} finished (classifier, dataset) pairs kept in {self.out}; {RESUME_HINT}"
 
 
+@contextmanager
+def interruption(out: str | Path) -> Iterator[None]:
+    """Ctrl-C inside the block becomes :class:`AuditInterrupted` (what was kept, and the --resume hint)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Interrupted):
+            raise
+        raise AuditInterrupted(ScoreCache(out).finished(), Path(out)) from exc
+
+
 @dataclass
 class PairResult:
     """One classifier on one dataset: its scores and sections (name -> metrics)."""
@@ -119,12 +134,6 @@ def check_inputs(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Label
         raise InputError(f"classifier name(s) {twice} given twice", hint="name each column: -c NAME=SPEC")
     for c in classifiers:
         check_classifier_options(c.spec, settings.classifier_options)
-    for data in datasets:
-        if len(set(data.labels)) < 2:
-            only = "toxic" if data.labels[0] else "benign"
-            raise InputError(f"every row of {data.name} is {only}: AUC, calibration and the bias AUCs need both "
-                             "labels", path=data.source, hint="audit on a set with toxic and benign rows (or add "
-                                                              "another --on with the other class)")
 
 
 def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
@@ -132,6 +141,14 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
               log: Callable[[str], None] = lambda line: None) -> AuditResult:
     """Score (or read from the cache) and compute every section; ``loader`` is
     :func:`toxiforge.classifiers.load_classifier` unless given (tests pass fakes); ``log`` gets progress lines."""
+    with interruption(out):
+        return _run_audit(classifiers, datasets, out, settings, loader=loader, log=log)
+
+
+def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
+               settings: AuditSettings, *, loader: Callable[..., Any] | None,
+               log: Callable[[str], None]) -> AuditResult:
+    from toxiforge.audit.report import clear_report
     from toxiforge.classifiers.scoring import score_texts
 
     if loader is None:
@@ -155,6 +172,7 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
 
         prompt_attack.check([c.spec for c in classifiers])
         outcomes = pa.OutcomeCache(out, prompt_attack)
+    clear_report(out)   # every input is checked: from here on, OUT holds no report until this audit writes one
     prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
@@ -181,6 +199,7 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                 cached = cache.get(key, data_keys[data.name], len(data)) if settings.resume else None
                 if cached is not None:
                     all_scores[(c.name, data.name)] = (cached, False)
+                    info[c.name].setdefault("describe", cache.info(key, data_keys[data.name]).get("describe"))
                     log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
                     continue
                 scorer = loaded()
@@ -241,6 +260,17 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
                        prompt_sections)
 
 
+def one_label_note(name: str, toxic: bool) -> str:
+    """What a set of one label is audited with (an attack run of toxic statements: transfer, docs/attacks.md)."""
+    if toxic:
+        return (f"every row of {name} is toxic: ROC AUC, PR AUC, FPR at 95% TPR, FPR and the bias AUCs need benign "
+                "rows too (n/a); FNR (toxic rows missed), accuracy (1 - FNR, the share flagged), F1, each group's "
+                "FNR and calibration are measured")
+    return (f"every row of {name} is benign: ROC AUC, PR AUC, FPR at 95% TPR, F1, FNR and the bias AUCs need toxic "
+            "rows too (n/a); FPR (benign rows flagged), accuracy (1 - FPR, specificity), each group's FPR, the "
+            "lexical FPRs and calibration are measured")
+
+
 def sections(data: LabeledData, scores: np.ndarray, context: LexicalContext, settings: AuditSettings
              ) -> dict[str, Any]:
     """Every section of one (classifier, dataset) pair; the resamples depend on the dataset only, so every
@@ -250,6 +280,8 @@ def sections(data: LabeledData, scores: np.ndarray, context: LexicalContext, set
     groups = [e.group for e in data.examples]
     out: dict[str, Any] = {"n": len(data), "toxic": int(y.sum()),
                            "accuracy": accuracy_section(y, scores, resampler, settings.threshold)}
+    if len(set(y.tolist())) == 1:
+        out["notes"] = [one_label_note(data.name, bool(y[0]))]
     if any(groups):
         by_group, final = group_section(y, scores, groups, resampler, settings.threshold)
         out["groups"] = {"by_group": by_group, "final_score": final}

@@ -72,6 +72,15 @@ class ScoreCache:
         scores = np.load(path)
         return scores if scores.shape == (n,) else None
 
+    def info(self, clf: str, data: str) -> dict[str, Any]:
+        """What a finished pair's ``.json`` says (the classifier's spec, digest and ``describe()``, the dataset);
+        empty when absent or unreadable."""
+        try:
+            found = json.loads(self.path(clf, data, ".json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
     def partial(self, clf: str, data: str) -> np.ndarray:
         path = self.path(clf, data, ".partial.npy")
         return np.load(path) if path.exists() else np.empty(0)

@@ -1,6 +1,8 @@
 """The options several commands share, defined once (the same name, default and help wherever they appear),
-and what their values become: the -c classifier options, ALICE's, an openai: server's, Ray's, and the
---dtype/--device/--batch-size check. Command modules read them as ``opt.NAME``."""
+and what their values become: the -c classifier options, the dataset-spec options (--on lists, --text-column,
+--label-column), ALICE's, an openai: server's, Ray's, the --dtype/--device/--batch-size check, and the checks of
+options that take one value (a repeated flag refused, not the last one kept) and of --resume with --overwrite.
+Command modules read them as ``opt.NAME``."""
 
 from __future__ import annotations
 
@@ -24,6 +26,41 @@ def check_model_options(dtype: str | None = None, device: str | None = None, *, 
         raise InputError(f"unknown {dtype_flag} {dtype!r}", hint="use auto, float32, bfloat16 or float16")
     if device is not None and not re.fullmatch(DEVICE_PATTERN, device.lower()):
         raise InputError(f"unknown --device {device!r}", hint="use auto, cpu or cuda (cuda:N for GPU N)")
+
+
+def single(values: list[str], flag: str, *, hint: str) -> str:
+    """The one value of an option that takes one. Such options are declared as lists, so that a repeated flag
+    (``-c A -c B``) is refused with ``hint`` instead of click keeping the last value silently."""
+    from toxiforge.errors import InputError
+
+    if len(values) != 1:
+        raise InputError(f"{flag} given {len(values)} times ({', '.join(values)}); it takes one value", hint=hint)
+    return values[0]
+
+
+def check_resume(resume: bool, overwrite: bool) -> None:
+    """Refuse --resume with --overwrite: one keeps what the output folder holds, the other replaces it."""
+    if resume and overwrite:
+        from toxiforge.errors import InputError
+
+        raise InputError("--resume and --overwrite contradict each other (--resume continues from what the output "
+                         "folder holds, --overwrite starts it again)", hint="pass one of them")
+
+
+# Dataset options of the commands that read dataset specs (--on of audit and attack, --data/--on of training).
+TEXT_COLUMN = typer.Option(None, "--text-column", help="Plain tables (table:FILE, or a file of no known layout): "
+                           "the text column (default: the first of text, generation, post, statement, sentence, "
+                           "comment_text, comment, content).")
+LABEL_COLUMN = typer.Option(None, "--label-column", help="Plain tables: the label column, 0/1 or words "
+                            "(default: the first of label, labels, toxic, is_toxic, toxicity, hate, prompt_label); "
+                            "toxiforge and ToxiGen runs: the label (default prompt_label).")
+
+
+def dataset_specs(values: list[str] | None) -> list[str]:
+    """Dataset specs from a repeated option, each value possibly comma-separated (``--on a,b --on c``)."""
+    from toxiforge.cli._app import split_list
+
+    return [v for value in values or [] for v in split_list(value)]
 
 
 # Classifier options every command with -c takes (one definition; load_classifier refuses those that do not apply).

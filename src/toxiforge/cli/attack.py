@@ -14,11 +14,12 @@ from toxiforge.models.embedded import DEFAULT_ENCODER, DEFAULT_LM
 def attack_command(
     on: list[str] = typer.Option(..., "--on", help="Statements to attack: any dataset spec (humanval:FILE, "
                                                    "hatecheck:FILE, demonstrations:DIR, table:FILE, ...) or a "
-                                                   "generation run folder; repeat for several."),
-    family: str = typer.Option(..., "--family", help="obfuscate (character edits), substitute (word "
-                                                     "substitution) or alice (ALICE generation)."),
-    classifier: str = typer.Option(..., "--classifier", "-c", help="The attacked classifier: a model directory, "
-                                                                   "registry name, hub id or judge:MODEL."),
+                                                   "generation run folder; repeat or separate with commas for "
+                                                   "several."),
+    family: list[str] = typer.Option(..., "--family", help="One family per run: obfuscate (character edits), "
+                                     "substitute (word substitution) or alice (ALICE generation)."),
+    classifier: list[str] = typer.Option(..., "--classifier", "-c", help="The attacked classifier (one per run): a "
+                                         "model directory, registry name, hub id or judge:MODEL."),
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
     labels: str | None = typer.Option(None, "--labels", help="Attack only statements of these labels "
                                                              "(toxic,benign). Default: all."),
@@ -41,12 +42,13 @@ def attack_command(
     validate_with: str | None = typer.Option(
         None, "--validate-with", help="A classifier other than -c that checks each attacked statement keeps its "
                                       "label (columns validator_score, validator_agrees), as harden's."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the edit positions (each row gets its own from it)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of each statement's random choices (each row gets its own "
+                             "from it): obfuscate's edit positions, alice's sampling; substitute draws nothing."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     toxic_label: str | None = opt.TOXIC_LABEL,
-    text_column: str | None = typer.Option(None, "--text-column", help="Tables: the text column."),
-    label_column: str | None = typer.Option(None, "--label-column", help="Tables: the label column."),
+    text_column: str | None = opt.TEXT_COLUMN,
+    label_column: str | None = opt.LABEL_COLUMN,
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (classifier, encoder, model)."),
     dtype: str = typer.Option("auto", "--dtype", help="The attacked classifier's weights: auto (float32), float32 or "
                               "bfloat16 (faster on CPUs with bfloat16 matrix units, e.g. AMX; docs/attacks.md)."),
@@ -70,12 +72,20 @@ def attack_command(
     from toxiforge.pipeline.manifest import JobConfig
 
     opt.check_model_options(dtype, device, batch_size=batch_size)
+    opt.check_resume(resume, overwrite)
+    family_name = opt.single([f for value in family for f in split_list(value)], "--family", hint=(
+        "attack runs one family per output folder: run it once per family, each with its own -o (`toxiforge summary "
+        "DIR1 DIR2` reads them together), or use `audit -c CLASSIFIER --on DATA --family obfuscate,substitute`"))
+    attacked = opt.single(classifier, "-c", hint=(
+        "attack runs against one classifier: run it once per classifier, or check a run on other classifiers with "
+        "`toxiforge audit -c A -c B --on RUN` (transfer)"))
     settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
                 "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
                 "num_beams": beams}
     resources = Resources(encoder=encoder, model=model, device=device, load_lm=load_lm)
-    result = attack(on, family, classifier, out, settings=settings, labels=split_list(labels) if labels else None,
-                    seed=seed, validate_with=validate_with, resources=resources,
+    result = attack(opt.dataset_specs(on), family_name, attacked, out, settings=settings,
+                    labels=split_list(labels) if labels else None, seed=seed, validate_with=validate_with,
+                    resources=resources,
                     job=JobConfig(shard_size=shard_size, format=fmt), resume=resume, overwrite=overwrite,
                     progress=progress, classifier_options={
                         **opt.classifier_options(judge_template, judge_policy, toxic_label),
@@ -87,8 +97,9 @@ def attack_command(
                   highlight=False)
     rate = f" ({c['flip_rate']:.1%})" if c["flip_rate"] is not None else ""
     per = f", {c['queries_per_success']} queries per success" if c["queries_per_success"] is not None else ""
-    console.print(f"{family}: {c['flipped']}/{c['attacked']} attacked statements flipped{rate}{per}; {c['skipped']} "
-                  "skipped (the classifier already gave them the other label)", highlight=False, soft_wrap=True)
+    console.print(f"{family_name}: {c['flipped']}/{c['attacked']} attacked statements flipped{rate}{per}; "
+                  f"{c['skipped']} skipped (the classifier already gave them the other label)", highlight=False,
+                  soft_wrap=True)
     if c["validated_flips"] is not None:
         console.print(f"--validate-with {validate_with} gives {c['validated_flips']} of the {c['flipped']} flipped "
                       "statements their source label", highlight=False, soft_wrap=True)

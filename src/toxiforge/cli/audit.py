@@ -16,9 +16,12 @@ def audit(
     classifier: list[str] = typer.Option(..., "--classifier", "-c", help="Classifier to audit, repeatable: a "
                                          "registry name, judge:MODEL, a model directory or a hub id; NAME=SPEC "
                                          "names its column. The first is the baseline of the comparison."),
-    on: list[str] = typer.Option(..., "--on", help="Dataset spec, repeatable: [NAME=][KIND:]PATH, e.g. "
-                                 "hatecheck:test_suite_cases.csv, davidson:labeled_data.csv, "
-                                 "humanval:annotated_test.parquet, a toxiforge run (docs/training.md)."),
+    on: list[str] = typer.Option(..., "--on", help="Dataset spec, repeatable or comma-separated: "
+                                 "[NAME=][KIND:]PATH, e.g. hatecheck:test_suite_cases.csv, davidson:labeled_data.csv, "
+                                 "humanval:annotated_test.parquet, table:mine.csv, a toxiforge run "
+                                 "(docs/training.md)."),
+    text_column: str | None = opt.TEXT_COLUMN,
+    label_column: str | None = opt.LABEL_COLUMN,
     out: Path = typer.Option(..., "-o", "--out", help="Output folder: report.html, report.md, report.json, "
                              "figures/ and the score cache scores/."),
     resume: bool = typer.Option(False, "--resume", help="Reuse the scores cached in OUT (a stopped audit, or one "
@@ -26,7 +29,9 @@ def audit(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty OUT, scoring everything "
                                    "again."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95% intervals (0: none)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the resamples (the same rows for every classifier)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap resamples (the same rows for every "
+                             "classifier), of the --family section's sample of flagged rows and their edit "
+                             "positions, and of the ALICE vs top-k section's prompts and sampling."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     toxic_label: str | None = opt.TOXIC_LABEL,
@@ -38,9 +43,9 @@ def audit(
     batch_size: int | None = typer.Option(None, "--batch-size", help="Texts per classifier batch."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (transformers classifiers)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto (float32), float32 or bfloat16."),
-    attack: str | None = typer.Option(None, "--attack", help="Attack families for the attack section, comma-"
-                                      "separated: obfuscate, substitute, alice (docs/attacks.md); each attacks the "
-                                      "toxic rows a classifier flags."),
+    family: str | None = typer.Option(None, "--family", help="Attack section: attack families, comma-separated: "
+                                      "obfuscate, substitute, alice (as `attack --family`, docs/attacks.md); each "
+                                      "attacks the toxic rows a classifier flags."),
     attack_n: int = typer.Option(100, "--attack-n", help="Flagged toxic rows attacked per classifier and dataset "
                                  "(a seeded sample)."),
     attack_prompts: str | None = typer.Option(None, "--attack-prompts", help="ALICE vs top-k section: upstream "
@@ -52,7 +57,9 @@ def audit(
                                  "label and decoder."),
     groups: str = typer.Option("all", "--groups", help="ALICE vs top-k section: comma-separated groups or aliases; "
                                "'all': every group of the prompt source."),
-    labels: str = typer.Option("toxic,benign", "--labels", help="ALICE vs top-k section: prompt labels."),
+    prompt_labels: str = typer.Option("toxic,benign", "--prompt-labels", help="ALICE vs top-k section: the labels "
+                                      "of the prompts decoded (toxic, benign). The datasets of --on are audited "
+                                      "with all their rows."),
     k: int = typer.Option(5, "-k", help="ALICE vs top-k section: demonstrations per prompt."),
     model: str = typer.Option(DEFAULT_LM, "--model", help="ALICE vs top-k section: language model, as for generate "
                               "(openai:URL#MODEL for a server)."),
@@ -88,7 +95,7 @@ def audit(
     from toxiforge.audit.gate import check_gate, parse_rules, run_gate, summary_line, write_junit
     from toxiforge.audit.prompt_attacks import PromptAttack, check_source
     from toxiforge.audit.report import write_report
-    from toxiforge.audit.run import AuditSettings, ClassifierSpec, run_audit
+    from toxiforge.audit.run import AuditSettings, ClassifierSpec, interruption, run_audit
     from toxiforge.data import load_specs
     from toxiforge.decoding import decoder_config
     from toxiforge.errors import InputError
@@ -97,6 +104,7 @@ def audit(
     from toxiforge.pipeline.plan import GenerationPlan
 
     opt.check_model_options(dtype, device)
+    opt.check_resume(resume, overwrite)
     if (gate_metric or junit) and not gate:
         raise InputError(f"{'--gate-metric' if gate_metric else '--junit'} sets up the release check, which is off",
                          hint="add --gate")
@@ -113,7 +121,7 @@ def audit(
         alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
                                          "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
                                          "classifier_top_extensions": classifier_top_extensions})
-        label_list = split_list(labels)
+        label_list = split_list(prompt_labels)
         plan = GenerationPlan.grid(group_names(groups, label_list, source[0], source[1]), label_list, per_cell,
                                    source=source[0], prompt_source=source[1], k=k, seed=seed)
         lm_options = {"dtype": dtype, "device": device} if not model.startswith(API_PREFIX) else {}
@@ -127,13 +135,14 @@ def audit(
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,
                              ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker),
-                             attacks=tuple(split_list(attack)) if attack else (), attack_n=attack_n,
+                             attacks=tuple(split_list(family)) if family else (), attack_n=attack_n,
                              prompt_attack=prompt_attack)
     specs = [ClassifierSpec.parse(c) for c in classifier]
-    datasets = load_specs(on)
+    datasets = load_specs(opt.dataset_specs(on), text_column=text_column, label_column=label_column)
     result = run_audit(specs, datasets, out, settings,
                        log=lambda line: console.print(line, highlight=False, soft_wrap=True))
-    paths = write_report(result, out)
+    with interruption(out):   # Ctrl-C while the report is written: the scores are kept, --resume writes it
+        paths = write_report(result, out)
     seconds = result.seconds
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)
     for kind, path in paths.items():

@@ -131,7 +131,7 @@ def experiment_debias_command(
     for category, info in lex.describe().items():
         console.print(f"{category.upper()}: {info['terms']} entries ({info['regex']} regular expressions), "
                       f"{info['source']}", highlight=False, soft_wrap=True)
-    specs = [s for value in train for s in split_list(value)]
+    specs = opt.dataset_specs(train)
     loaded = load_specs(specs, label_column=label_column, text_column=text_column)
     rows = [e for d in loaded for e in d.examples]
     split = None
@@ -142,7 +142,7 @@ def experiment_debias_command(
         console.print(f"split: {len(rows)} training and {len(test_rows)} evaluation rows ({test_fraction:g} of "
                       f"each label held out, seed {seed})", highlight=False, soft_wrap=True)
     else:
-        held = load_specs([s for value in eval_data or [] for s in split_list(value)], label_column=label_column,
+        held = load_specs(opt.dataset_specs(eval_data), label_column=label_column,
                           text_column=text_column)
     if train_rows is not None:
         available = len(rows)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from toxiforge.cli import _options as opt
-from toxiforge.cli._app import App, console, err_console, split_list
+from toxiforge.cli._app import App, console, err_console
 from toxiforge.cli.debias import BF16, PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
 from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
@@ -18,11 +18,6 @@ if TYPE_CHECKING:
 
 experiment_app = App(help="The papers' experiments as commands (ToxiGen Tables 4 and 7; Zhou et al.'s "
                                   "debiasing comparison).", no_args_is_help=True)
-
-
-def _specs(values: list[str]) -> list[str]:
-    """Dataset specs from repeated options, each possibly comma-separated."""
-    return [v for value in values for v in split_list(value)]
 
 
 def _train_config(base_model: str, tokenizer: str | None, epochs: float, max_steps: int, batch_size: int,
@@ -97,9 +92,9 @@ def train_command(
 
         raise InputError("--debias and --bias-only go together",
                          hint="e.g. --debias learned-mixin+h --bias-only toxtrig")
-    datasets = load_specs(_specs(data), label_column=label_column, text_column=text_column)
+    datasets = load_specs(opt.dataset_specs(data), label_column=label_column, text_column=text_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
-    held = [e for d in load_specs(_specs(eval_data), text_column=text_column) for e in d.examples] \
+    held = [e for d in load_specs(opt.dataset_specs(eval_data), text_column=text_column) for e in d.examples] \
         if eval_data else None
     from dataclasses import replace
 
@@ -222,8 +217,8 @@ def evaluate_command(
     from toxiforge.training.evaluate import evaluate, write_report
 
     require_empty_dir(out, overwrite)
-    datasets = load_specs(_specs(on), label_rule=label_rule, text_column=text_column, label_column=label_column,
-                          split=split)
+    datasets = load_specs(opt.dataset_specs(on), label_rule=label_rule, text_column=text_column,
+                          label_column=label_column, split=split)
     with console.status(f"loading {classifier}"):
         clf = load_classifier(classifier, device=device, batch_size=batch_size,
                               **opt.classifier_options(judge_template, judge_policy, toxic_label))
@@ -265,8 +260,8 @@ def experiment_table4(
     from toxiforge.training.experiment import run_table4
 
     started = time.perf_counter()
-    train_sets = load_specs(_specs(train), label_column=label_column)
-    eval_sets = load_specs(_specs(eval_data), label_rule=label_rule)
+    train_sets = load_specs(opt.dataset_specs(train), label_column=label_column)
+    eval_sets = load_specs(opt.dataset_specs(eval_data), label_rule=label_rule)
     config = _train_config(base_model, tokenizer, epochs, max_steps, batch_size, learning_rate, max_length, seed,
                            eval_fraction, early_stopping, device, bf16)
     table = run_table4(train_sets, eval_sets, out, config, zero_shot=zero_shot, progress=progress,

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from toxiforge._lazy import did_you_mean
 from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
 from toxiforge.data.davidson import DAVIDSON_RULES, DEFAULT_RULE, load_davidson
 from toxiforge.data.examples import LabeledData, read_any_table
@@ -54,6 +55,8 @@ OPTIONS: dict[str, tuple[str, ...]] = {"davidson": tuple(DAVIDSON_RULES)}
 # a trailing #word (no dot, so "notes#2.csv" stays a file name)
 _OPTION = re.compile(r"#([A-Za-z][\w-]*)$")
 _SAMPLE = re.compile(r"#sample=([^#]*)$")
+# what a KIND: prefix looks like (two characters at least, so a Windows drive letter C: stays a path)
+_KIND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]+")
 SAMPLE_SEED = 0
 
 
@@ -61,6 +64,14 @@ def _kind(text: str) -> str | None:
     key = text.strip().lower().replace("_", "-")
     key = ALIASES.get(key, key)
     return key if key in KINDS else None
+
+
+def unknown_kind(word: str, spec: str) -> InputError:
+    """The error for a ``KIND:`` prefix that is no kind (``hatechek:x.csv``), naming the closest kinds."""
+    known = [*KINDS, *ALIASES]
+    return InputError(f"unknown dataset kind {word!r} in {spec!r}, {did_you_mean(word.lower(), known)}",
+                      hint=f"write KIND:PATH with one of {', '.join(KINDS)} (or an alias such as humanval), or "
+                           "the PATH alone to tell the layout from the columns")
 
 
 def detect_layout(columns: Sequence[str]) -> str:
@@ -96,6 +107,8 @@ def parse_spec(spec: str) -> tuple[str | None, str | None, str | None]:
         kind = _kind(head)
         if kind is not None and not Path(text).exists():
             return name, kind, (None if rest.strip().lower() in ("", "hub") else rest.strip())
+        if kind is None and _KIND_WORD.fullmatch(head.strip()) and not Path(text).expanduser().exists():
+            raise unknown_kind(head.strip(), spec)
     kind = _kind(text)
     if kind is not None and not Path(text).exists():
         return name, kind, None

@@ -88,6 +88,8 @@ def test_contents_links_every_section_and_the_page_has_those_ids(tmp_path, hatec
     page = (out / "report.html").read_text()
     ids = re.findall(r'<h[1-3] id="([^"]+)"', page)
     assert len(ids) == len(set(ids)) and set(links) <= set(ids)
+    card = page[page.index('<section class="card">'):page.index("</section>")]   # the card in a box
+    assert '<h2 id="summary-fake-good">' in card and "contents" not in card
 
 
 @pytest.fixture

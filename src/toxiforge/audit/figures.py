@@ -138,6 +138,8 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }}
 th, td {{ border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }}
 th:first-child, td:first-child {{ text-align: left; }}
 img {{ max-width: 100%; }}
+.card {{ background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 0 1em 0.2em; }}
+.card h2 {{ margin-top: 0.5em; }}
 </style></head><body>
 {body}
 </body></html>
@@ -164,6 +166,8 @@ def render_html(markdown: str, out: str | Path) -> str:
         return f'<h{match.group(1)} id="{html.escape(anchor(text, seen))}">{match.group(2)}</h{match.group(1)}>'
 
     body = re.sub(r"<h([1-3])>(.*?)</h\1>", heading_id, body)
+    # each summary card (a "Summary" heading up to the next h2) in a box
+    body = re.sub(r'(<h2 id="summary[^"]*">.*?)(?=<h2 )', r'<section class="card">\1</section>\n', body, flags=re.S)
     title = html.escape(markdown.splitlines()[0].lstrip("# ") if markdown else "audit")
     return PAGE.format(title=title, body=body)
 

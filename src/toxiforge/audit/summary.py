@@ -25,9 +25,11 @@ CARD_METRICS = ("accuracy.roc_auc", "accuracy.f1", "accuracy.fpr_at_95_tpr", "gr
                 "hatecheck.overall", "hatecheck.over_blocking", "calibration.ece")
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |"
-                                                                            for r in rows]
+def table(header: list[str], rows: list[list[str]], *, text: bool = False) -> list[str]:
+    """A Markdown table; ``text``: its cells are words, aligned left (numbers are aligned right by the page)."""
+    rule = ":---|" if text else "---|"
+    return ["| " + " | ".join(header) + " |", "|" + rule * len(header)] + ["| " + " | ".join(r) + " |"
+                                                                         for r in rows]
 
 
 def signed(diff: Estimate, digits: int = 3) -> str:
@@ -144,7 +146,7 @@ def pair_card(result: AuditResult, c: str) -> list[str]:
     lines += table(["section", *datasets], [[SECTIONS[s], *(word(d, s) for d in datasets)] for s in sections])
     lines += ["", f"Largest differences ({c} minus {base}, paired 95% interval):", ""] + _largest(result, c)
     lines += ["", *table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
-                         [[c, *_weakest(result, c, base)], [base, *_weakest(result, base, c)]]), ""]
+                         [[c, *_weakest(result, c, base)], [base, *_weakest(result, base, c)]], text=True), ""]
     return lines
 
 
@@ -161,7 +163,7 @@ def single_card(result: AuditResult) -> list[str]:
     lines = [f"## Summary: {c}", ""] + table(["", *datasets], [[name(k), *(cell(d, k) for d in datasets)]
                                                                 for k in keys])
     lines += ["", *table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
-                         [[c, *_weakest(result, c, None)]]), ""]
+                         [[c, *_weakest(result, c, None)]], text=True), ""]
     return lines
 
 

@@ -92,6 +92,31 @@ console = _Console()  # every command prints through these two
 err_console = _Console(stderr=True)
 
 
+def command_line(ctx: typer.Context) -> str:
+    """The command being run as one shell line, ``toxiforge COMMAND`` and the options given on the command line
+    (defaults left out, each option by its long name), from the command's context (a ``ctx: typer.Context``
+    parameter): what a card records as the command that made something."""
+    import shlex
+
+    words = ["toxiforge", *ctx.command_path.split()[1:]]
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is None or source.name not in ("COMMANDLINE", "ENVIRONMENT"):
+            continue
+        value = ctx.params.get(param.name or "")
+        if param.param_type_name != "option":
+            words += [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+            continue
+        name = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        if getattr(param, "is_flag", False):
+            flag = name if value else next(iter(param.secondary_opts), None)
+            words += [flag] if flag else []
+        else:
+            values = list(value or []) if getattr(param, "multiple", False) else [value]
+            words += [w for v in values for w in (name, str(v))]
+    return shlex.join(words)
+
+
 def split_list(value: str) -> list[str]:
     """'a, b,,c' -> ['a', 'b', 'c'] (comma-separated option values)."""
     return [v.strip() for v in value.split(",") if v.strip()]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from toxiforge.cli import _options as opt
-from toxiforge.cli._app import App, console, err_console
+from toxiforge.cli._app import App, command_line, console, err_console
 from toxiforge.cli.debias import BF16, PAPER_SETTINGS, WARMUP_RATIO, WEIGHT_DECAY, training_settings
 from toxiforge.cli.experiment_debias import register_experiment_commands
 from toxiforge.models.embedded import DEFAULT_ENCODER
@@ -39,6 +39,7 @@ _DATA_HELP = ("Dataset spec [NAME=][KIND:]PATH or KIND:hub; KIND is toxigen-anno
 
 
 def train_command(
+    ctx: typer.Context,
     data: list[str] = typer.Option(..., "--data", help="Training data: " + _DATA_HELP),
     out: Path = typer.Option(..., "-o", "--out", help="Output model directory."),
     base_model: str = typer.Option(DEFAULT_ENCODER, "--base-model", help=_BASE_MODEL_HELP),
@@ -112,8 +113,10 @@ def train_command(
         console.print(f"of which {len(validation)} ({eval_fraction:.0%} of each label, --eval-fraction) are held out "
                       f"for validation after each epoch, so the model trains on {len(kept)}; --eval-fraction 0 "
                       "trains on all of them", highlight=False, soft_wrap=True)
+    from toxiforge.training.card import CardFacts
+
     common: dict[str, Any] = dict(eval_examples=held, progress=progress, overwrite=overwrite, console=err_console,
-                  data_sources=[d.source for d in datasets])
+                  data_sources=[d.source for d in datasets], card=CardFacts(command_line(ctx), datasets))
     if debias is not None and bias_only is not None:
         from toxiforge.bias.bias_only import bias_only_probabilities
         from toxiforge.training.debias import normalize_method, train_debiased

@@ -279,12 +279,15 @@ class Harden:
         assert self.recipe is not None
         start = str(previous) if self.config.init == "continue" and previous is not None else None
         config = replace(self.recipe.train, base_model=start or self.recipe.train.base_model)
+        command = train_command(config, [*self.config.data, *additions], folder)
         if self.external_training:
-            self.pending.append(train_command(config, [*self.config.data, *additions], folder))
+            self.pending.append(command)
             return folder
+        from toxiforge.training.card import CardFacts
+
         self.say(f"{what}: training {config.base_model} on {len(rows)} rows")
         train_classifier(rows, folder, config, progress=self.progress, overwrite=True,
-                         data_sources=list(self.config.data))
+                         data_sources=[*self.config.data, *additions], card=CardFacts(command))  # model card
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
 

@@ -8,6 +8,7 @@ optionally stops early, and saves a standard model directory:
 * ``config.json`` with ``id2label = {0: "benign", 1: "toxic"}``, the weights and the tokenizer, so that
   ``transformers.pipeline("text-classification", model=DIR)`` and
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
+* ``README.md``: a model card in the Hugging Face Hub's conventions (:mod:`toxiforge.training.card`);
 * ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions
   (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows, or whose final
   training loss is still at chance (ln 2 for balanced classes), also warns (a
@@ -44,6 +45,7 @@ from toxiforge._io import require_empty_dir
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError, Interrupted, ToxiforgeError, ToxiforgeWarning
 from toxiforge.models.embedded import DEFAULT_ENCODER, embedded_encoder_dir, is_embedded_encoder
+from toxiforge.training.card import CardFacts, write_model_card
 from toxiforge.training.training_log import (  # noqa: F401  (LOG_FILE is re-exported: it lived here)
     LOG_FILE,
     build_training_log,
@@ -236,7 +238,7 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
                      eval_examples: Sequence[Example] | None = None, progress: bool = True,
                      overwrite: bool = False, console: Any = None, data_sources: Sequence[str] = (),
                      callbacks: Sequence[Any] = (), trainer_class: type | None = None,
-                     trainer_kwargs: dict[str, Any] | None = None) -> TrainResult:
+                     trainer_kwargs: dict[str, Any] | None = None, card: CardFacts | None = None) -> TrainResult:
     """Fine-tune ``config.base_model`` on ``train`` and save it to ``output_dir`` (see the module docstring).
 
     ``eval_examples`` is the set evaluated after each epoch; without it ``config.eval_fraction`` of ``train`` is
@@ -248,7 +250,9 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
     positions in ``train``). ``trainer_class`` (an :class:`~toxiforge.training.indexed.IndexedTrainer` subclass,
     built with ``trainer_kwargs``) replaces the training loss, e.g. LEARNED-MIXIN.
 
-    The model is written to a staging folder and moved to ``output_dir`` when training finishes (module docstring).
+    The model is written to a staging folder and moved to ``output_dir`` when training finishes (module docstring),
+    with its model card ``README.md`` (:mod:`toxiforge.training.card`; ``card`` gives the command and the data as
+    loaded, when the caller knows them).
     """
     config = config or TrainConfig()
     output_dir = Path(output_dir)
@@ -269,6 +273,9 @@ def train_classifier(train: Sequence[Example], output_dir: str | Path, config: T
             shutil.rmtree(staging, ignore_errors=True)
         raise
     if _is_main_process():
+        if result.log:
+            write_model_card(staging, result.log, card or CardFacts(),
+                             held_out="split" if eval_examples is None else "given", name=output_dir.name)
         _move_into_place(staging, output_dir)
     return TrainResult(output_dir=output_dir, log=result.log)
 

@@ -82,3 +82,33 @@ def test_summary_ignores_a_scored_file_older_than_the_run(tmp_path):
     result = runner.invoke(app, ["summary", str(run)])
     assert "is older than the run's shards, so it is not used" in result.output
     assert f"toxiforge classify {run} -c CLASSIFIER --overwrite" in result.output
+
+
+def test_summary_of_an_attack_run_counts_attacked_statements_only(tmp_path):
+    """Issue 49 item 6: a skipped statement (the classifier already gave its source the other label) is not an
+    attack that flipped, so it is in neither the flips nor the denominator of the main table."""
+    import pyarrow as pa
+
+    from toxiforge.attacks.job import attack_schema
+    from toxiforge.records import write_table
+
+    def row(i: int, source_score: float, score: float, flipped: bool) -> dict:
+        return {"prompt": f"placeholder statement {i}", "generation": f"placeholder statement {i} edited",
+                "generation_method": "substitute", "group": "women", "prompt_label": 1, "classifier": "keyword",
+                "source_score": source_score, "classifier_score": score, "fooled": score <= 0.5, "flipped": flipped,
+                "family": "substitute", "queries": 3, "row_id": f"d/{i}", "edits": "[]", "source_text": "x",
+                "hypothesis_rank": 0, "machine_generated": True}
+
+    rows = [row(0, 0.2, 0.2, False),                      # skipped: already scored benign
+            row(1, 0.9, 0.3, True), row(2, 0.8, 0.4, True), row(3, 0.9, 0.7, False)]
+    run = tmp_path / "attack"
+    write_table(pa.Table.from_pylist(rows, schema=attack_schema()), run / "data" / "shard-00000.parquet")
+    (run / "manifest.json").write_text(json.dumps({"status": "complete", "total_rows": 4}))
+    result = runner.invoke(app, ["summary", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "2/3 (67%)" in result.output and "substitute 2/3 (66.7%)" in result.output
+    assert "3/4" not in result.output and "scored during generation" not in result.output
+    assert "source_score" not in result.output   # the source's score is no score of the attacked statements
+    assert "attack substitute: 2/3 attacked statements flipped" in result.output
+    assert "1 skipped statements (already given the other label before the attack) are not counted" in " ".join(
+        result.output.split())

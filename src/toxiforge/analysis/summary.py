@@ -10,9 +10,11 @@ generation (``generate -c``); else a score column added later by ``toxiforge cla
 is read from that file. :func:`load_summary_rows` returns the rows and a line naming the scorer; a statement counts
 as toxic when P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, the rule of every stage).
 
-An attack run (``toxiforge attack``) reads as any run (its ``generation_method`` is the family), and
-:func:`attack_lines` adds, per family, the flip rate among the statements the classifier got right and the queries
-per success (every query spent on them over the flips).
+An attack run (``toxiforge attack``) reads as any run (its ``generation_method`` is the family), with one
+difference in the label flips: they count only the statements attacked (:func:`attack_flips`). A statement the
+classifier already gave the other label is skipped by the attack, left as it is, so it neither flipped nor resisted
+and is not in the denominator, as in ``attack``'s own counts. :func:`attack_lines` adds, per family, that flip rate
+and the queries per success (every query spent on the attacked statements over the flips).
 
 ``summarize(rows)`` returns plain dicts (one per group × label × method); ``render_summary`` prints them as a
 rich table. This is what ``make demo`` and ``toxiforge summary DATA`` show.
@@ -24,13 +26,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toxiforge.errors import InputError
 from toxiforge.records import TOXIC_THRESHOLD, Row, is_toxic, label_word
 
 SCORED_FILE = "scored.parquet"  # where `toxiforge classify RUN_DIR` writes by default
-NOT_SCORES = ("classifier_score", "hypothesis_score")  # *_score columns that are not a later classifier's P(toxic)
+NOT_SCORES = ("classifier_score", "hypothesis_score", "source_score")  # *_score columns: not a later P(toxic)
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -100,8 +102,16 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
                              f"add one with `toxiforge classify {paths[0]} -c CLASSIFIER`")
     elif any(r.fooled is not None for r in rows):
         names = sorted({r.classifier for r in rows if r.fooled is not None and r.classifier})
-        notes.append(f"label flips from {', '.join(names) or 'the classifier'} (scored during generation)"
-                     + (f"; other scores: {', '.join(later)} (show them with --score-column NAME)" if later else ""))
+        skipped = attack_flips(rows, table)
+        whose = ", ".join(names) or "the classifier"
+        if skipped is None:
+            note = f"label flips from {whose} (scored during generation)"
+        else:
+            note = (f"label flips from {whose}, the attacked classifier: attacked statements it now gives the other "
+                    f"label; {skipped} skipped statements (already given the other label before the attack) are not "
+                    "counted")
+        notes.append(note + (f"; other scores: {', '.join(later)} (show them with --score-column NAME)"
+                             if later else ""))
         return rows, notes
     elif later:
         score_column = later[0]
@@ -116,6 +126,29 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
     notes.append(f"label flips from column {score_column} (P(toxic) > {TOXIC_THRESHOLD} is toxic)"
                  + (f"; other scores: {', '.join(others)} (--score-column NAME)" if others else ""))
     return rows, notes
+
+
+def attack_flips(rows: Sequence[Row], table: Any) -> int | None:
+    """On the rows of an attack run (``table``'s ``family`` set), ``fooled`` becomes the attack's ``flipped`` for
+    the statements attacked and None for those skipped (the classifier already gave the source the other label,
+    :func:`~toxiforge.attacks.job.attack_counts`'s rule), so the label flips count attacked statements only; the
+    number skipped, or None when no row is an attack's. Other rows are left as they are."""
+    from toxiforge.attacks.base import flipped_label
+    from toxiforge.attacks.job import is_attack_table
+
+    if not is_attack_table(table.column_names):
+        return None
+    columns = (table.column(c).to_pylist() for c in ("family", "flipped", "source_score"))
+    found, skipped = False, 0
+    for r, family, flipped, before in zip(rows, *columns):
+        if family is None:
+            continue
+        found = True
+        if before is not None and flipped_label(before, r.prompt_label):
+            r.fooled, skipped = None, skipped + 1
+        else:
+            r.fooled = bool(flipped)
+    return skipped if found else None
 
 
 def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:

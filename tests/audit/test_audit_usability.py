@@ -146,3 +146,35 @@ def test_a_resumed_audit_keeps_each_classifiers_describe(tmp_path, loads):
     loads.clear()
     assert _audit("-c", "fake", "--on", str(table), "-o", str(out), "--resume").exit_code == 0
     assert loads == [] and _report(out)["classifiers"][0]["describe"] == described
+
+
+def test_a_set_a_classifier_was_trained_on_is_marked(tmp_path, loads):
+    """profanity-check's package description says its training data includes Davidson et al.'s tweets: a
+    davidson: set is marked for it (report.json, a caveat beside its numbers), not for another classifier."""
+    rows = [(i, 3, 0, 3 if i % 2 else 0, 0 if i % 2 else 3, 2 if i % 2 else 1, f"placeholder tweet {i}")
+            for i in range(12)]
+    davidson = write_csv(tmp_path / "labeled_data.csv",
+                         ["", "count", "hate_speech", "offensive_language", "neither", "class", "tweet"], rows)
+    table = write_csv(tmp_path / "t.csv", ["text", "label"], [(f"placeholder {i}", i % 2) for i in range(10)])
+    out = tmp_path / "a"
+    result = _audit("-c", "profanity-check", "-c", "other", "--on", f"davidson:{davidson}", "--on", str(table),
+                    "-o", str(out))
+    assert result.exit_code == 0, result.output
+    report = _report(out)
+    found = report["results"]["profanity-check"]["Davidson (toxic)"]["contaminated"]
+    assert len(found) == 1 and "Davidson et al. 2017" in found[0] and "package description" in found[0]
+    assert "contaminated" not in report["results"]["other"]["Davidson (toxic)"]
+    assert "contaminated" not in report["results"]["profanity-check"]["t"]
+    assert any("Davidson" in t for t in report["classifiers"][0]["trained_on"])
+    assert report["classifiers"][1]["trained_on"] == []
+    markdown = (out / "report.md").read_text()
+    assert "**Caveat: profanity-check was trained on this data**" in markdown
+    assert "| profanity-check (trained on this data) |" in markdown and "| other (trained on this data)" not in markdown
+
+
+def test_classifiers_lists_known_training_data():
+    result = runner.invoke(app, ["classifiers"], terminal_width=400)
+    assert result.exit_code == 0
+    line = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("profanity-check"))
+    assert "known training data" in result.output and "Davidson et al. 2017" in " ".join(result.output.split())
+    assert "alt-profanity-check" in line

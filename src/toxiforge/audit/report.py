@@ -93,10 +93,14 @@ def _dataset(result: AuditResult, data: LabeledData, names: list[str], figures: 
              f"{data.layout} from {data.source}.", ""]
     notes = [*data.notes, *result.pair(names[0], d).sections.get("notes", [])]   # label rule, #sample=N, one label
     lines += [f"* {note}" for note in notes] + ([""] if notes else [])
+    trained = {c: found for c in names if (found := result.pair(c, d).sections.get("contaminated"))}
+    lines += [f"**Caveat: {c} was trained on this data** ({'; '.join(found)}), so its numbers on {d} are not "
+              "held-out numbers." for c, found in trained.items()] + ([""] if trained else [])
     accuracy = [*HEADLINES["accuracy"], *RATE_METRICS]
     lines += ["### Accuracy", ""] + table(["classifier", *(name(m if m in RATE_METRICS else f"accuracy.{m}")
                                                            for m in accuracy)], [
-        [c, *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in accuracy)] for c in names])
+        [c + (" (trained on this data)" if c in trained else ""),
+         *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in accuracy)] for c in names])
     if f"roc:{d}" in figures:
         lines += ["", f"![ROC curves]({figures[f'roc:{d}']})"]
     lines += ["", "### Groups", ""] + _groups(result, data, names, figures)

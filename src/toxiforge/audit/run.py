@@ -149,6 +149,7 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
                settings: AuditSettings, *, loader: Callable[..., Any] | None,
                log: Callable[[str], None]) -> AuditResult:
     from toxiforge.audit.report import clear_report
+    from toxiforge.classifiers.registry import contamination, known_training_sets
     from toxiforge.classifiers.scoring import score_texts
 
     if loader is None:
@@ -183,7 +184,8 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
     started = time.perf_counter()
     for c in classifiers:
         key = classifier_digest(c.spec, settings.classifier_options)
-        info[c.name] = {"spec": c.spec, "digest": key}
+        info[c.name] = {"spec": c.spec, "digest": key,
+                        "trained_on": [t.describe() for t in known_training_sets(c.spec)]}
         clf = None
 
         def loaded(c: ClassifierSpec = c) -> Any:
@@ -250,6 +252,10 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
              for k, (s, now) in all_scores.items()}
     for pair, section in attack_sections.items():
         pairs[pair].sections["attacks"] = section
+    for c in classifiers:   # a set that holds a classifier's known training data: its numbers are not held-out ones
+        for data in datasets:
+            if trained_on := contamination(c.spec, data.layout):
+                pairs[(c.name, data.name)].sections["contaminated"] = trained_on
     comparison: dict[str, dict[str, Any]] = {}
     first = classifiers[0].name
     for data in datasets:

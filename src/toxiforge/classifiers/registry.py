@@ -53,6 +53,51 @@ HUB_CLASSIFIERS: dict[str, HubClassifier] = {
 }
 
 PROFANITY_CHECK = "profanity-check"
+
+
+class TrainingSet(NamedTuple):
+    """Data a registered classifier is known to have been trained on: ``kind`` the dataset kind
+    (:data:`toxiforge.data.registry.KINDS`) whose sets hold that data (None: no loader of toxiforge reads it), what
+    it is in words, and where that is said."""
+
+    kind: str | None
+    data: str
+    said_by: str
+
+    def describe(self) -> str:
+        return f"{self.data}, per {self.said_by}"
+
+
+_TOXIGEN_PAPER = "the ToxiGen paper, section 5 (fine-tuned on the training portion of ToxiGen)"
+# Registry name -> its known training data: only what the package or model description says (docs/audit.md).
+KNOWN_TRAINING_SETS: dict[str, tuple[TrainingSet, ...]] = {
+    PROFANITY_CHECK: (
+        TrainingSet("davidson", "Davidson et al. 2017's tweets (t-davidson/hate-speech-and-offensive-language)",
+                    "alt-profanity-check's package description"),
+        TrainingSet(None, "the Jigsaw Toxic Comment Classification Challenge (Kaggle)",
+                    "alt-profanity-check's package description")),
+    "toxigen-roberta": (TrainingSet("toxigen-train", "ToxiGen's machine-generated statements", _TOXIGEN_PAPER),),
+    "toxigen-hatebert": (TrainingSet("toxigen-train", "ToxiGen's machine-generated statements", _TOXIGEN_PAPER),),
+    "detoxify-original": (TrainingSet(None, "the Jigsaw Toxic Comment Classification data",
+                                      "the checkpoint's description"),),
+    "detoxify-unbiased": (TrainingSet(None, "the Jigsaw Unintended Bias in Toxicity Classification data",
+                                      "the checkpoint's description"),),
+}
+
+
+def known_training_sets(spec: str | Path) -> tuple[TrainingSet, ...]:
+    """The known training data of the registered classifier ``spec`` names (none for any other -c value: a
+    model directory, a hub id, a judge)."""
+    text = str(spec)
+    return () if Path(text).exists() else KNOWN_TRAINING_SETS.get(Registry.key(text), ())
+
+
+def contamination(spec: str | Path, kind: str) -> list[str]:
+    """The known training data of ``spec`` that a dataset of loader kind ``kind`` holds (``davidson`` for
+    profanity-check), described: that classifier's numbers on such a set are not held-out ones."""
+    return [t.describe() for t in known_training_sets(spec) if t.kind is not None and t.kind == kind]
+
+
 JUDGE_OPTIONS = ("template", "policy")   # load_classifier options that only a judge:MODEL takes
 HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
 
@@ -123,17 +168,24 @@ class CatalogEntry(NamedTuple):
     source: str
     score: str
     description: str
+    trained_on: str   # the known training data (KNOWN_TRAINING_SETS), "-" when none is known
+
+
+def _trained_on(name: str) -> str:
+    return "; ".join(t.describe() for t in known_training_sets(name)) or "-"
 
 
 def classifier_catalog() -> list[CatalogEntry]:
-    """Every registered classifier with its kind and score rule, then the judge form ``judge:MODEL``."""
-    rows = [CatalogEntry(name, e.kind, e.hub_id, SCORE_RULES[e.kind], e.description)
+    """Every registered classifier with its kind, score rule and known training data, then the judge form
+    ``judge:MODEL``."""
+    rows = [CatalogEntry(name, e.kind, e.hub_id, SCORE_RULES[e.kind], e.description, _trained_on(name))
             for name, e in HUB_CLASSIFIERS.items()]
     rows.append(CatalogEntry(PROFANITY_CHECK, "lexical", "alt-profanity-check (pip, offline)", SCORE_RULES["lexical"],
-                             "profanity and explicit insults by their words; not implicit hate"))
+                             "profanity and explicit insults by their words; not implicit hate",
+                             _trained_on(PROFANITY_CHECK)))
     rows.append(CatalogEntry(f"{JUDGE_PREFIX}MODEL", "judge", "any --model name (embedded smollm2-135m offline, hub "
                              "id, directory, .gguf, openai:URL#MODEL)", SCORE_RULES["judge"],
-                             "a guard LLM or any instruct model asked a yes/no question"))
+                             "a guard LLM or any instruct model asked a yes/no question", "-"))
     return rows
 
 

@@ -92,15 +92,16 @@ def classify(
 
 
 def classifiers_list() -> None:
-    """List the registered classifiers (kind, source, how the score is computed) and the judge templates."""
+    """List the registered classifiers (kind, source, how the score is computed, known training data) and the judge
+    templates."""
     from rich.table import Table
 
     from toxiforge.classifiers.judge_templates import ALIASES, DEFAULT_TEMPLATE, TEMPLATES
     from toxiforge.classifiers.registry import classifier_catalog
 
     table = Table(title="Classifiers (-c NAME; also a model directory or a hub id owner/name)")
-    for column in ("name", "kind", "source", "score", "description"):
-        table.add_column(column, ratio=1 if column in ("score", "description") else None)
+    for column in ("name", "kind", "source", "score", "description", "known training data"):
+        table.add_column(column, ratio=1 if column in ("score", "description", "known training data") else None)
     for row in classifier_catalog():
         table.add_row(*row)
     console.print(table)

@@ -1,33 +1,52 @@
-"""Where an ALICE step's time goes with a transformer sequence classifier (docs/benchmarks.md, issue 22).
+"""Where an ALICE step's time goes on the CPU, per phase (docs/benchmarks.md, issues 22 and 47).
 
-Times each part of ``alice_search`` (LM forward, KV-cache reorder, candidate-text decoding, classifier
-tokenisation + padding, classifier forward, the rest) for one prompt at the paper's settings (10 beams, 100
-candidates), ``STEPS`` steps. The classifier is a MiniLM (the embedded all-MiniLM-L6-v2) with a random
-classification head, the same compute as a fine-tuned one, or the fine-tuned directory ``CLASSIFIER``.
+Times each phase of ``alice_search`` — LM forward, KV-cache reorder, LM log-softmax at the temperature, the token
+constraints (prompt ban, no-repeat, require-text), candidate selection and beam bookkeeping, candidate-text
+decoding, classifier tokenization, classifier forward, the rest of pruning — over ``--steps`` steps of a batch of
+``--prompts`` prompts at the paper's settings (10 beams, 100 candidates), ``--repeats`` times, and prints each
+phase's median. Prompts: 5 lines of each toxigen-dev demonstration file (hate and neutral alternately, so targets
+of both classes share the batch; placeholder text when ``../shared/data`` is absent). The LM is the embedded
+SmolLM2-135M, the classifier the embedded all-MiniLM-L6-v2 with a random 2-class head (a fine-tuned MiniLM's
+compute) or the classifier ``--classifier`` names. Phases are found by name, so the script also profiles an
+older checkout (``PYTHONPATH=<checkout>/src``); a phase that checkout lacks reads 0.
 
-    python benchmarks/alice_step_profile.py STEPS [prune|full] [CLASSIFIER]
+    OMP_NUM_THREADS=1 python benchmarks/alice_step_profile.py --steps 6 --prompts 8 --repeats 3
+    OMP_NUM_THREADS=1 python benchmarks/alice_step_profile.py --steps 6 --prompts 1 --full   # every candidate
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
 import inspect
-import sys
+import statistics
 import time
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, BertForSequenceClassification
 
+import toxiforge.decoding.alice as alice
+import toxiforge.decoding.scorers as scorers
 import toxiforge.models.transformers_lm as tlm
 from toxiforge.classifiers import load_classifier
 from toxiforge.classifiers.hf import HFClassifier
-from toxiforge.decoding.alice import AliceConfig, alice_search
 from toxiforge.models import load_language_model
 from toxiforge.models.embedded import embedded_encoder_dir
 
 TIMES: collections.Counter = collections.Counter()
 CALLS: collections.Counter = collections.Counter()
+DATA = Path(__file__).resolve().parents[1] / "../shared/data/toxigen-dev/demonstrations"
+PHASES = {  # phase -> (module or class, attribute) timed; a missing attribute is skipped
+    "LM forward": [(tlm.TransformersSession, "_forward")],
+    "LM KV-cache reorder": [(tlm.TransformersSession, "select")],
+    "LM log-softmax / T": [(alice, "lm_scores")],
+    "constraints": [(scorers.PromptTokenBan, "__call__"), (scorers.NoRepeatNGram, "__call__"),
+                    (scorers.RequireText, "__call__"), (alice, "apply_constraints")],
+    "beam bookkeeping": [(alice, name) for name in ("top_continuations", "record_finished", "next_beams",
+                                                    "search_done", "step_candidates")],
+    "pruning (all of it)": [(alice, "pruned_classifier_scores")],
+}
+NESTED = ("candidate texts (LM batch_decode)", "classifier tokenization", "classifier forward", "classifier total")
 
 
 def timed(name, fn):
@@ -46,56 +65,101 @@ class TimedTokenizer:
         self.tokenizer = tokenizer
 
     def __call__(self, *args, **kwargs):
-        return timed("classifier tokenisation + padding", self.tokenizer)(*args, **kwargs)
+        return timed("classifier tokenization", self.tokenizer)(*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.tokenizer, name)
 
 
+def prompts(n: int) -> tuple[list[str], list[int]]:
+    """``n`` prompts of 5 demonstration lines each, hate and neutral files alternately; labels 1 and 0."""
+    files = sorted(DATA.glob("*/*.txt")) if DATA.is_dir() else []
+    hate = [(f, 1) for f in files if f.name.startswith("hate")]
+    chosen = [pair for two in zip(hate, [(f, 0) for f in files if f.name.startswith("neutral")]) for pair in two]
+    out, labels = [], []
+    for i in range(n):
+        if chosen:
+            path, label = chosen[i % len(chosen)]
+            lines = [line.strip().lstrip("- ") for line in path.read_text().splitlines() if line.strip()]
+            lines = lines[5 * (i // len(chosen)):][:5]
+        else:
+            lines, label = [f"placeholder statement {i} number {j}" for j in range(5)], i % 2
+        out.append("".join(f"- {line}\n" for line in lines) + "-")
+        labels.append(label)
+    return out, labels
+
+
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    prune = (sys.argv[2] if len(sys.argv) > 2 else "prune") == "prune"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--full", action="store_true", help="score every candidate (prune=False)")
+    parser.add_argument("--classifier", help="a classifier name or folder (default: random-head MiniLM)")
+    args = parser.parse_args()
     torch.manual_seed(0)
-    if len(sys.argv) > 3:
-        clf = load_classifier(sys.argv[3])
+    if args.classifier:
+        clf = load_classifier(args.classifier)
     else:
+        from transformers import AutoTokenizer, BertForSequenceClassification
+
         folder = embedded_encoder_dir()
-        model = BertForSequenceClassification.from_pretrained(folder, num_labels=2)
+        model = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
         model.config.architectures = ["BertForSequenceClassification"]
         clf = HFClassifier(model, AutoTokenizer.from_pretrained(folder))
     lm = load_language_model()
     clf.tokenizer = TimedTokenizer(clf.tokenizer)
     clf.model.forward = timed("classifier forward", clf.model.forward)
     clf.class_log_probs = timed("classifier total", clf.class_log_probs)
-    lm.batch_decode = timed("LM batch_decode (candidate texts)", lm.batch_decode)
-    tlm.TransformersSession._forward = timed("LM forward", tlm.TransformersSession._forward)
-    tlm.TransformersSession.select = timed("LM KV-cache reorder", tlm.TransformersSession.select)
-    options = {}
-    if "prune" in inspect.signature(alice_search).parameters:  # an older checkout has no pruning
+    lm.batch_decode = timed("candidate texts (LM batch_decode)", lm.batch_decode)
+    for phase, targets in PHASES.items():
+        for owner, attribute in targets:
+            if attribute in vars(owner):
+                setattr(owner, attribute, timed(phase, getattr(owner, attribute)))
+    texts, labels = prompts(args.prompts)
+    targets = [0 if label == 1 else 1 for label in labels]
+    options = {"prune": not args.full} if "prune" in inspect.signature(alice.alice_search).parameters else {}
+    stats = None
+    if options:
         from toxiforge.decoding.pruning import PruningStats
-
-        options = {"prune": prune, "pruning_stats": PruningStats()}
-    # the measured prompt: the first 5 benign toxigen-dev sentences about one group (placeholder text without them)
-    source = Path(__file__).resolve().parents[1] / "../shared/data/toxigen-dev/demonstrations/race" \
-        / "neutral_asian_sentences.txt"
-    lines = [line.strip().lstrip("- ") for line in source.read_text().splitlines() if line.strip()][:5] \
-        if source.is_file() else ["a plain line of placeholder text", "another neutral line about group alpha"]
-    prompt = "".join(f"- {line}\n" for line in lines) + "-"
-    alice_search(lm, [prompt], [1], AliceConfig(max_new_tokens=1), classifier=clf)  # warm-up
-    TIMES.clear()
-    CALLS.clear()
-    started = time.perf_counter()
-    alice_search(lm, [prompt], [1], AliceConfig(max_new_tokens=steps), classifier=clf, groups=["asian"], **options)
-    total = time.perf_counter() - started
-    print(f"prune={options.get('prune', 'n/a')}: {steps} steps, {total:.1f} s ({total / steps:.2f} s/step)")
-    for name, seconds in sorted(TIMES.items(), key=lambda kv: -kv[1]):
-        print(f"  {name:36s} {seconds:8.2f} s {100 * seconds / total:5.1f}%  calls {CALLS[name]}")
-    parts = ("classifier total", "LM batch_decode (candidate texts)", "LM forward", "LM KV-cache reorder")
-    print(f"  {'the rest (Python)':36s} {total - sum(TIMES[p] for p in parts):8.2f} s")
-    if "pruning_stats" in options:
-        stats = options["pruning_stats"]
-        print(f"  pruning: {stats.scored} of {stats.eligible} eligible candidates scored, per step "
-              f"{stats.calls_by_step}")
+    config = alice.AliceConfig(max_new_tokens=args.steps)
+    alice.alice_search(lm, texts[:1], targets[:1], alice.AliceConfig(max_new_tokens=1), classifier=clf)  # warm-up
+    runs: list[dict[str, float]] = []
+    calls: dict[str, int] = {}
+    for _ in range(args.repeats):
+        TIMES.clear()
+        CALLS.clear()
+        if options:
+            stats = options["pruning_stats"] = PruningStats()
+        started = time.perf_counter()
+        alice.alice_search(lm, texts, targets, config, classifier=clf, **options)
+        total = time.perf_counter() - started
+        measured = {name: TIMES[name] for name in [*PHASES, *NESTED]}
+        top = sum(measured[p] for p in PHASES)
+        measured["pruning: the rest (bookkeeping)"] = measured["pruning (all of it)"] - \
+            measured["classifier total"] - measured["candidate texts (LM batch_decode)"]
+        measured["classifier: the rest (transfers, sorting)"] = measured["classifier total"] - \
+            measured["classifier tokenization"] - measured["classifier forward"]
+        measured["the rest of the loop (Python, top-k)"] = total - top
+        measured["total"] = total
+        runs.append(measured)
+        calls = dict(CALLS)
+    print(f"{args.prompts} prompts, {args.steps} steps, prune={not args.full}, {args.repeats} runs, "
+          f"torch threads {torch.get_num_threads()}: medians")
+    order = ["total", "LM forward", "LM KV-cache reorder", "LM log-softmax / T", "constraints", "beam bookkeeping",
+             "the rest of the loop (Python, top-k)", "pruning (all of it)", "candidate texts (LM batch_decode)",
+             "classifier tokenization", "classifier forward", "classifier: the rest (transfers, sorting)",
+             "pruning: the rest (bookkeeping)"]
+    for name in order:
+        values = [run[name] for run in runs]
+        median = statistics.median(values)
+        share = 100 * median / statistics.median(run["total"] for run in runs)
+        print(f"  {name:44s} {median:8.3f} s {share:5.1f}%  ({' '.join(f'{v:.2f}' for v in values)})"
+              f"  calls {calls.get(name, '-')}")
+    print(f"  per step: {statistics.median(run['total'] for run in runs) / args.steps:.3f} s")
+    if stats is not None:
+        print(f"  last run: {stats.scored} of {stats.eligible} eligible texts scored, {stats.rounds} rounds, "
+              f"{calls.get('classifier total', 0)} classifier calls")
 
 
 if __name__ == "__main__":

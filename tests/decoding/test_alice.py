@@ -203,7 +203,9 @@ def test_classifier_top_n_limits_classifier_calls(tiny_tokenizer):
                                                    classifier_top_n=4), classifier=clf, prune=False,
                  pruning_stats=stats)
     assert stats.eligible_by_step == [4] + [8] * (len(stats.eligible_by_step) - 1)
-    assert all(len(c) <= 4 for c in clf.calls) and sum(map(len, clf.calls)) == stats.scored  # batches of 2 × beams
+    # unpruned: one call per step with every eligible text (issue 47: no longer batches of 2 × beams)
+    assert [len(c) for c in clf.calls] == stats.calls_by_step and all(len(c) <= 8 for c in clf.calls)
+    assert len(clf.calls) == len(stats.eligible_by_step) and sum(map(len, clf.calls)) == stats.scored
 
 
 def test_classifier_top_extensions_is_upstreams_set(tiny_tokenizer):

@@ -18,9 +18,10 @@ stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; 
 (:mod:`.scorers`, one protocol): the prompt ban, the no-repeat rule, the stop-token rule and the classifier term.
 All prompts and beams of a batch go through the LM in one forward pass per step; the KV cache is reordered on
 the device; prompts whose search has ended leave the batch. The classifier scores only the candidates that can
-still become a beam or a finished hypothesis, best LM bound first, in batches fixed per prompt (exact pruning,
-:mod:`.pruning`: the results are those of scoring every candidate, as the paper does, bit for bit, at a fraction
-of the cost).
+still become a beam or a finished hypothesis, best LM bound first, every prompt's candidates of a round in one
+classifier call (exact pruning, :mod:`.pruning`: the results are those of scoring every candidate, as the paper
+does — bit for bit with a classifier whose scores depend only on the text, up to padding noise in the last bits
+of a score with a padded one — at a fraction of the cost).
 
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the

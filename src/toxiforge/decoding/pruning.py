@@ -19,18 +19,20 @@ prompt's beam 0 at step 1. With the ties broken by position (:func:`~toxiforge.d
 sorts stably), the chosen beams and finished hypotheses, with their scores, are exactly those of scoring every
 candidate: ``tests/decoding/test_alice_pruning.py`` checks it over seeds, λ weights, stop rules and options.
 
-*Bit for bit with real classifiers.* A padded transformer classifier's log-probs for a text move in the last bits
-with the batch it is scored in (padding length and batch size change the kernels: ~1e-7 for a tiny BERT), so
-equal scores need equal batches. The batches are fixed before any is scored: each prompt's live candidates, best
-bound first (ties by position), cut into a first batch of ``round_size`` (``2 × num_beams``) and then batches of a
-quarter of that; a round scores the next batch of each prompt that still needs a candidate, one
-``class_log_probs`` call per batch. The unpruned reference
-(``exhaustive``, ``alice_search(prune=False)``) scores every batch, so each text pruning scores is in the same
-call, with the same texts, in both searches. (A round scores a whole batch where the needed candidates are fewer,
-prompts no longer share a call, and a text two prompts reach is scored for each: that is the price.)
+*Batched across prompts* (issue 47). A round takes, from every prompt that still needs a candidate, its best-bounded
+needed candidates (``2 × num_beams`` in its first round, a quarter of that in later ones) and scores all of them
+in one ``class_log_probs`` call, which batches them by length (:class:`~toxiforge.classifiers.hf.HFClassifier`
+sorts by length and cuts batches of its ``batch_size``), so a step makes one classifier call per round, not one
+per prompt and round. The search's results do not depend on which candidates a round takes, only on their scores;
+with a classifier whose scores depend only on the text they equal the unpruned search's bit for bit
+(``tests/decoding/test_alice_pruning.py``). A padded transformer classifier's log-probs for a text move in the
+last bits with the batch it is scored in (padding length and batch size change the kernels: ~1e-7 for a tiny
+BERT on the CPU), and batches now mix prompts, so a score can differ from the unpruned search's (or from one
+prompt searched alone) by that float noise; a statement changes only where two candidates' totals are that close
+(the test counts them).
 
-Identical texts (two beams of a prompt reaching the same string, or tokens that decode alike) are scored once per
-step and prompt. A classifier that returns a positive log-probability breaks the bound; the step then scores every
+Identical texts (two beams or two prompts reaching the same string, or tokens that decode alike) are scored once
+per step. A classifier that returns a positive log-probability breaks the bound; the step then scores every
 candidate.
 """
 
@@ -70,31 +72,26 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
 
     ``scores`` and ``token_ids`` are ``[rows, n]`` (the weighted LM step scores of each row's candidates),
     ``finishes [rows, n]`` marks the candidates that would end their hypothesis. ``round_size`` is the number of
-    candidates per prompt in a batch (default ``2 × num_beams``). ``exhaustive`` scores every candidate, in the same
-    batches (the unpruned reference: ``alice_search(prune=False)``)."""
+    candidates a prompt sends to its first round (default ``2 × num_beams``; later rounds a quarter of it).
+    ``exhaustive`` scores every candidate, in one round (the unpruned reference: ``alice_search(prune=False)``)."""
     width, n = state.num_beams, scores.shape[1]
-    slots = state.rows // width
-    running = state.running.view(-1, 1).to(scores.device)
+    slots, device = state.rows // width, scores.device
+    running = state.running.view(-1, 1).to(device)
     live = torch.isfinite(scores) & (running > MASKED / 2)
     bound = (running + scores).view(slots, width * n)           # = the total when the classifier term is 0
     pending = live.view(slots, width * n).clone()
     known = bound.masked_fill(pending, float("-inf"))           # totals known so far (-inf: not yet)
-    finishing = finishes.view(slots, width * n)
-    out = scores.clone()
-    flat_out = out.view(slots, width * n)
-    prefixes = state.generated.tolist()
+    finishing = finishes.view(slots, width * n).to(device)
+    flat_out = scores.clone().view(slots, width * n)
     tokens = token_ids.reshape(slots, width * n)
-    targets = state.targets.view(slots, width)
-    per_round = round_size or 2 * width
-    # after the first batch, few more candidates are usually needed: smaller batches waste fewer classifier calls
-    follow_up = max(1, per_round // 4)
-    # The batches: each prompt's live candidates, best bound first (ties by position), cut into ``per_round``.
-    # They depend on the LM scores only, never on which candidates pruning skips, so a text's class log-probs come
-    # from the same classifier call (same texts, same padding) whether the search prunes or not.
+    first, follow_up = (round_size or 2 * width), max(1, (round_size or 2 * width) // 4)
+    # each prompt's candidates, best bound first (ties by position): a round takes a prompt's best needed ones
     order = torch.sort(bound.masked_fill(~pending, float("-inf")), dim=1, descending=True, stable=True).indices
-    order, counts = order.tolist(), pending.sum(dim=1).tolist()
-    next_batch = [0] * slots
-    caches: list[dict[str, torch.Tensor]] = [{} for _ in range(slots)]  # per prompt: text -> its class log-probs
+    rounds = torch.zeros((slots, 1), dtype=torch.long, device=device)  # rounds in which each prompt sent texts
+    targets = state.targets.tolist()                            # host tensor: no device sync
+    prefixes: list[list[int]] | None = None                     # the generated ids, copied once when first needed
+    index: dict[str, int] = {}                                   # text -> its row in ``scored`` (one per step)
+    scored: list[torch.Tensor] = []
     everything = exhaustive
     if stats is not None:
         stats.eligible += int(pending.sum())
@@ -108,37 +105,36 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
             threshold_running = kth_best(known.masked_fill(finishing, float("-inf")), width)
             threshold = torch.where(finishing, threshold_all.view(-1, 1), threshold_running.view(-1, 1))
             need = pending & (bound >= threshold)
-        needy = need.any(dim=1).nonzero().view(-1).tolist()
-        if not needy:
+        # this round: each prompt's best needed candidates, ``first`` in its first round and ``follow_up`` after
+        # (all of them when scoring everything); every prompt's picks go to one classifier call
+        need_sorted = need.gather(1, order)
+        size = torch.where(rounds == 0, first, follow_up) if not everything else torch.full_like(rounds, width * n)
+        take = need_sorted & (need_sorted.cumsum(dim=1) <= size)
+        slot_idx, position = take.nonzero(as_tuple=True)
+        if slot_idx.numel() == 0:                                # the round's one host-device sync
             break
-        # every prompt that still needs a candidate scores its next batch (the best-bounded pending ones)
-        picks = []
-        for slot in needy:
-            k = next_batch[slot]
-            begin, size = (0, per_round) if k == 0 else (per_round + (k - 1) * follow_up, follow_up)
-            picks += [(slot, flat) for flat in order[slot][begin:min(begin + size, counts[slot])]]
-            next_batch[slot] += 1
-        slot_idx = torch.tensor([s for s, _ in picks], dtype=torch.long, device=scores.device)
-        flat_idx = torch.tensor([f for _, f in picks], dtype=torch.long, device=scores.device)
-        beam_idx = flat_idx // n
-        rows = (slot_idx * width + beam_idx).tolist()
-        toks = tokens[slot_idx, flat_idx].tolist()
-        wanted = targets[slot_idx.cpu(), beam_idx.cpu()].tolist()
+        rounds += need.any(dim=1, keepdim=True)
+        flat_idx = order[slot_idx, position]
+        rows_t = slot_idx * width + flat_idx // n
+        rows, toks = torch.stack([rows_t, tokens[slot_idx, flat_idx]]).tolist()
+        if prefixes is None:
+            prefixes = state.generated.tolist()
         texts = [complete_text(t) for t in term.batch_decode([prefixes[r] + [tok] for r, tok in zip(rows, toks)])]
-        for slot in needy:  # one classifier call per batch: batching inside the classifier cannot mix batches
-            cache = caches[slot]
-            new = list(dict.fromkeys(text for (s, _), text in zip(picks, texts) if s == slot and text not in cache))
-            if new:
-                cache.update(zip(new, term.class_log_probs(new).unbind(0)))
-                if stats is not None:
-                    stats.scored += len(new)
-                    stats.calls_by_step[-1] += len(new)
+        new = [text for text in dict.fromkeys(texts) if text not in index]
+        if new:  # one call for every prompt's texts; the classifier batches them by length
+            index.update({text: len(index) + i for i, text in enumerate(new)})
+            scored.append(term.class_log_probs(new).float().cpu())
+            if stats is not None:
+                stats.scored += len(new)
+                stats.calls_by_step[-1] += len(new)
         if stats is not None:
             stats.rounds += 1
-        clf = torch.stack([caches[s][text][target] for (s, _), text, target in zip(picks, texts, wanted)]).to(scores)
-        everything = everything or bool((clf > 0).any())
-        step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf)
+        table = torch.cat(scored) if len(scored) > 1 else scored[0]
+        scored = [table]
+        clf = table[torch.tensor([index[t] for t in texts]), torch.tensor([targets[r] for r in rows])]
+        everything = everything or bool((clf > 0).any())            # host tensor: no device sync
+        step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf.to(scores))
         flat_out[slot_idx, flat_idx] = step
-        known[slot_idx, flat_idx] = running.view(-1)[slot_idx * width + beam_idx] + step
+        known[slot_idx, flat_idx] = running.view(-1)[rows_t] + step
         pending[slot_idx, flat_idx] = False
     return flat_out.masked_fill(pending, float("-inf")).view_as(scores)

@@ -178,3 +178,4 @@ def test_classifiers_lists_known_training_data():
     line = next(line for line in result.output.splitlines() if line.strip("│ ").startswith("profanity-check"))
     assert "known training data" in result.output and "Davidson et al. 2017" in " ".join(result.output.split())
     assert "alt-profanity-check" in line
+

@@ -218,3 +218,12 @@ def test_report_and_harden_seeds_refuse_to_overwrite_too(labelled, tmp_path, mon
     result = runner.invoke(app, ["harden-seeds", str(tmp_path / "run-a"), str(tmp_path / "run-b"), "-o", str(seeds)])
     assert "output file exists" in str(result.exception) and "--overwrite" in str(result.exception)
     assert (seeds / "harden-seeds.md").read_text() == "earlier tables"
+
+
+@pytest.mark.parametrize("command", [["audit", "-c", "profanity-check", "--on", "x.csv"],
+                                     ["experiment", "debias", "--train", "x.csv", "--test-fraction", "0.5"]])
+def test_resume_with_overwrite_is_refused(tmp_path, command):
+    """--resume continues from what -o holds and --overwrite starts it again: together they are refused (issue 49)."""
+    result = runner.invoke(app, [*command, "-o", str(tmp_path / "a"), "--resume", "--overwrite"])
+    assert "--resume and --overwrite contradict each other" in str(result.exception)
+    assert not (tmp_path / "a").exists()

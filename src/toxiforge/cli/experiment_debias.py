@@ -107,6 +107,7 @@ def experiment_debias_command(
         return value if value is not None else (small if smoke else default)
 
     opt.check_model_options(relabel_dtype, dtype_flag="--relabel-dtype")
+    opt.check_resume(resume, overwrite)
     require_empty_dir(out, overwrite or resume, flag="--overwrite (start again) or --resume (go on)")
     if (eval_data is None) == (test_fraction is None):
         raise InputError("give the evaluation data as --eval DATA or as --test-fraction F of --train, not "

@@ -16,10 +16,10 @@ def attack_command(
                                                    "hatecheck:FILE, demonstrations:DIR, table:FILE, ...) or a "
                                                    "generation run folder; repeat or separate with commas for "
                                                    "several."),
-    family: list[str] = typer.Option(..., "--family", help="One family per run: obfuscate (character edits), "
-                                     "substitute (word substitution) or alice (ALICE generation)."),
-    classifier: list[str] = typer.Option(..., "--classifier", "-c", help="The attacked classifier (one per run): a "
-                                         "model directory, registry name, hub id or judge:MODEL."),
+    family: list[str] = typer.Option(..., "--family", metavar="<str>", help="One family per run: obfuscate "
+                                     "(character edits), substitute (word substitution) or alice (ALICE generation)."),
+    classifier: list[str] = typer.Option(..., "--classifier", "-c", metavar="<str>", help="The attacked classifier "
+                                         "(one per run): a model directory, registry name, hub id or judge:MODEL."),
     out: Path = typer.Option(..., "-o", "--out", help="Output directory (shards + manifest.json)."),
     labels: str | None = typer.Option(None, "--labels", help="Attack only statements of these labels "
                                                              "(toxic,benign). Default: all."),

@@ -36,6 +36,15 @@ OUTPUT_LICENSE_TEXT = (
     "terms that apply before publishing this folder.")
 
 
+def hub_dataset_id(layout: str) -> str | None:
+    """The hub id of the published dataset a layout reads (ToxiGen's, SBF's), for a card's ``datasets`` and
+    ``model-index``; None for the others (local files, toxiforge runs)."""
+    from toxiforge.data.benchmarks import SBF_HUB_ID
+    from toxiforge.data.toxigen import HUB_ID
+
+    return {"toxigen-annotated": HUB_ID, "toxigen-train": HUB_ID, "sbf": SBF_HUB_ID}.get(layout)
+
+
 def size_category(n: int) -> str:
     """The Hub's ``size_categories`` value for ``n`` rows."""
     bounds = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),

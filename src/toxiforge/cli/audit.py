@@ -88,10 +88,14 @@ def audit(
                                           "0.01). Default: every metric at 0.01."),
     junit: Path | None = typer.Option(None, "--junit", help="With --gate: write the checks as JUnit XML (one "
                                       "testcase per candidate x dataset x metric) for CI."),
+    model_card: Path | None = typer.Option(None, "--model-card", help="The folder of one -c (e.g. from toxiforge "
+                                           "train): add the audit's results to its model card README.md "
+                                           "(model-index metadata and an Audit section; a rerun replaces them)."),
 ) -> None:
     """Audit classifiers on datasets and write one report (HTML, Markdown, JSON, PNG figures); --gate makes it a
     release check."""
     from toxiforge._io import require_empty_dir
+    from toxiforge.audit.card import card_classifier, update_model_card
     from toxiforge.audit.gate import check_gate, parse_rules, run_gate, summary_line, write_junit
     from toxiforge.audit.prompt_attacks import PromptAttack, check_source
     from toxiforge.audit.report import write_report
@@ -138,6 +142,8 @@ def audit(
                              attacks=tuple(split_list(family)) if family else (), attack_n=attack_n,
                              prompt_attack=prompt_attack)
     specs = [ClassifierSpec.parse(c) for c in classifier]
+    if model_card is not None:
+        card_classifier(specs, model_card)  # a folder that no -c is: refused before scoring
     datasets = load_specs(opt.dataset_specs(on), text_column=text_column, label_column=label_column)
     result = run_audit(specs, datasets, out, settings,
                        log=lambda line: console.print(line, highlight=False, soft_wrap=True))
@@ -147,6 +153,9 @@ def audit(
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {path}", highlight=False)
+    if model_card is not None:
+        console.print(f"wrote the audit into the model card: {update_model_card(result, model_card, out)}",
+                      highlight=False, soft_wrap=True)
     if gate:
         checks = run_gate(result, rules)
         for check in checks:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toxiforge.cards import CARD_FILE, CONTENT_WARNING, make_card, table, write_card
+from toxiforge.cards import CARD_FILE, CONTENT_WARNING, hub_dataset_id, make_card, table, write_card
 
 if TYPE_CHECKING:
     from toxiforge.data.examples import LabeledData
@@ -42,11 +42,7 @@ class CardFacts:
 
 def hub_datasets(sources: Sequence[LabeledData]) -> list[str]:
     """The hub ids of the datasets ``sources`` come from (ToxiGen, SBF), for the card's ``datasets``."""
-    from toxiforge.data.benchmarks import SBF_HUB_ID
-    from toxiforge.data.toxigen import HUB_ID
-
-    ids = {"toxigen-annotated": HUB_ID, "toxigen-train": HUB_ID, "sbf": SBF_HUB_ID}
-    return list(dict.fromkeys(ids[d.layout] for d in sources if d.layout in ids))
+    return list(dict.fromkeys(i for i in (hub_dataset_id(d.layout) for d in sources) if i))
 
 
 def run_provenance(source: str) -> str:

@@ -6,12 +6,13 @@ figures' fractions and error bars."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import matplotlib.axes
 import pytest
 
-from audit.test_audit_cli import _audit, fakes  # noqa: F401 (fixtures)
+from audit.test_audit_cli import CHROMIUM, _audit, fakes  # noqa: F401 (fixtures)
 from conftest import write_csv
 from toxiforge.classifiers.wrap import CallableClassifier
 
@@ -145,3 +146,17 @@ def test_heat_map_in_fractions_and_bias_auc_bars_with_intervals(tmp_path, hatech
     assert len(errors) == 6 and all(e is not None and e.shape == (2, 2) and (e >= 0).all() for e in errors)
     assert any(e.sum() > 0 for e in errors)
 
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is absent (apt-get install -y chromium)")
+def test_the_card_fits_a_1280_pixel_window_in_chromium(tmp_path, hatecheck, table, fakes):  # noqa: F811
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out, _ = _report(tmp_path, "-c", "fake-good", "-c", "W=fake-weak", "--on", f"hatecheck:{hatecheck}",
+                     "--on", f"T=table:{table}")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto((out / "report.html").as_uri())
+        card = page.eval_on_selector("section.card", "e => e.getBoundingClientRect().toJSON()")
+        browser.close()
+    assert card["top"] < 200 and card["bottom"] <= 800 and card["right"] <= 1280

@@ -34,3 +34,23 @@ def test_bench_report_and_generate_do_not_import_each_other():
     generate = imported_modules(PACKAGE / "bench" / "generate.py")
     assert not ("toxiforge.bench.generate" in report and "toxiforge.bench.report" in generate)
     assert "toxiforge.bench.generate" not in report  # report.py owns CONTINUATIONS and CHART
+
+
+def _offenders(package: str, upward: tuple[str, ...]) -> set[str]:
+    return {f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / package).rglob("*.py")
+            for name in imported_modules(path) if name.startswith(upward)}
+
+
+def test_audit_imports_nothing_from_harden():
+    """harden builds on the audit (it measures rounds with the audit's sections), never the other way: what both
+    need (intervals, flips, validation) lives below them, in toxiforge.intervals and toxiforge.attacks.validation."""
+    assert not _offenders("audit", ("toxiforge.harden",))
+
+
+def test_bench_and_attacks_import_nothing_from_audit_or_harden():
+    """bench and the attack families sit below the audit and harden; the intervals all of them report live in
+    toxiforge.intervals, which imports no stage."""
+    assert not _offenders("bench", ("toxiforge.audit", "toxiforge.harden"))
+    assert not _offenders("attacks", ("toxiforge.audit", "toxiforge.harden"))
+    stages = ("toxiforge.audit", "toxiforge.harden", "toxiforge.bench", "toxiforge.attacks")
+    assert not {name for name in imported_modules(PACKAGE / "intervals.py") if name.startswith(stages)}

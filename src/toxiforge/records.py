@@ -219,6 +219,11 @@ def run_status(directory: str | Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def run_complete(directory: str | Path) -> bool:
+    """Whether ``directory`` is a generation (or attack) run whose manifest says it is complete."""
+    return (run_status(directory) or {}).get("status") == "complete"
+
+
 def warn_if_partial(directory: str | Path, rows_present: int) -> None:
     """Warn (:class:`~toxiforge.errors.ToxiforgeWarning`) when ``directory`` is a run whose manifest is not
     ``complete``: the rows present and planned, and how to finish it. Reading goes on."""

@@ -10,8 +10,8 @@ import pytest
 
 from audit.test_audit_cli import _audit, _error, fakes  # noqa: F401 (fixtures)
 from audit.test_audit_report import hatecheck, silent  # noqa: F401 (fixtures)
-from toxiforge.audit.bootstrap import Estimate
 from toxiforge.audit.gate import METRICS, Check, GateRule, parse_rules
+from toxiforge.intervals import Estimate
 
 ONLY_ECE_WORSE = ["--gate-metric", "roc_auc", "--gate-metric", "f1:0.02", "--gate-metric", "final_score",
                   "--gate-metric", "ece:0.02", "--gate-metric", "hatecheck", "--gate-metric", "lexical"]

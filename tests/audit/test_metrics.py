@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, brier_score_loss, f1_score, roc_auc_score, roc_curve
 
-from toxiforge.audit.bootstrap import Estimate, Resampler, paired_difference
 from toxiforge.audit.metrics import (
     accuracy_metric,
     auc_metric,
@@ -18,6 +17,7 @@ from toxiforge.audit.metrics import (
     group_section,
     pr_auc_metric,
 )
+from toxiforge.intervals import Estimate, Resampler, paired_difference
 
 
 def _data(n=200, seed=1):

@@ -23,9 +23,9 @@ from toxiforge.bench.classify import (
     run_classify,
     score_items,
 )
-from toxiforge.bench.stats import bootstrap_share
 from toxiforge.data import Example, LabeledData, annotated_label
 from toxiforge.errors import InputError
+from toxiforge.intervals import proportion
 from toxiforge.models.embedded import DEFAULT_LM
 
 lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is in the test extra: pip install -e '.[test]'")
@@ -134,9 +134,9 @@ def test_metrics_by_hand():
     assert scored["acc"].tolist() == [0, 1, 1] and scored["acc_norm"].tolist() == [1, 0, 1]
     assert scored["score"][2] == pytest.approx(np.exp(-0.5) - np.exp(-3.0))
     assert CHOICES == ("No", "Yes") and classify_requests(["s"])[1] == (PROMPT.format(text="s"), " Yes")
-    share = bootstrap_share([1, 0, 1, 1])
+    share = proportion([1, 0, 1, 1])
     assert share.value == 0.75 and 0 <= share.low <= 0.75 <= share.high <= 1 and share.n == 4
-    assert bootstrap_share([1, 1, 1]).low == 1.0 and bootstrap_share([]).value is None
+    assert proportion([1, 1, 1]).low < 1.0 and proportion([]).value is None  # Wilson: no collapse at 1
 
 
 def test_classify_command_writes_results_and_rejects_bad_tables(tiny_lm, tmp_path):

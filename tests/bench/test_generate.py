@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from toxiforge.bench.generate import GenerateConfig, run_generate, summarize
 from toxiforge.bench.report import compare_results
-from toxiforge.bench.stats import Share
 from toxiforge.classifiers.wrap import CallableClassifier
 from toxiforge.errors import InputError
+from toxiforge.intervals import Share
 
 runner = CliRunner()
 ALL = ("all",)

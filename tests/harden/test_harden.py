@@ -13,12 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from toxiforge.attacks.validation import run_rows
 from toxiforge.cli import app
 from toxiforge.data.examples import column, read_any_table
 from toxiforge.decoding import decoder_config
 from toxiforge.errors import InputError
 from toxiforge.harden.config import METRICS_FILE, AttackPlan, HardenConfig
-from toxiforge.harden.data import read_examples, run_rows
+from toxiforge.harden.data import read_examples
 from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator, JobConfig
 from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
@@ -538,7 +539,7 @@ def test_validator_is_compared_by_content(setup, tmp_path):
     for other in (f"{start.parent}/./{start.name}", str(copy)):
         with pytest.raises(InputError, match="is the attacked classifier"):
             config_for(setup, validate_with=other)
-    from toxiforge.harden.data import same_classifier
+    from toxiforge.attacks.validation import same_classifier
 
     assert same_classifier(start, copy) and not same_classifier(start, setup["base"])
 

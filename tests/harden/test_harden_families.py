@@ -13,10 +13,11 @@ from test_harden import GROUPS, config_for, fold, harden, kept, setup, training_
 from typer.testing import CliRunner
 
 from toxiforge.attacks.edits import ZERO_WIDTH_SPACE
+from toxiforge.attacks.validation import run_rows
 from toxiforge.cli import app
 from toxiforge.data.examples import column, read_any_table
 from toxiforge.errors import InputError
-from toxiforge.harden.data import read_examples, run_rows
+from toxiforge.harden.data import read_examples
 
 runner = CliRunner()
 

@@ -17,9 +17,10 @@ from toxiforge._net import free_port
 from toxiforge.annotation.agreement import study_agreement
 from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
+from toxiforge.attacks.validation import run_rows
 from toxiforge.cli import app
 from toxiforge.errors import InputError
-from toxiforge.harden.data import read_examples, run_rows
+from toxiforge.harden.data import read_examples
 from toxiforge.harden.people import AnnotationPending, People, majority, read_labels
 from toxiforge.harden.sets import fold
 
@@ -131,8 +132,8 @@ def test_majority_ties_and_too_few_annotations():
 def test_ties_and_under_annotated_statements_are_left_out(setup, varied_lm, tmp_path):  # noqa: F811
     """Two annotators per statement: one statement gets yes and no (a tie), one only one answer; both are left out
     of what joins and of every people-validated rate, and the study's counts say so."""
+    from toxiforge.attacks.validation import flip_shares
     from toxiforge.harden.data import Statements, select_alice
-    from toxiforge.harden.report import flip_shares
     from toxiforge.pipeline import Generator, JobConfig
 
     out = tmp_path / "h"

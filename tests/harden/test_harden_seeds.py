@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from toxiforge.attacks.validation import flip_shares
 from toxiforge.cli import app
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 from toxiforge.harden import report as harden_report
 from toxiforge.harden import seeds as harden_seeds
-from toxiforge.harden.report import MIN_AUC_SPAN, auc_limits, flip_shares
+from toxiforge.harden.report import MIN_AUC_SPAN, auc_limits
 from toxiforge.harden.seeds import SEEDS_JSON, SEEDS_MD, SEEDS_PNG, _series, combine, markdown
 
 EXAMPLES = [Example(f"placeholder statement {i}", i % 2) for i in range(4)]  # two toxic, two benign prompts

@@ -87,7 +87,7 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
     sources = load_sources(on, labels=labels, seed=seed, text_column=text_column, label_column=label_column)
     resources = resources or Resources()
     if validate_with is not None:
-        from toxiforge.harden.data import Validation
+        from toxiforge.attacks.validation import Validation
 
         Validation(validate_with).check(classifier)
     options = dict(classifier_options or {})

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.bootstrap import Resampler
 from toxiforge.data.examples import LabeledData
+from toxiforge.intervals import Resampler
 
 ATTACK_DIR = "attacks"
 

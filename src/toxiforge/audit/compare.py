@@ -1,5 +1,5 @@
 """Comparison of two or more classifiers on the same rows: every headline number's difference from the first
-classifier with a paired bootstrap interval (:func:`~toxiforge.audit.bootstrap.paired_difference`), and a verdict
+classifier with a paired bootstrap interval (:func:`~toxiforge.intervals.paired_difference`), and a verdict
 per section: ``better``/``worse`` when every difference whose interval excludes 0 points that way, ``mixed`` when
 they disagree, ``no difference shown`` when every interval crosses 0."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from toxiforge.audit.bootstrap import Estimate, paired_difference
+from toxiforge.intervals import Estimate, paired_difference
 
 # section -> headline metric -> whether higher is better
 HEADLINES: dict[str, dict[str, bool]] = {

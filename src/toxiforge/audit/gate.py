@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toxiforge.audit.bootstrap import Estimate
 from toxiforge.audit.compare import HEADLINES
 from toxiforge.audit.glossary import name
 from toxiforge.audit.run import AuditResult
 from toxiforge.audit.summary import signed
 from toxiforge.errors import InputError
+from toxiforge.intervals import Estimate
 
 DEFAULT_TOLERANCE = 0.01
 METRICS: dict[str, bool] = {f"{s}.{m}": higher for s, ms in HEADLINES.items() for m, higher in ms.items()}

@@ -1,5 +1,5 @@
 """The audit's numbers for one classifier on one dataset, each a vectorised metric over bootstrap resamples
-(:mod:`toxiforge.audit.bootstrap`): accuracy, per-group and Borkan et al.'s bias AUCs, calibration.
+(:mod:`toxiforge.intervals`): accuracy, per-group and Borkan et al.'s bias AUCs, calibration.
 
 * **Accuracy**: ROC AUC, PR AUC (average precision), F1 of the toxic class, accuracy, FPR and FNR at the decision
   rule P(toxic) > 0.5 (:func:`~toxiforge.records.is_toxic`, every stage's rule), FPR at 95% TPR (the ROC point with
@@ -16,7 +16,7 @@
   (``sum_b n_b / n * |mean label - mean P| in b``; the last bin includes 1.0), Brier score ``mean (P - y)^2``.
 
 Departure from calling scikit-learn per resample: every metric is computed on a whole block of resamples at once
-from row weights (:mod:`toxiforge.audit.bootstrap`), ROC AUC, average precision and the ROC point from the toxic
+from row weights (:mod:`toxiforge.intervals`), ROC AUC, average precision and the ROC point from the toxic
 and benign weight at each distinct score (:class:`ByValue`), so 1,000 resamples of the 22 AUCs of a HateCheck
 audit take a fraction of a second instead of tens of seconds. The tests check each against scikit-learn's
 ``roc_auc_score``, ``average_precision_score``, ``roc_curve``, ``f1_score`` and ``brier_score_loss`` on
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toxiforge.audit.bootstrap import Estimate, Metric, Resampler
+from toxiforge.intervals import Estimate, Metric, Resampler
 from toxiforge.records import TOXIC_THRESHOLD
 
 ECE_BINS = 15            # equal-width bins of P(toxic) (Guo et al. 2017's choice; the issue's)

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from toxiforge.audit.attacks import JsonRecords
-from toxiforge.audit.bootstrap import Resampler
 from toxiforge.errors import InputError
+from toxiforge.intervals import Resampler
 from toxiforge.pipeline.plan import GenerationPlan
 
 PROMPTS_DIR = Path("attacks") / "prompts"
@@ -67,7 +67,7 @@ class PromptAttack:
 
     def check(self, classifiers: Sequence[str]) -> None:
         """Before any scoring: the prompts can be built, and the validator loads and is none of ``classifiers``."""
-        from toxiforge.harden.data import Validation
+        from toxiforge.attacks.validation import Validation
 
         self.plan.expand()  # a bad -d/--attack-prompts/--groups fails here
         self._validation = Validation(self.validate_with, self.device)
@@ -77,7 +77,7 @@ class PromptAttack:
 
     def validation(self) -> Any:
         if self._validation is None:
-            from toxiforge.harden.data import Validation
+            from toxiforge.attacks.validation import Validation
 
             self._validation = Validation(self.validate_with, self.device)
         return self._validation
@@ -86,8 +86,8 @@ class PromptAttack:
 def _rows(run_dir: Path, method: str, validation: Any) -> list[dict[str, Any]]:
     """A run's usable statements: row id (its prompt), prompt label, text, the run's ``fooled`` and the validator's
     score (None without one)."""
+    from toxiforge.attacks.validation import run_rows
     from toxiforge.data.examples import column, read_any_table
-    from toxiforge.harden.data import run_rows
 
     ids = column(read_any_table(run_dir), "row_id")
     rows = run_rows(run_dir, method)
@@ -99,9 +99,9 @@ def _rows(run_dir: Path, method: str, validation: Any) -> list[dict[str, Any]]:
 
 def _generate(attack: PromptAttack, decoding: Any, folder: Path, classifier: Any = None, name: str | None = None
               ) -> None:
-    from toxiforge.harden.families import complete
+    from toxiforge.records import run_complete
 
-    if not complete(folder):
+    if not run_complete(folder):
         attack.generator.run(attack.plan, decoding, folder, classifier=classifier, classifier_name=name)
 
 
@@ -129,8 +129,8 @@ def attack_outcomes(attack: PromptAttack, out: Path, classifier: Any, key: str, 
 
 
 def _confirmed(r: dict[str, Any]) -> bool | None:
+    from toxiforge.attacks.validation import agrees, labelled
     from toxiforge.data.examples import Example
-    from toxiforge.harden.data import agrees, labelled
 
     if r["fooled"] is None or r["validator"] is None or not labelled(r["validator"]):
         return None
@@ -153,11 +153,11 @@ def _paired(a: dict[str, bool | None], b: dict[str, bool | None], n_boot: int, s
 
 
 def summarise(record: dict[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
-    """The section of one classifier: per decoder the flip shares (harden's :func:`flip_shares`: overall and per
-    prompt label, and with a validator ``validated``, ``confirmed``, ``validator_agrees``) and the statements;
-    ``alice_minus_topk``: the paired differences of the flip rate (and of the confirmed rate)."""
+    """The section of one classifier: per decoder the flip shares (:func:`~toxiforge.attacks.validation.flip_shares`:
+    overall and per prompt label, and with a validator ``validated``, ``confirmed``, ``validator_agrees``) and the
+    statements; ``alice_minus_topk``: the paired differences of the flip rate (and of the confirmed rate)."""
+    from toxiforge.attacks.validation import flip_shares
     from toxiforge.data.examples import Example
-    from toxiforge.harden.report import flip_shares
 
     out: dict[str, Any] = {"validate_with": record.get("validate_with")}
     for decoder in DECODERS:

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.bootstrap import LEVEL, Estimate
 from toxiforge.audit.compare import HEADLINES, NO_DIFFERENCE
 from toxiforge.audit.glossary import definitions, name
 from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, RATE_METRICS, GroupStats
 from toxiforge.audit.run import AuditResult
 from toxiforge.audit.summary import cards, contents, group_labels, signed, table, tests_worst_first, worst_groups
 from toxiforge.data.examples import LabeledData
+from toxiforge.intervals import LEVEL, Estimate
 
 SCHEMA = "toxiforge.audit/1"
 
@@ -196,7 +196,8 @@ def _attacks(result: AuditResult, d: str, names: list[str]) -> list[str]:
 
 
 def _share(share: Mapping[str, Any] | None) -> str:
-    """A flip share (harden's ``{value, low, high, n}``) as ``value [low, high]``."""
+    """A flip share (``{value, low, high, n}``, :func:`~toxiforge.attacks.validation.flip_shares`) as
+    ``value [low, high]``."""
     if not share or share.get("value") is None:
         return "n/a"
     return Estimate(share["value"], share.get("low"), share.get("high")).cell(3)

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.bootstrap import Resampler
 from toxiforge.audit.compare import compare
 from toxiforge.audit.metrics import accuracy_section, calibration_section, group_section, reliability
 from toxiforge.audit.scores import ScoreCache, classifier_digest, dataset_digest
 from toxiforge.audit.sections import LexicalContext, has_functional_tests, hatecheck_section, lexical_section
 from toxiforge.data.examples import LabeledData
 from toxiforge.errors import InputError, Interrupted, ToxiforgeError
+from toxiforge.intervals import Resampler
 from toxiforge.records import TOXIC_THRESHOLD
 
 RESUME_HINT = "rerun the same command with --resume: finished (classifier, dataset) pairs are not scored again"

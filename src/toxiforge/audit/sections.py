@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.bootstrap import Estimate, Metric, Resampler
 from toxiforge.audit.metrics import accuracy_metric, rate_metric
 from toxiforge.data.examples import LabeledData
+from toxiforge.intervals import Estimate, Metric, Resampler
 from toxiforge.records import TOXIC_THRESHOLD
 
 FUNCTIONALITY = "functionality"   # HateCheck's per-row field (Example.meta)

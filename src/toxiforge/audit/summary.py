@@ -13,12 +13,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toxiforge.audit.bootstrap import Estimate
 from toxiforge.audit.compare import NO_DIFFERENCE
 from toxiforge.audit.glossary import SECTIONS, name
 from toxiforge.audit.metrics import BIAS_AUCS
 from toxiforge.audit.run import AuditResult
 from toxiforge.data.examples import LabeledData
+from toxiforge.intervals import Estimate
 
 WORST = 3   # functional tests, groups and differences a card names
 CARD_METRICS = ("accuracy.roc_auc", "accuracy.f1", "accuracy.fpr_at_95_tpr", "groups.final_score",

@@ -14,6 +14,4 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "run_generate": "generate:run_generate",
     "compare_results": "report:compare_results",
     "load_result": "report:load_result",
-    "Share": "stats:Share",
-    "bootstrap_share": "stats:bootstrap_share",
 })

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.classifiers.judge_templates import CHOICES, PROMPT, TARGET_DELIMITER  # the judge's humanval question
 from toxiforge.data.examples import LabeledData
 from toxiforge.errors import InputError
+from toxiforge.intervals import Share, proportion
 
 ITEMS_PER_CALL = 64              # items per loglikelihood() call: the progress bar's step
 
@@ -82,7 +82,7 @@ class ClassifyResult:
         lines = [f"# ToxiGen classification: {self.model.get('name')}", "",
                  f"Data: {self.data.get('name')} ({self.data.get('n')} items, {self.data.get('toxic')} hateful); "
                  f"prompt as lm-evaluation-harness's `toxigen` task.", "",
-                 "| metric | value [95% bootstrap interval] |", "| :--- | ---: |",
+                 "| metric | value [95% Wilson interval] |", "| :--- | ---: |",
                  f"| acc (%) | {Share(**m['acc']).cell()} |", f"| acc_norm (%) | {Share(**m['acc_norm']).cell()} |",
                  f"| ROC AUC of P(Yes) - P(No) | {auc} |",
                  f"| predicted Yes (%) | {100 * m['predicted_yes']:.1f} |", ""]
@@ -175,8 +175,8 @@ def run_classify(lm, data: LabeledData, *, batch_size: int = 16,
               "pred_norm": int(scored["pred_norm"][i]), "p_yes_minus_p_no": float(scored["score"][i])}
              for i, (e, n, y, g) in enumerate(zip(examples, ll_no, ll_yes, greedy))]
     auc = auc_or_reason(labels, scored["score"])
-    metrics = {"n": len(items), "acc": bootstrap_share(scored["acc"]).to_dict(),
-               "acc_norm": bootstrap_share(scored["acc_norm"]).to_dict(), "roc_auc": auc.value,
+    metrics = {"n": len(items), "acc": proportion(scored["acc"]).to_dict(),
+               "acc_norm": proportion(scored["acc_norm"]).to_dict(), "roc_auc": auc.value,
                "roc_auc_note": auc.reason, "predicted_yes": float(scored["pred"].mean())}
     groups: dict[str, dict[str, Any]] = {}
     for g in sorted({e.group for e in examples if e.group is not None}):

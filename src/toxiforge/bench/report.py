@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toxiforge.bench.stats import Share
 from toxiforge.errors import InputError
+from toxiforge.intervals import Share
 
 CHART = "toxic_by_group.png"
 CONTINUATIONS = "continuations.parquet"
@@ -48,7 +48,7 @@ def generate_markdown(result) -> str:
 
 
 def write_chart(groups: dict[str, dict[str, Any]], title: str, path: Path) -> Path:
-    """A bar per group: % toxic with its bootstrap interval as an error bar."""
+    """A bar per group: % toxic with its 95% Wilson interval as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -2,7 +2,7 @@
 
 * :mod:`~toxiforge.harden.config` -- :class:`AttackPlan` and :class:`HardenConfig`, the loop's settings;
 * :mod:`~toxiforge.harden.loop` -- :class:`Harden`, the rounds, each step skipped when done (``--resume``);
-* :mod:`~toxiforge.harden.data` -- which statements join training, and the classifier that validates them;
+* :mod:`~toxiforge.harden.data` -- which statements join training (validated by :mod:`toxiforge.attacks.validation`);
 * :mod:`~toxiforge.harden.sets` -- prompts and statements kept apart across a run's generated sets;
 * :mod:`~toxiforge.harden.guard` -- C_0's recipe for every round, the run's settings, a round that got worse;
 * :mod:`~toxiforge.harden.report` -- the measurements of a round and ``report.md/json/png``;

@@ -7,9 +7,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from toxiforge.attacks.validation import Validation
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.errors import InputError, check_choice
-from toxiforge.harden.data import Validation
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.guard import RECIPE_FIELDS
 from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people

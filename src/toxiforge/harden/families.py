@@ -22,18 +22,19 @@ validator).
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from toxiforge.attacks.base import Source
+from toxiforge.attacks.validation import run_rows
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
-from toxiforge.harden.data import Statements, run_rows
+from toxiforge.harden.data import Statements
 from toxiforge.harden.report import ARMS
 from toxiforge.harden.sets import fold
+from toxiforge.records import run_complete
 
 ALICE = "alice"
 DEFAULT_ATTACKS: tuple[str, ...] = (ALICE,)
@@ -123,11 +124,6 @@ def train_sources(training: Sequence[Example], statements: Statements, seed: int
     return toxic_sample([("data", training)], sum(1 for e, _, _ in statements.rows() if e.label == 1), seed)
 
 
-def complete(run_dir: Path) -> bool:
-    manifest = run_dir / "manifest.json"
-    return manifest.exists() and json.loads(manifest.read_text(encoding="utf-8")).get("status") == "complete"
-
-
 def load_attacked(classifier: str | Path, device: str, name: str, options: dict[str, Any] | None) -> Any:
     """The classifier the families attack, loaded as every harden step loads one."""
     from toxiforge.classifiers import load_classifier
@@ -143,7 +139,7 @@ def run_families(folder: Path, families: Sequence[str], sources: Sequence[Source
     if not sources or not families:
         return {}
     runs = {family: folder / (prefix + family) for family in families}
-    todo = [family for family, run_dir in runs.items() if not complete(run_dir)]
+    todo = [family for family, run_dir in runs.items() if not run_complete(run_dir)]
     if todo:
         from toxiforge.attacks.job import run_attack, sources_digest
         from toxiforge.attacks.registry import Resources, family_config, make_family
@@ -177,7 +173,7 @@ def held_out_statements(run_dir: Path, trained: Sequence[Example], validated: Se
 
 def families_markdown(report: dict[str, Any]) -> list[str]:
     """The held-out set's flip rate per family, round and arm (empty when no family was measured)."""
-    from toxiforge.bench.stats import Share
+    from toxiforge.intervals import Share
 
     rounds = report["rounds"]
     families = list(rounds[0]["alice"].get("attacks", {})) if rounds else []
@@ -221,5 +217,5 @@ def count_methods(examples: Sequence[Example]) -> dict[str, int]:
 
 
 __all__ = ["ALICE", "DEFAULT_ATTACKS", "DEFAULT_EVAL_ATTACK_N", "HELD_OUT_DIR", "HELD_OUT_SET", "TRAIN_PREFIX",
-           "check_families", "complete", "count_methods", "families_markdown", "held_out_sources",
+           "check_families", "count_methods", "families_markdown", "held_out_sources",
            "held_out_statements", "load_attacked", "measured", "method_of", "run_families", "train_sources"]

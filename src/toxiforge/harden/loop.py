@@ -52,19 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
+from toxiforge.attacks.validation import Validation, run_rows
 from toxiforge.classifiers.registry import is_judge
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE, HardenConfig
-from toxiforge.harden.data import (
-    Statements,
-    Validation,
-    read_examples,
-    select_alice,
-    select_control,
-    write_examples,
-)
+from toxiforge.harden.data import Statements, read_examples, select_alice, select_control, write_examples
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
     SETTINGS_FILE,
@@ -81,7 +75,7 @@ from toxiforge.harden.people import People, people_report, read_labels
 from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report
 from toxiforge.harden.sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
 from toxiforge.pipeline.generator import Generator
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK
+from toxiforge.records import METHOD_ALICE, METHOD_TOPK, run_complete
 from toxiforge.training.trainer import LOG_FILE
 
 # --- the loop --------------------------------------------------------------------------------------------------
@@ -305,7 +299,7 @@ class Harden:
         """Generate the set named ``prompts`` (its drawn prompts, written to ``round-N/SET.prompts/``)."""
         drawn = self._prompts[prompts]
         plan = drawn.write(self.out / (prompts + PROMPTS_SUFFIX))
-        if fam.complete(folder):
+        if run_complete(folder):
             return
         self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)} ({drawn.redrawn} prompt(s) "
                  "re-drawn: used by an earlier set or twice)")
@@ -316,8 +310,6 @@ class Harden:
     def _admit(self, prompts: str, *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:
         """The runs' statements (with the validator's scores), less those of the training data or an earlier set
         or twice in one (sets.py); then they count as seen. Recorded once per run in :attr:`leaks`."""
-        from toxiforge.harden.data import run_rows
-
         found = []
         for run_dir in run_dirs:
             texts = [e.text for e, _ in run_rows(run_dir, method)]

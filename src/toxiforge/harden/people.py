@@ -37,8 +37,9 @@ from typing import Any
 
 from toxiforge._io import atomic_write_text
 from toxiforge.annotation.schema import DEFAULT_LEASE_MINUTES, FORMS
+from toxiforge.attacks.validation import run_rows
 from toxiforge.errors import InputError, check_choice
-from toxiforge.harden.data import Statements, run_rows
+from toxiforge.harden.data import Statements
 from toxiforge.harden.sets import fold
 
 PEOPLE = "people"  # --validate-with people
@@ -253,9 +254,8 @@ def human_shares(statements: Statements) -> dict[str, Any]:
     people confirmed (gave the prompt label the classifier missed); ``confirmed`` (flipped and confirmed, of all
     labelled); ``people_agree`` (the prompt label's share); and the human-validated fool rate, the share whose
     classifier verdict differs from people's label (the paper's fool rate, App. E)."""
-    from toxiforge.bench.stats import bootstrap_share
-    from toxiforge.harden.data import agrees
-    from toxiforge.harden.report import flip_shares
+    from toxiforge.attacks.validation import agrees, flip_shares
+    from toxiforge.intervals import proportion
 
     rows = [(e, f, s) for e, f, s in statements.rows() if f is not None and s is not None and s == s]
     examples, flipped, scores = [e for e, _, _ in rows], [bool(f) for _, f, _ in rows], [s for _, _, s in rows]
@@ -263,8 +263,8 @@ def human_shares(statements: Statements) -> dict[str, Any]:
     verdicts = [e.label != f for e, f in zip(examples, flipped)]  # the classifier's label: the prompt's unless flipped
     return {"labelled": len(rows), "flips": sum(flipped), "validated": shares["validated"],
             "confirmed": shares["confirmed"], "people_agree": shares["validator_agrees"],
-            "flips_confirmed": bootstrap_share([agrees(e, s) for e, f, s in rows if f]).to_dict(),
-            "human_fool_rate": bootstrap_share([int(v) != int(s) for v, s in zip(verdicts, scores)]).to_dict()}
+            "flips_confirmed": proportion([agrees(e, s) for e, f, s in rows if f]).to_dict(),
+            "human_fool_rate": proportion([int(v) != int(s) for v, s in zip(verdicts, scores)]).to_dict()}
 
 
 def people_report(out: Path, rounds: int, sets: dict[Path, Statements]) -> dict[str, Any]:
@@ -290,7 +290,7 @@ def _step_order(name: str) -> tuple[int, int]:
 
 def people_markdown(report: dict[str, Any]) -> list[str]:
     """The report's lines on people's validation (none without it)."""
-    from toxiforge.bench.stats import Share
+    from toxiforge.intervals import Share
 
     people = report.get("people")
     if not people:
@@ -314,7 +314,7 @@ def people_markdown(report: dict[str, Any]) -> list[str]:
     lines += ["", "Per round and arm, the fresh attack's statements people labelled: flips people confirmed (% of the "
                   "labelled flips people give their prompt label), the flip rate among the statements people give "
                   "their prompt label, people agreeing with the prompt label, and the human-validated fool rate (% "
-                  "whose classifier label differs from people's); 95% bootstrap intervals.", "",
+                  "whose classifier label differs from people's); 95% Wilson intervals.", "",
               "| round | arm | labelled | flips | flips people confirmed % | flip % among people-validated | "
               "people agree % | human fool rate % |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r, entry in enumerate(people["rounds"]):

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from toxiforge._io import atomic_write, atomic_write_text
-from toxiforge.bench.stats import Share
-from toxiforge.data.examples import Example, LabeledData
-from toxiforge.harden.data import Statements, agrees, labelled
+from toxiforge.attacks.validation import flip_shares
+from toxiforge.data.examples import LabeledData
+from toxiforge.harden.data import Statements
+from toxiforge.intervals import Share
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
@@ -26,32 +27,6 @@ ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control"
 # the 95% bootstrap intervals of the eval sets in docs/harden.md (0.12-0.13 on 106 sentences); a wider interval
 # widens the axis to hold it (auc_limits).
 MIN_AUC_SPAN = 0.1
-
-
-def _shares(rows: Sequence[tuple[int, bool]]) -> dict[str, Any]:
-    """Share of True outcomes overall and per prompt label, each with a 95% bootstrap interval."""
-    from toxiforge.bench.stats import bootstrap_share
-
-    out = {"all": bootstrap_share([f for _, f in rows]).to_dict()}
-    for label, word in ((1, "toxic_prompts"), (0, "benign_prompts")):
-        out[word] = bootstrap_share([f for lab, f in rows if lab == label]).to_dict()
-    return out
-
-
-def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
-                validated: Sequence[float] | None = None) -> dict[str, Any]:
-    """Share of the scored statements whose label flipped (toxic prompts scored benign, benign prompts scored
-    toxic), overall and per prompt label. With a validator's scores (``validated``): ``validated``, the same among
-    the statements it gives their prompt label; ``confirmed``, the share of all scored statements that flipped
-    *and* keep their prompt label in its view (the attack's yield of real failures, as the paper counts ALICE's
-    success after validation); and ``validator_agrees``, the share of statements it gives their prompt label."""
-    out = _shares([(e.label, f) for e, f in zip(examples, flipped) if f is not None])
-    if validated is not None:  # statements people gave no label (NaN) count in none of these
-        rows = [(e, f, agrees(e, v)) for e, f, v in zip(examples, flipped, validated) if labelled(v)]
-        out["validated"] = _shares([(e.label, f) for e, f, k in rows if k and f is not None])
-        out["confirmed"] = _shares([(e.label, f and k) for e, f, k in rows if f is not None])
-        out["validator_agrees"] = _shares([(e.label, k) for e, _, k in rows])
-    return out
 
 
 def flip_rates(statements: Statements) -> dict[str, Any]:
@@ -120,11 +95,12 @@ def spell_accuracy(data: LabeledData, scores: np.ndarray, threshold: float = TOX
                    ) -> dict[str, float | None] | None:
     """HateCheck's ``spell_*`` accuracy (robustness to obfuscated spellings) with a 95% bootstrap interval, by the
     audit's own code; None for a set without HateCheck's functional tests."""
-    from toxiforge.audit.bootstrap import Resampler
     from toxiforge.audit.sections import has_functional_tests, hatecheck_section
 
     if not has_functional_tests(data):
         return None
+    from toxiforge.intervals import Resampler
+
     section = hatecheck_section(data, scores, Resampler(len(scores), 200, 0), threshold)
     return section["obfuscation_accuracy"].to_dict()
 

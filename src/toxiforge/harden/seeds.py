@@ -5,7 +5,7 @@ head, so a round-to-round change of a few points can be that draw's luck. Runnin
 ``--seed`` values and reading the runs together (:func:`combine`) separates the loop's effect from the draw:
 
 * for each round and arm, every flip measure **pooled** over the runs (all their statements, one share with a
-  95% bootstrap interval) and each run's own value;
+  95% Wilson interval) and each run's own value;
 * for each run, the ALICE arm's change from round 0 and its gap to the control arm in every round (the issue's
   target is read off these), with their mean and range over the runs;
 * the eval sets' AUC and FPR_NOI per run, and the ALICE-minus-control AUC difference per run;
@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toxiforge.bench.stats import Share, bootstrap_share
 from toxiforge.errors import InputError
 from toxiforge.harden.report import (
     ARM_STYLE,
@@ -35,6 +34,7 @@ from toxiforge.harden.report import (
     save_round_figure,
     series,
 )
+from toxiforge.intervals import Share, pooled_share
 
 SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
 
@@ -71,18 +71,6 @@ def read_reports(dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
     if len(set(seeds)) < len(seeds):
         raise InputError(f"two runs share a seed ({seeds})", hint="pass each seed's run once")
     return reports
-
-
-def pooled_share(shares: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """One share of every outcome of ``shares`` (each ``Share.to_dict()`` of 0/1 outcomes)."""
-    if any(s is None or s["value"] is None for s in shares):
-        return None
-    outcomes: list[int] = []
-    for s in shares:
-        assert s is not None
-        hits = round(s["value"] * s["n"])
-        outcomes += [1] * hits + [0] * (s["n"] - hits)
-    return bootstrap_share(outcomes).to_dict()
 
 
 def _summary(values: Sequence[float | None]) -> dict[str, Any]:
@@ -156,7 +144,7 @@ def markdown(combined: dict[str, Any]) -> str:
     headline = combined["headline"]
     lines = ["# toxiforge harden, read over seeds", "",
              f"{len(combined['runs'])} runs (seeds {', '.join(map(str, combined['seeds']))}), rounds 0-"
-             f"{combined['rounds'] - 1}. Flip measures: the share pooled over every run's statements [95% bootstrap "
+             f"{combined['rounds'] - 1}. Flip measures: the share pooled over every run's statements [95% Wilson "
              "interval], then the mean of the runs (their min-max). AUC and FPR_NOI: mean of the runs (min-max).", ""]
     header = ["round", "arm", "added (mean)", *(f"{k} flip % pooled [CI]; runs" for k in kinds)]
     for name in names:

@@ -5,7 +5,7 @@ with a HateCheck ``--eval`` set, its ``spell_*`` accuracy (report.spell_accuracy
 only in ``--seed`` (:mod:`toxiforge.harden.seeds`):
 
 * per round and arm, each family's flip rate (and confirmed flip rate, with a validator) **pooled** over the runs'
-  attacked statements, with a 95% bootstrap interval, and each run's own value;
+  attacked statements, with a 95% Wilson interval, and each run's own value;
 * per later round, each family's change from round 0 of the ALICE arm and its gap to the control: the difference of
   the pooled shares with a 95% bootstrap interval (both shares resampled independently: the rounds attack the
   same held-out statements, so this interval is, if anything, wider than a paired one), and each run's change;
@@ -19,34 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from toxiforge.bench.stats import Share
-from toxiforge.harden.seeds import pooled_share
-
-N_BOOT, LEVEL = 2000, 0.95  # the changes' intervals (the pooled shares are seeds.pooled_share's)
-
-
-def _counts(share: dict[str, Any] | None) -> tuple[int, int] | None:
-    if share is None or share.get("value") is None or not share.get("n"):
-        return None
-    return round(share["value"] * share["n"]), int(share["n"])
-
-
-def pooled(shares: Sequence[dict[str, Any] | None]) -> tuple[int, int] | None:
-    """``(hits, n)`` over every run's share; None when a run lacks it."""
-    counts = [_counts(s) for s in shares]
-    if any(c is None for c in counts):
-        return None
-    return sum(c[0] for c in counts if c), sum(c[1] for c in counts if c)
-
-
-def difference(a: tuple[int, int] | None, b: tuple[int, int] | None, seed: int = 0) -> dict[str, Any] | None:
-    """Pooled share ``a`` minus pooled share ``b`` with a 95% bootstrap interval (each resampled on its own)."""
-    if a is None or b is None:
-        return None
-    rng = np.random.default_rng(seed)
-    draws = rng.binomial(a[1], a[0] / a[1], size=N_BOOT) / a[1] - rng.binomial(b[1], b[0] / b[1], size=N_BOOT) / b[1]
-    low, high = np.percentile(draws, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
-    return {"value": a[0] / a[1] - b[0] / b[1], "low": float(low), "high": float(high)}
+from toxiforge.intervals import Share, pooled_counts, pooled_share, share_difference
 
 
 def _rates(measure: dict[str, Any], family: str, kind: str) -> dict[str, Any] | None:
@@ -94,9 +67,9 @@ def combine_families(reports: Sequence[dict[str, Any]], rounds: int) -> dict[str
 
                 changes.append({"round": r, "family": f, "kind": kind,
                                 "held_out": bool(first["attacks"][f]["held_out"]),
-                                "alice_minus_round0": difference(pooled(alice), pooled(start)),
+                                "alice_minus_round0": share_difference(pooled_counts(alice), pooled_counts(start)),
                                 "alice_minus_round0_per_run": per_run(alice, start),
-                                "alice_minus_control": difference(pooled(alice), pooled(control)),
+                                "alice_minus_control": share_difference(pooled_counts(alice), pooled_counts(control)),
                                 "alice_minus_control_per_run": per_run(alice, control)})
     return {"families": families, "kinds": kinds, "spell_sets": spell_sets, "table": table, "changes": changes}
 
@@ -120,7 +93,7 @@ def families_markdown(combined: dict[str, Any]) -> list[str]:
               *(f"spell_* accuracy {n} mean (range)" for n in sets)]
     lines = ["", "## Attack families and HateCheck spell_* accuracy", "",
              "Families attack the same held-out toxic --eval statements every round (held out: never trained on). "
-             "Flip %: pooled over every run's attacked statements [95% bootstrap interval]; then each run's value.",
+             "Flip %: pooled over every run's attacked statements [95% Wilson interval]; then each run's value.",
              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in combined["table"]:
         cells = [str(row["round"]), row["arm"]]

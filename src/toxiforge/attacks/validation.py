@@ -1,0 +1,157 @@
+"""Attacked statements read back with their flips, and their validation by a second classifier, for every stage
+that attacks (``attack --validate-with``, the audit's ALICE vs top-k section, ``harden``).
+
+A statement *flips* when the attacked classifier's label is not its (prompt) label. ``--validate-with
+CLASSIFIER`` stands in for the annotators who validated the paper's ALICE statements: a classifier other than the
+attacked one scores every statement of a run (:class:`Validation`, cached beside the run), and a statement counts
+as *validated* when that classifier gives it its prompt label (:func:`agrees`). ``harden --validate-with people``
+has annotators label the statements instead (:mod:`toxiforge.harden.people`): their majority labels (1.0, 0.0, NaN
+for none) take the scores' place. :func:`flip_shares` gives the flip rates with and without the validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toxiforge._io import atomic_write_text, hash_file
+from toxiforge.data.examples import Example
+from toxiforge.errors import InputError
+from toxiforge.intervals import proportion
+from toxiforge.records import METHOD_ALICE, is_toxic
+
+VALIDATION_SUFFIX = ".validation.json"  # RUN.validation.json beside a run folder RUN/
+JUDGE_PREFIX = "judge:"
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes the weights to
+
+
+def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
+    """The usable statements of a generation run as ``(Example with its prompt label, fooled)``."""
+    from dataclasses import replace
+
+    from toxiforge.data.examples import column, read_any_table
+    from toxiforge.data.toxigen import load_generated
+
+    data = load_generated(run_dir)
+    fooled = column(read_any_table(run_dir), "fooled")
+    return [(replace(e, method=method), None if fooled[e.row] is None else bool(fooled[e.row]))
+            for e in data.examples if e.row is not None]
+
+
+def agrees(example: Example, score: float) -> bool:
+    """Whether a validator's P(toxic) ``score`` gives ``example`` its (prompt) label. People's labels are 1.0 or 0.0,
+    and NaN where they gave none (a tie, too few annotations: see :mod:`toxiforge.harden.people`), which never
+    agrees."""
+    return score == score and bool(is_toxic(score)) == bool(example.label)
+
+
+def labelled(score: float) -> bool:
+    """Whether a validator's score is a verdict (NaN: people gave the statement no label)."""
+    return score == score
+
+
+def _shares(rows: Sequence[tuple[int, bool]]) -> dict[str, Any]:
+    """Share of True outcomes overall and per prompt label, each with its 95% Wilson interval."""
+    out = {"all": proportion([f for _, f in rows]).to_dict()}
+    for label, word in ((1, "toxic_prompts"), (0, "benign_prompts")):
+        out[word] = proportion([f for lab, f in rows if lab == label]).to_dict()
+    return out
+
+
+def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
+                validated: Sequence[float] | None = None) -> dict[str, Any]:
+    """Share of the scored statements whose label flipped (toxic prompts scored benign, benign prompts scored
+    toxic), overall and per prompt label. With a validator's scores (``validated``): ``validated``, the same among
+    the statements it gives their prompt label; ``confirmed``, the share of all scored statements that flipped
+    *and* keep their prompt label in its view (the attack's yield of real failures, as the paper counts ALICE's
+    success after validation); and ``validator_agrees``, the share of statements it gives their prompt label."""
+    out = _shares([(e.label, f) for e, f in zip(examples, flipped) if f is not None])
+    if validated is not None:  # statements people gave no label (NaN) count in none of these
+        rows = [(e, f, agrees(e, v)) for e, f, v in zip(examples, flipped, validated) if labelled(v)]
+        out["validated"] = _shares([(e.label, f) for e, f, k in rows if k and f is not None])
+        out["confirmed"] = _shares([(e.label, f and k) for e, f, k in rows if f is not None])
+        out["validator_agrees"] = _shares([(e.label, k) for e, _, k in rows])
+    return out
+
+
+def _weight_files(spec: str | Path) -> tuple[str, list[Path]] | None:
+    """``(kind, weight files)`` of a classifier spec naming a local directory (kind: "judge" or "head"), else
+    None (a registry name or hub id: compared by name)."""
+    text = str(spec)
+    kind = "judge" if text.startswith(JUDGE_PREFIX) else "head"
+    folder = Path(text.removeprefix(JUDGE_PREFIX)).expanduser()
+    files = sorted(f for pattern in WEIGHT_FILES for f in folder.glob(pattern)) if folder.is_dir() else []
+    return (kind, files) if files else None
+
+
+def weights_digest(spec: str | Path) -> str | None:
+    """SHA-256 of a classifier directory's weight files (names and bytes), None when ``spec`` is no such
+    directory."""
+    found = _weight_files(spec)
+    if found is None:
+        return None
+    kind, files = found
+    digest = hashlib.sha256(kind.encode())
+    for f in files:
+        digest.update(f.name.encode() + b"\0")
+        hash_file(digest, f)
+    return digest.hexdigest()
+
+
+def same_classifier(a: str | Path, b: str | Path) -> bool:
+    """Whether two classifier specs are one classifier: the same name, or directories whose weights have the same
+    digest (hashed only when their weight files have the same names and sizes)."""
+    if str(a) == str(b):
+        return True
+    fa, fb = _weight_files(a), _weight_files(b)
+    if fa is None or fb is None:
+        return False
+    shape = [(kind, [(f.name, f.stat().st_size) for f in files]) for kind, files in (fa, fb)]
+    return shape[0] == shape[1] and weights_digest(a) == weights_digest(b)
+
+
+@dataclass
+class Validation:
+    """The validator ``spec`` (anything :func:`~toxiforge.classifiers.load_classifier` loads, or None: no
+    validation) and its scores of runs, loaded once and cached in ``RUN.validation.json`` beside each run."""
+
+    spec: str | None
+    device: str = "auto"
+    _classifier: Any = field(default=None, repr=False)
+
+    def check(self, attacked: str | Path | None) -> None:
+        """Refuse a validator that is the attacked classifier: it would reject every flip by definition. Compared by
+        content (:func:`same_classifier`), so another spelling of the path or a copy of the directory is refused."""
+        if self.spec is not None and attacked is not None and same_classifier(self.spec, attacked):
+            raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c {attacked}, the same "
+                             "weights): it disagrees with every statement that fooled it, so nothing would join",
+                             hint="validate with another classifier (e.g. one trained on human-written text, or a "
+                                  "judge:MODEL)")
+
+    def load(self) -> None:
+        """Load the validator now (a bad spec fails here, before any work); no-op without one."""
+        if self.spec is not None and self._classifier is None:
+            from toxiforge.classifiers import load_classifier
+
+            self._classifier = load_classifier(self.spec, device=self.device, name="validator")
+
+    def scores(self, run_dir: Path, scored: Callable[[Path], None] = lambda cache: None) -> list[float] | None:
+        """The validator's P(toxic) for each statement of ``run_rows(run_dir)``, in order (None: no validator);
+        ``scored(cache)`` is called when they were computed rather than read from the cache."""
+        if self.spec is None:
+            return None
+        cache = run_dir.with_name(run_dir.name + VALIDATION_SUFFIX)
+        texts = [e.text for e, _ in run_rows(run_dir, METHOD_ALICE)]
+        if cache.exists():
+            saved = json.loads(cache.read_text(encoding="utf-8"))
+            if saved["validator"] == self.spec and saved["texts"] == texts:
+                return [float(s) for s in saved["scores"]]
+        self.load()
+        scores = [float(s) for s in self._classifier.predict_proba(texts)] if texts else []
+        atomic_write_text(cache, json.dumps({"validator": self.spec, "texts": texts, "scores": scores}) + "\n")
+        scored(cache)
+        return scores

@@ -44,7 +44,7 @@ Metric = Callable[[np.ndarray], np.ndarray]   # weights [b, n] -> one value per 
 
 def proportion_interval(hits: int, n: int, level: float = LEVEL) -> tuple[float, float]:
     """The Wilson score interval of ``hits`` of ``n`` (``n`` > 0): inside [0, 1], never a single point."""
-    from statsmodels.stats.proportion import proportion_confint  # type: ignore[import-untyped]
+    from statsmodels.stats.proportion import proportion_confint
 
     low, high = proportion_confint(int(hits), int(n), alpha=1 - level, method=PROPORTION_METHOD)
     share = hits / n  # the interval holds the share itself (rounding left 0 of n a low of 1e-17)

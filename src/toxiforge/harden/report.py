@@ -168,7 +168,7 @@ def markdown(report: dict[str, Any]) -> str:
              f"{kept_by}; each classifier trained "
              f"{'from the base model on the union' if settings['init'] == 'base' else 'on from the previous one'}.",
              "", "Flip rate: % of a fresh attack's statements whose label the classifier got wrong (toxic prompts "
-             "scored benign, benign prompts scored toxic), 95% bootstrap interval. AUC: ROC AUC with a 95% bootstrap "
+             "scored benign, benign prompts scored toxic), 95% Wilson interval. AUC: ROC AUC with a 95% bootstrap "
              "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic."]
     if validator and validator != "people":  # people's numbers: their own section (people_markdown)
         lines += ["", f"Confirmed flip rate: % of the attack's statements that flipped and that the validator "

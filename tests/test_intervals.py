@@ -1,0 +1,69 @@
+"""toxiforge.intervals: proportions get a Wilson interval that does not collapse at 0 and 1 (statsmodels'), the
+audit's proportion metrics keep their bootstrap replicates for pairing while showing Wilson's interval, and small
+n is marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from toxiforge.intervals import (
+    SMALL_N,
+    SMALL_N_MARK,
+    Estimate,
+    Proportion,
+    Resampler,
+    Share,
+    paired_difference,
+    pooled_share,
+    proportion,
+    proportion_interval,
+    share_difference,
+)
+
+
+def test_no_success_and_all_successes_have_an_interval_that_is_not_a_point():
+    none = proportion([0] * 22)     # an FPR of 0 on 22 benign rows
+    assert none.value == 0.0 and none.low == 0.0 and none.high > 0.1
+    every = proportion([1] * 100)   # an attack that succeeds on all 100 rows
+    assert every.value == 1.0 and every.high == 1.0 and every.low < 0.97
+    assert proportion_interval(7, 20) == pytest.approx(proportion_confint(7, 20, alpha=0.05, method="wilson"))
+    assert proportion([]).value is None and proportion([True, False]).n == 2
+    with pytest.raises(ValueError, match="0/1 outcomes"):
+        proportion([0.2, 0.9])
+
+
+def test_pooled_shares_add_the_counts():
+    shares = [Share.of_counts(3, 10).to_dict(), Share.of_counts(0, 5).to_dict()]
+    pooled = pooled_share(shares)
+    assert pooled == Share.of_counts(3, 15).to_dict() and pooled["high"] > pooled["value"] > pooled["low"]
+    assert pooled_share([shares[0], Share.of_counts(0, 0).to_dict()]) is None
+    diff = share_difference((30, 100), (10, 100))
+    assert diff["value"] == pytest.approx(0.2) and diff["low"] < 0.2 < diff["high"]
+
+
+def test_a_proportion_metric_shows_wilson_and_keeps_its_replicates_for_pairing():
+    benign = np.arange(40) < 22                  # 22 benign rows, none predicted toxic by a
+    a = Proportion(np.zeros(40, bool), benign)
+    b = Proportion(benign & (np.arange(40) < 5), benign)   # b flags 5 of them
+    resampler = Resampler(40, 200, 0)
+    est = resampler.estimates({"a": a, "b": b, "auc-like": lambda w: w[:, 0] / w.sum(axis=1)})
+    fpr_a, fpr_b = est["a"], est["b"]
+    assert fpr_a.value == 0.0 and fpr_a.n == 22 and (fpr_a.low, fpr_a.high) == proportion_interval(0, 22)
+    assert fpr_a.high > 0 and np.all(fpr_a.reps == 0)    # the replicates are still the resampled FPRs
+    assert fpr_b.value == pytest.approx(5 / 22) and (fpr_b.low, fpr_b.high) == proportion_interval(5, 22)
+    diff = paired_difference(fpr_a, fpr_b)               # the paired bootstrap of the difference
+    np.testing.assert_allclose(diff.reps, fpr_b.reps - fpr_a.reps)
+    assert diff.excludes_zero() and est["auc-like"].n is None
+    assert Resampler(40, 0, 0).estimates({"a": a})["a"].low is None   # --bootstrap 0: no intervals
+
+
+def test_small_n_is_marked_in_cells_and_json():
+    small = Estimate.proportion(0, 3)
+    assert small.small_n and small.cell().endswith(SMALL_N_MARK) and small.high > 0
+    assert small.to_dict() == {"value": 0.0, "low": 0.0, "high": pytest.approx(0.5615, abs=1e-4), "n": 3,
+                               "small_n": True}
+    large = Estimate.proportion(4, SMALL_N)
+    assert not large.small_n and SMALL_N_MARK not in large.cell() and large.to_dict()["small_n"] is False
+    assert "n" not in Estimate.of(0.5, None).to_dict() and Estimate.proportion(0, 0).value is None

@@ -47,16 +47,25 @@ def test_a_generation_run_loads_with_datasets_as_written(tiny_lm, demos, tmp_pat
     assert ds.to_list() == table.to_pylist()
 
 
-def test_a_jsonl_run_points_its_card_at_the_jsonl_files(tiny_lm, demos, tmp_path, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_jsonl_and_csv_runs_load_with_the_row_schemas_types(tiny_lm, demos, tmp_path, monkeypatch, fmt):  # noqa: F811
+    """The card's features fix the types: without them datasets guessed (a CSV's all-null `fooled` read as float64,
+    `prompt_label` as int64, a JSONL's timestamps as timestamps)."""
     import datasets
+
+    from toxiforge.records import arrow_schema
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    run_generation(plan_for(demos, n=2), tiny_lm, out, decoder=FAST, config=JobConfig(format="jsonl"),
+    run_generation(plan_for(demos, n=3), tiny_lm, out, decoder=FAST, config=JobConfig(format=fmt, shard_size=5),
                    progress=False)
-    assert load_card(out).data.to_dict()["configs"][0]["data_files"][0]["path"] == "data/*.jsonl"
+    assert load_card(out).data.to_dict()["configs"][0]["data_files"][0]["path"] == f"data/*.{fmt}"
     ds = datasets.load_dataset(str(out), split="train", cache_dir=str(tmp_path / "hf-cache"))
-    assert ds.num_rows == 8 and ds["row_id"] == [r.row_id for r in read_rows(out)]
+    assert ds.features == datasets.Features.from_arrow_schema(arrow_schema())
+    rows = read_rows(out)
+    assert ds.num_rows == len(rows) == 12 and len(list((out / "data").iterdir())) == 3
+    for name in ("row_id", "generation", "prompt_label", "seed", "fooled", "parse_error", "hypothesis_rank"):
+        assert ds[name] == [getattr(r, name) for r in rows], name
 
 
 def test_an_interrupted_run_has_an_incomplete_card_until_resumed(tiny_lm, demos, tmp_path):  # noqa: F811

@@ -76,6 +76,10 @@ class AttackJob:
     def shard_file(self, index: int) -> Path:
         return shard_path(self.out_dir, index, self.config.format)
 
+    def schema(self):
+        """The pyarrow schema of the rows (:func:`attack_schema`)."""
+        return attack_schema()
+
 
 @dataclass
 class AttackResult:
@@ -207,7 +211,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
     write_manifest(job.out_dir, manifest)
-    write_dataset_card(job.out_dir, manifest)
+    write_dataset_card(job.out_dir, manifest, job.schema())
     return AttackResult(job.out_dir, manifest, written, seconds)
 
 

@@ -2,10 +2,11 @@
 (``toxiforge attack``), in the Hugging Face Hub's conventions, so that ``datasets.load_dataset(OUT)`` reads the
 rows as they are and the folder uploads to the Hub as it is.
 
-YAML metadata: licence (:data:`~toxiforge.cards.OUTPUT_LICENSE`), task, language, tags, size, and ``configs``
-pointing at ``data/*.<format>`` (the shards). Text: what the rows are (every one machine-generated), counts per
-group x label x method, the models, decoding or attack settings and seeds, the content warning, how the run was
-made (its command and manifest) and whether it is complete. Counts and settings only: no row's text.
+YAML metadata: licence (:data:`~toxiforge.cards.OUTPUT_LICENSE`), task, language, tags, size, ``configs``
+pointing at ``data/*.<format>`` (the shards) and ``dataset_info.features`` (the rows' types). Text: what the
+rows are (every one machine-generated), counts per group x label x method, the models, decoding or attack settings
+and seeds, the content warning, how the run was made (its manifest) and whether it is complete. Counts and
+settings only: no row's text.
 
 :func:`write_dataset_card` is called when a run completes (again after a ``--resume`` completes it) and when it
 is interrupted (the card then says *incomplete*).
@@ -94,8 +95,17 @@ def _attack_sections(manifest: dict[str, Any]) -> list[str]:
     return sections
 
 
-def dataset_card(out_dir: str | Path, manifest: dict[str, Any]):
-    """The :class:`~huggingface_hub.DatasetCard` of the run in ``out_dir`` with ``manifest``."""
+def features(schema: Any) -> list[dict[str, Any]]:
+    """The ``dataset_info.features`` of rows in the pyarrow ``schema``: ``datasets`` then reads every format
+    (CSV and JSONL too, whose readers would guess) with the types the rows were written with."""
+    from datasets import Features
+
+    return Features.from_arrow_schema(schema)._to_yaml_list()
+
+
+def dataset_card(out_dir: str | Path, manifest: dict[str, Any], schema: Any = None):
+    """The :class:`~huggingface_hub.DatasetCard` of the run in ``out_dir`` with ``manifest`` (rows in the pyarrow
+    ``schema``, when given)."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
     out_dir = Path(out_dir)
@@ -111,7 +121,8 @@ def dataset_card(out_dir: str | Path, manifest: dict[str, Any]):
         language_creators=["machine-generated"], size_categories=[size_category(rows)],
         tags=[*TAGS, *(["adversarial-attack"] if attack else [])],
         pretty_name=f"toxiforge {'attack' if attack else 'generation'} run {manifest.get('run_id', '')}".strip(),
-        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": f"data/*.{fmt}"}]}])
+        configs=[{"config_name": "default", "data_files": [{"split": "train", "path": f"data/*.{fmt}"}]}],
+        dataset_info={"features": features(schema)} if schema is not None else None)
     what = ("attacked statements: source statements that an attack family rewrote to change a classifier's label"
             if attack else "statements that a language model wrote when prompted with demonstrations")
     command = "toxiforge attack" if attack else "toxiforge generate"
@@ -147,6 +158,6 @@ def dataset_card(out_dir: str | Path, manifest: dict[str, Any]):
     return make_card(DatasetCard, data, body)
 
 
-def write_dataset_card(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
+def write_dataset_card(out_dir: str | Path, manifest: dict[str, Any], schema: Any = None) -> Path:
     """Write the run's :func:`dataset_card` to ``out_dir``/README.md."""
-    return write_card(dataset_card(out_dir, manifest), out_dir)
+    return write_card(dataset_card(out_dir, manifest, schema), out_dir)

@@ -176,7 +176,8 @@ def rows_on_disk(files: Sequence[Path]) -> int:
 
 
 class ShardedJob(Protocol):
-    """What :func:`marks_interruption` needs of a job: its folder, manifest, shards and their files (an
+    """What :func:`marks_interruption` needs of a job: its folder, manifest, shards, their files and the rows'
+    schema (an
     :class:`OpenJob`, or another sharded job such as ``toxiforge attack``'s)."""
 
     out_dir: Path
@@ -186,6 +187,8 @@ class ShardedJob(Protocol):
     def shards(self) -> Sequence[Sequence[Any]]: ...
 
     def shard_file(self, index: int) -> Path: ...
+
+    def schema(self) -> Any: ...
 
 
 @contextmanager
@@ -199,13 +202,13 @@ def marks_interruption(job: ShardedJob) -> Iterator[None]:
         kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
         job.manifest.update(status="interrupted", interrupted_at=now_utc(), rows_kept=kept)
         write_manifest(job.out_dir, job.manifest)
-        write_dataset_card(job.out_dir, job.manifest)
+        write_dataset_card(job.out_dir, job.manifest, job.schema())
         raise RunInterrupted(job.out_dir, kept, job.manifest["total_rows"]) from None
     except ToxiforgeError as exc:  # e.g. a server that stopped answering: the whole shards are kept
         kept = rows_on_disk([job.shard_file(i) for i in range(len(job.shards))])
         job.manifest.update(status="interrupted", interrupted_at=now_utc(), rows_kept=kept, error=str(exc))
         write_manifest(job.out_dir, job.manifest)
-        write_dataset_card(job.out_dir, job.manifest)
+        write_dataset_card(job.out_dir, job.manifest, job.schema())
         if not kept:
             raise
         raise ToxiforgeError(f"{exc}; {kept} of {job.manifest['total_rows']} rows are kept in {job.out_dir}: once "
@@ -225,7 +228,7 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
                     last_call={"rows_written": written, "seconds": round(seconds, 3),
                                "statements_per_second": round(written / seconds, 3) if seconds > 0 else None})
     write_manifest(job.out_dir, manifest)
-    write_dataset_card(job.out_dir, manifest)
+    write_dataset_card(job.out_dir, manifest, job.schema())
     return JobResult(out_dir=job.out_dir, manifest=manifest, rows_written=written, seconds=seconds, shards=files)
 
 

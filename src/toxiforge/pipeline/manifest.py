@@ -198,6 +198,12 @@ class OpenJob:
     def shard_file(self, index: int) -> Path:
         return shard_path(self.out_dir, index, self.config.format)
 
+    def schema(self):
+        """The pyarrow schema of the rows (:func:`~toxiforge.records.arrow_schema`)."""
+        from toxiforge.records import arrow_schema
+
+        return arrow_schema()
+
 
 def open_job(plan: GenerationPlan, models: JobModels, out_dir: str | Path, config: JobConfig = JobConfig(),
              resume: bool = False) -> OpenJob:

@@ -59,7 +59,7 @@ def test_a_debiased_model_card_names_the_objective_and_a_given_eval_set():
     assert "| held out for validation | a separate set of 4 rows (`--eval`) |" in card.text
     assert "0 of the 10 training rows (0%) are machine-generated" in card.text
     assert "Warning from training: trained on only 10 rows" in card.text
-    assert "Trained through the Python API" in card.text
+    assert "No command was recorded" in card.text
 
 
 def test_the_base_model_id_comes_from_the_hub_id_or_the_base_folders_card(tmp_path):

@@ -173,12 +173,13 @@ def model_card(log: dict[str, Any], facts: CardFacts = CardFacts(), *, held_out:
         pipeline_tag="text-classification", base_model=base_id,
         tags=[*TAGS, *(["debiasing", objective] if objective != "cross-entropy" else [])],
         datasets=hub_datasets(facts.sources) or None, model_name=name)
-    licence = ("the base model's licence, from its card" if isinstance(license_, str) else
+    licence = ("the base model's licence, from its card (the training data's terms may add conditions)"
+               if isinstance(license_, str) else
                "`other`: set it to the base model's licence and the training data's terms before publishing")
     labels = ", ".join(f"{k} {v}" for k, v in (log.get("labels") or {}).items())
     reproduce = ([f"```bash\n{facts.command}\n```"] if facts.command else
-                 ["Trained through the Python API (`toxiforge.training.train_classifier`); the settings above are "
-                  "its `TrainConfig`."])
+                 ["No command was recorded: the model was trained by a library call (`toxiforge.training."
+                  "train_classifier`, as `toxiforge experiment` calls it); the settings above are its `TrainConfig`."])
     versions = ", ".join(f"{k} {log.get(k)}" for k in ("toxiforge", "transformers", "torch") if log.get(k))
     body = [
         f"# {name}",

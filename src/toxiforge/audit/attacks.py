@@ -2,12 +2,13 @@
 
 Per (classifier, dataset, family): the toxic rows the classifier flags (P(toxic) > the threshold) are the
 candidates; a seeded sample of at most ``n`` of them (the same rows for every family) is attacked with the family
-(:mod:`toxiforge.attacks`: ``obfuscate``, ``substitute``, ``alice``) against that classifier. **Success rate** =
-the share of attacked rows whose attacked text the classifier no longer flags (P(toxic) <= the same threshold), with
-a bootstrap interval over the attacked rows; **queries per success** and **edits per success** are means over the
-successes. The row-level outcomes are cached under ``OUT/attacks/`` by the classifier's and dataset's digests and
-the attack settings (the threshold among them), so ``--resume`` (or one more ``-c``) attacks only what is missing.
-Classifiers are not compared pairwise here: each attacks its own flagged rows, so the rows differ.
+(:mod:`toxiforge.attacks`: ``obfuscate``, ``substitute``, ``alice``) against that classifier. **Success rate** = the
+share of attacked rows whose attacked text the classifier no longer flags (P(toxic) <= the same threshold), with its
+Wilson interval (a proportion of the attacked rows: 100 of 100 is [0.963, 1], not a point); **queries per success**
+and **edits per success** are means over the successes. The row-level outcomes are cached under ``OUT/attacks/`` by
+the classifier's and dataset's digests and the attack settings (the threshold among them), so ``--resume`` (or one
+more ``-c``) attacks only what is missing. Classifiers are not compared pairwise here: each attacks its own flagged
+rows, so the rows differ.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from toxiforge.data.examples import LabeledData
-from toxiforge.intervals import Resampler
+from toxiforge.intervals import Proportion, Resampler
 
 ATTACK_DIR = "attacks"
 
@@ -64,18 +65,12 @@ def summarise(outcomes: dict[str, dict[str, list]], candidates: int, n_boot: int
     edits per success."""
     section: dict[str, Any] = {}
     for family, result in outcomes.items():
-        success = np.asarray(result["success"], dtype=np.float64)
+        won = np.asarray(result["success"], dtype=bool)
         queries, edits = np.asarray(result["queries"]), np.asarray(result["edits"])
-        k = len(success)
-
-        def rate(w: np.ndarray, s: np.ndarray = success) -> np.ndarray:
-            total = w.sum(axis=1)
-            return np.where(total > 0, (w @ s) / np.maximum(total, 1), np.nan)
-
-        won = success.astype(bool)
+        k = len(won)
         section[family] = {
             "attacked": k, "flagged_toxic": candidates,
-            "success_rate": Resampler(k, n_boot, seed).estimates({"rate": rate})["rate"],
+            "success_rate": Resampler(k, n_boot, seed).estimates({"rate": Proportion(won, np.ones(k, bool))})["rate"],
             "queries_per_success": float(queries[won].mean()) if won.any() else None,
             "edits_per_success": float(edits[won].mean()) if won.any() else None,
         }

@@ -118,9 +118,9 @@ def audit_section(report: Mapping[str, Any], name: str, report_dir: str | Path) 
     first = report["classifiers"][0]["name"]
     lines = ["## Audit",
              f"`toxiforge audit` of this classifier (`-c {name}`) on {len(datasets)} dataset(s): point values with "
-             f"bootstrap {settings['level']:.0%} intervals ({settings['bootstrap']} resamples, seed "
-             f"{settings['seed']}); decision rule P(toxic) > {settings['threshold']}. Lower is better for the rates, "
-             "ECE and Brier; higher for the rest.",
+             f"{settings['level']:.0%} intervals (Wilson for proportions; bootstrap, {settings['bootstrap']} "
+             f"resamples, seed {settings['seed']}, for the rest); decision rule P(toxic) > {settings['threshold']}. "
+             "Lower is better for the rates, ECE and Brier; higher for the rest.",
              table(("", *(d["name"] for d in datasets)), rows)]
     if name != first:
         verdicts = [f"{d}: " + ", ".join(f"{section} {v['verdict']}" for section, v in by_clf[name].items())

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from toxiforge.intervals import SMALL_N, SMALL_N_MARK
+
 
 @dataclass(frozen=True)
 class Term:
@@ -74,8 +76,10 @@ TERMS: dict[str, Term] = {
                             "Naeini et al. 2015; Guo et al. 2017"),
     "calibration.brier": Term("Brier score", "mean squared gap between P(toxic) and the label (lower is better)",
                               "Brier 1950"),
-    "interval": Term("[low, high]", "bootstrap 95% percentile interval over resampled rows", "Efron & Tibshirani "
-                     "1993"),
+    "interval": Term("[low, high]", "95% interval: for a proportion (accuracy, FPR, FNR, over-blocking, success and "
+                     "flip rates) the Wilson score interval, which does not collapse at 0 or 1, marked "
+                     f"{SMALL_N_MARK} when fewer than {SMALL_N} rows are behind it; for other numbers the bootstrap "
+                     "percentile interval over resampled rows", "Wilson 1927; Efron & Tibshirani 1993"),
     "difference": Term("paired difference", "a classifier's number minus the first classifier's, with the "
                        "interval of that difference over the same resampled rows; a difference is shown when its "
                        "interval excludes 0", "paired bootstrap"),

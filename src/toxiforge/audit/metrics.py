@@ -15,6 +15,13 @@
 * **Calibration**: expected calibration error of P(toxic) against the label over 15 equal-width bins
   (``sum_b n_b / n * |mean label - mean P| in b``; the last bin includes 1.0), Brier score ``mean (P - y)^2``.
 
+Intervals: a proportion (accuracy, FPR, FNR at the decision rule, per group too; HateCheck's accuracies and
+over-blocking; the lexical FPRs and FNRs) is a :class:`~toxiforge.intervals.Proportion`: it is resampled like every
+metric and keeps its replicates (``Estimate.reps``) for the paired differences between classifiers, but the
+interval it shows is the Wilson score interval of its own counts (it does not collapse to [0, 0] at 0 of 22), with
+its ``n`` (fewer than :data:`~toxiforge.intervals.SMALL_N` is marked in the report). Every other number (AUCs, PR
+AUC, F1, FPR at 95% TPR, the final score, ECE, Brier) shows the bootstrap percentile interval of its replicates.
+
 Departure from calling scikit-learn per resample: every metric is computed on a whole block of resamples at once
 from row weights (:mod:`toxiforge.intervals`), ROC AUC, average precision and the ROC point from the toxic
 and benign weight at each distinct score (:class:`ByValue`), so 1,000 resamples of the 22 AUCs of a HateCheck
@@ -32,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from toxiforge.intervals import Estimate, Metric, Resampler
+from toxiforge.intervals import Estimate, Metric, Proportion, Resampler
 from toxiforge.records import TOXIC_THRESHOLD
 
 ECE_BINS = 15            # equal-width bins of P(toxic) (Guo et al. 2017's choice; the issue's)
@@ -124,16 +131,15 @@ def fpr_at_tpr_metric(labels: np.ndarray, scores: np.ndarray, target: float = TA
 def rate_metric(labels: np.ndarray, preds: np.ndarray, *, gold: int, predicted: int,
                 include: np.ndarray | None = None) -> Metric:
     """Share of rows with label ``gold`` (within ``include``) predicted ``predicted``: FPR is (0, 1), FNR (1, 0);
-    NaN when there is no such row."""
+    NaN when there is no such row. A proportion: Wilson interval, replicates kept for pairing."""
     base = (np.asarray(labels) == gold) & _mask(len(labels), include)
-    hit = base & (np.asarray(preds) == predicted)
-    return lambda w: _ratio(w @ hit, w @ base)
+    return Proportion(base & (np.asarray(preds) == predicted), base)
 
 
 def accuracy_metric(labels: np.ndarray, preds: np.ndarray, include: np.ndarray | None = None) -> Metric:
+    """Share of rows (within ``include``) predicted their label; a proportion, as :func:`rate_metric`."""
     keep = _mask(len(labels), include)
-    right = (np.asarray(labels) == np.asarray(preds)) & keep
-    return lambda w: _ratio(w @ right, w @ keep)
+    return Proportion((np.asarray(labels) == np.asarray(preds)) & keep, keep)
 
 
 def f1_metric(labels: np.ndarray, preds: np.ndarray) -> Metric:

@@ -15,7 +15,7 @@ from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, RATE_METRICS, Gr
 from toxiforge.audit.run import AuditResult
 from toxiforge.audit.summary import cards, contents, group_labels, signed, table, tests_worst_first, worst_groups
 from toxiforge.data.examples import LabeledData
-from toxiforge.intervals import LEVEL, Estimate
+from toxiforge.intervals import LEVEL, SMALL_N_NOTE, Estimate
 
 SCHEMA = "toxiforge.audit/1"
 
@@ -72,9 +72,11 @@ def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = Non
     figures = figures or {}
     names = [c.name for c in result.classifiers]
     head = [f"# Audit: {', '.join(names)}", "",
-            f"Numbers are point values with bootstrap {LEVEL:.0%} intervals [low, high] ({result.settings.n_boot} "
-            f"resamples, seed {result.settings.seed}); decision rule P(toxic) > {result.settings.threshold}. Every "
-            "name is defined under [Definitions](#definitions).", ""]
+            f"Numbers are point values with {LEVEL:.0%} intervals [low, high]: Wilson score intervals for proportions "
+            f"(accuracy, FPR, FNR, rates), bootstrap percentile intervals for the rest and for every difference "
+            f"({result.settings.n_boot} resamples, seed {result.settings.seed}); decision rule P(toxic) > "
+            f"{result.settings.threshold}. Every name is defined under [Definitions](#definitions). {SMALL_N_NOTE}",
+            ""]
     body: list[str] = []
     if result.prompt_attacks:
         body += _prompt_attacks(result.prompt_attacks)
@@ -200,7 +202,7 @@ def _share(share: Mapping[str, Any] | None) -> str:
     ``value [low, high]``."""
     if not share or share.get("value") is None:
         return "n/a"
-    return Estimate(share["value"], share.get("low"), share.get("high")).cell(3)
+    return Estimate(share["value"], share.get("low"), share.get("high"), n=share.get("n")).cell(3)
 
 
 def _prompt_attacks(sections: Mapping[str, Any]) -> list[str]:

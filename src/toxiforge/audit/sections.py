@@ -3,23 +3,25 @@ al.'s lexical and dialect false-positive rates (through :func:`toxiforge.bias.me
 ``toxiforge bias measure`` runs).
 
 HateCheck: accuracy (prediction P(toxic) > 0.5 equals the gold label) per functional test, keyed by its published
-name (``derog_neg_emote_h``, ``counter_quote_nh``, ...), per target identity and overall, each with a bootstrap
-interval, as the paper's Tables 2-3 report them. Two readings of those tests are summarised: **over-blocking**,
-the share of the non-hateful tests' cases (``*_nh``: identity mentions, counter-speech, negated hate, reclaimed
-slurs, non-hateful profanity, abuse of non-protected targets) predicted hateful, and **obfuscation robustness**,
-the accuracy on the ``spell_*`` tests (swapped, deleted or added characters and spaces, leet speak).
+name (``derog_neg_emote_h``, ``counter_quote_nh``, ...), per target identity and overall, each with a 95% Wilson
+interval (a proportion: :mod:`toxiforge.audit.metrics`), as the paper's Tables 2-3 report them. Two readings of
+those tests are summarised: **over-blocking**, the share of the non-hateful tests' cases (``*_nh``: identity
+mentions, counter-speech, negated hate, reclaimed slurs, non-hateful profanity, abuse of non-protected targets)
+predicted hateful, and **obfuscation robustness**, the accuracy on the ``spell_*`` tests (swapped, deleted or added
+characters and spaces, leet speak).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from toxiforge.audit.metrics import accuracy_metric, rate_metric
 from toxiforge.data.examples import LabeledData
-from toxiforge.intervals import Estimate, Metric, Resampler
+from toxiforge.intervals import Metric, Resampler
 from toxiforge.records import TOXIC_THRESHOLD
 
 FUNCTIONALITY = "functionality"   # HateCheck's per-row field (Example.meta)
@@ -86,8 +88,9 @@ def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalConte
                     threshold: float = TOXIC_THRESHOLD, resampler: Resampler | None = None) -> dict[str, Any]:
     """Zhou et al.'s numbers from ``bias measure``'s own code: FPR and F1 on the NOI/OI/ONI/AAE slices, with the
     slice sizes; categories that are unavailable (no OI list, no dialect model) or empty are None and ``notes``
-    say why. Each FPR is an :class:`Estimate`: ``bias measure``'s value with the interval of the same FPR over
-    ``resampler``'s resamples (the slices' rows as ``bias measure`` tagged them; no interval without one)."""
+    say why. Each FPR is an :class:`Estimate`: ``bias measure``'s value with its Wilson interval and ``n`` (the
+    slice's benign rows), and the replicates of the same FPR over ``resampler``'s resamples for paired differences
+    (the slices' rows as ``bias measure`` tagged them; no interval without a resampler)."""
     from toxiforge.bias.measure import measure_data
     from toxiforge.records import is_toxic
 
@@ -100,14 +103,13 @@ def lexical_section(data: LabeledData, scores: np.ndarray, context: LexicalConte
     y = np.asarray(data.labels, dtype=np.int64)
     preds = is_toxic(np.asarray(scores, dtype=np.float64), threshold).astype(np.int64)
     defined = [k for k in slices if report["fpr"][k] is not None]
-    reps = (resampler.estimates({k: rate_metric(y, preds, gold=0, predicted=1, include=bias.masks[k])
-                                 for k in defined}) if resampler is not None else {})
-    fpr = {k: (Estimate.of(report["fpr"][k], reps[k].reps if k in reps else None) if k in defined else None)
-           for k in slices}
+    resampler = resampler or Resampler(len(y), 0)
+    est = resampler.estimates({k: rate_metric(y, preds, gold=0, predicted=1, include=bias.masks[k]) for k in defined})
+    fpr = {k: (replace(est[k], value=report["fpr"][k]) if k in defined else None) for k in slices}
     # the other error direction on the same slices (a classifier that flags nothing has FPR 0 and FNR 1)
     misses = {k: rate_metric(y, preds, gold=1, predicted=0, include=bias.masks[k])
               for k in slices if report["available"][k]}
-    fnr_est = (resampler or Resampler(len(y), 0)).estimates(misses)
+    fnr_est = resampler.estimates(misses)
     fnr = {k: (fnr_est[k] if k in fnr_est and fnr_est[k].defined else None) for k in slices}
     return {"fpr": fpr, "fnr": fnr, "f1": {k: report["f1"][k] for k in slices},
             "n": {k: report["n"][k] for k in slices}, "n_benign": {k: report["n_benign"][k] for k in slices},

@@ -93,7 +93,7 @@ def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData],
 
 def spell_accuracy(data: LabeledData, scores: np.ndarray, threshold: float = TOXIC_THRESHOLD
                    ) -> dict[str, float | None] | None:
-    """HateCheck's ``spell_*`` accuracy (robustness to obfuscated spellings) with a 95% bootstrap interval, by the
+    """HateCheck's ``spell_*`` accuracy (robustness to obfuscated spellings) with a 95% Wilson interval, by the
     audit's own code; None for a set without HateCheck's functional tests."""
     from toxiforge.audit.sections import has_functional_tests, hatecheck_section
 

@@ -17,11 +17,13 @@ stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; 
 λC = 0 and no constraints it returns what ``model.generate(num_beams=...)`` returns — plus scorers
 (:mod:`.scorers`, one protocol): the prompt ban, the no-repeat rule, the stop-token rule and the classifier term.
 All prompts and beams of a batch go through the LM in one forward pass per step; the KV cache is reordered on
-the device; prompts whose search has ended leave the batch. The classifier scores only the candidates that can
-still become a beam or a finished hypothesis, best LM bound first, every prompt's candidates of a round in one
-classifier call (exact pruning, :mod:`.pruning`: the results are those of scoring every candidate, as the paper
-does — bit for bit with a classifier whose scores depend only on the text, up to padding noise in the last bits
-of a score with a padded one — at a fraction of the cost).
+the device (on a beam step only its generated part moves); prompts whose search has ended leave the batch. The
+constraints are tensor operations, and the host reads the device once per step for the beam bookkeeping
+(:class:`~toxiforge.decoding.beam.StepOnHost`) plus once per classifier round (:mod:`.pruning`). The classifier
+scores only the candidates that can still become a beam or a finished hypothesis, best LM bound first, every
+prompt's candidates of a round in one classifier call (exact pruning, :mod:`.pruning`: the results are those of
+scoring every candidate, as the paper does — bit for bit with a classifier whose scores depend only on the text,
+up to padding noise in the last bits of a score with a padded one — at a fraction of the cost).
 
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the
@@ -84,6 +86,7 @@ from toxiforge.decoding.beam import (
     BeamState,
     FinishedPool,
     Hypothesis,
+    StepOnHost,
     beams_to_keep,
     next_beams,
     record_finished,
@@ -298,17 +301,19 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
 
         cont = top_continuations(state, step_scores, token_ids, keep)
         finishing = stop[cont.tokens] | last_step
-        record_finished(pools, state, cont, finishing, stop, eos, length_norm)
+        rows, tokens, running = next_beams(state, cont, finishing)
+        host = StepOnHost.fetch(state, cont, finishing, stop, eos, running)  # the loop's one device-to-host copy
+        record_finished(pools, state, host, length_norm)
         if last_step:
             break
-        rows, tokens, running = next_beams(state, cont, finishing)
-        done = search_done(pools, state, running, length_norm)
+        done = search_done(pools, state, host, length_norm)
         if all(done):
             break
-        if any(done):  # drop prompts whose result can no longer change
-            kept = state.slot_rows([slot for slot, d in enumerate(done) if not d])
+        slots = [slot for slot, d in enumerate(done) if not d]
+        if len(slots) < len(done):  # drop prompts whose result can no longer change
+            kept = state.slot_rows(slots)
             rows, tokens, running = rows[kept], tokens[kept], running[kept]
-        state = state.keep_rows(rows).extend(tokens, running)
+        state = state.keep_rows(rows, slots).extend(tokens, running)
         constraints = [c.keep_rows(rows) for c in constraints]
         session.select(rows)
         session.advance(tokens)

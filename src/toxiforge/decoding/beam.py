@@ -4,6 +4,7 @@
   each row; :meth:`BeamState.keep_rows` follows a row selection.
 * :func:`top_continuations` — each prompt's best (beam, token) extensions (transformers'
   ``_get_top_k_continuations``), ties in column order (:func:`best_first`).
+* :class:`StepOnHost` — what the host needs of a step, in one device-to-host copy.
 * :class:`FinishedPool` and :func:`record_finished` — finished hypotheses (``_update_finished_beams``).
 * :func:`next_beams` — the beams that go on (``_get_running_beams_for_next_iteration``).
 * :func:`search_done` — transformers' early stop (``_check_early_stop_heuristic``).
@@ -56,10 +57,12 @@ class BeamState:
     def rows(self) -> int:
         return self.running.shape[0]
 
-    def keep_rows(self, rows: torch.Tensor) -> BeamState:
-        """The state of rows ``rows`` (``LongTensor``, in blocks of ``num_beams`` rows of one prompt each)."""
+    def keep_rows(self, rows: torch.Tensor, slots: Sequence[int] | None = None) -> BeamState:
+        """The state of rows ``rows`` (``LongTensor``, in blocks of ``num_beams`` rows of one prompt each);
+        ``slots``, when the caller knows them, are the batch slots of those blocks (saves a device-to-host copy)."""
         rows = rows.to(self.running.device)
-        slots = (rows[::self.num_beams] // self.num_beams).tolist()
+        if slots is None:
+            slots = (rows[::self.num_beams] // self.num_beams).tolist()
         return BeamState(self.num_beams, self.vocab_size, self.running.index_select(0, rows),
                          self.generated.index_select(0, rows), self.targets.index_select(0, rows.cpu()),
                          [self.prompts[s] for s in slots])
@@ -142,26 +145,50 @@ class FinishedPool:
         return sorted(self.hypotheses, key=lambda h: -h.score)[:n]
 
 
-def record_finished(pools: Sequence[FinishedPool], state: BeamState, cont: Continuations, finishing: torch.Tensor,
-                    stop: torch.Tensor, eos: torch.Tensor, length_norm: float) -> None:
-    """Add the hypotheses among each prompt's first ``num_beams`` extensions that end here (as transformers).
+@dataclass(frozen=True)
+class StepOnHost:
+    """What the host needs of a step, copied from the device in one transfer (:meth:`fetch`): each prompt slot's
+    first ``num_beams`` extensions (``[slots, num_beams, 7 + steps]`` float64 columns: finishes, total score, beam,
+    token, is EOS, is stop, the slot's best new running score, then the extended beam's generated ids; float64
+    holds these ids and float32 scores exactly)."""
 
-    ``finishing [slots, K]`` marks extensions that end a hypothesis (a stop token, or the last step); ``stop`` and
-    ``eos`` (``BoolTensor[vocab]``) the stop and EOS tokens (an EOS token is left out of the hypothesis' tokens).
-    Device tensors are copied to the host once per call (``tolist``), not element by element: on CUDA every
-    ``int(t[i])`` is a synchronizing copy."""
-    width = state.num_beams
-    hits = finishing[:, :width].nonzero().tolist()
+    values: torch.Tensor
+
+    @classmethod
+    def fetch(cls, state: BeamState, cont: Continuations, finishing: torch.Tensor, stop: torch.Tensor,
+              eos: torch.Tensor, running: torch.Tensor) -> StepOnHost:
+        """``finishing [slots, K]`` marks extensions that end a hypothesis, ``stop``/``eos`` (``BoolTensor[vocab]``)
+        the stop and EOS tokens, ``running`` the new beams' scores (:func:`next_beams`)."""
+        width = state.num_beams
+        slots = cont.scores.shape[0]
+        beams, tokens = cont.beams[:, :width], cont.tokens[:, :width]
+        rows = torch.arange(slots, device=beams.device).view(-1, 1) * width + beams
+        best = running.view(slots, width)[:, :1].expand(slots, width)
+        columns = (finishing[:, :width], cont.scores[:, :width], beams, tokens, eos[tokens], stop[tokens], best)
+        packed = torch.stack([c.to(torch.float64) for c in columns], dim=2)
+        sequences = state.generated[rows.view(-1)].view(slots, width, state.generated.shape[1]).to(torch.float64)
+        return cls(torch.cat([packed, sequences], dim=2).cpu())
+
+    @property
+    def best_running(self) -> list[float]:
+        """Per slot, the best new running score."""
+        return self.values[:, 0, 6].tolist()
+
+
+def record_finished(pools: Sequence[FinishedPool], state: BeamState, host: StepOnHost, length_norm: float) -> None:
+    """Add the hypotheses among each prompt's first ``num_beams`` extensions that end here (as transformers): a
+    stop token or the last step; an EOS token is left out of the hypothesis' tokens. Reads only ``host``'s copy
+    (no device access: on CUDA every ``int(t[i])`` would be a synchronizing copy)."""
+    values = host.values
+    hits = values[:, :, 0].nonzero().tolist()
     if not hits:
         return
-    tokens = cont.tokens[:, :width]
-    raw, beams, token_list = cont.scores[:, :width].tolist(), cont.beams[:, :width].tolist(), tokens.tolist()
-    is_eos, is_stop = eos[tokens].tolist(), stop[tokens].tolist()
-    sequences = state.generated.tolist()
+    raw, tokens = values[:, :, 1].tolist(), values[:, :, 3].long().tolist()
+    is_eos, is_stop = values[:, :, 4].tolist(), values[:, :, 5].tolist()
     for slot, j in hits:
         if raw[slot][j] <= MASKED / 2:  # a masked extension (banned, or a copy of beam 0 at step 1)
             continue
-        token, ids = token_list[slot][j], sequences[slot * width + beams[slot][j]]
+        token, ids = tokens[slot][j], values[slot, j, 7:].long().tolist()
         reason = "eos" if is_eos[slot][j] else "newline" if is_stop[slot][j] else "length"
         kept = ids if reason == "eos" else ids + [token]
         pools[state.prompts[slot]].add(Hypothesis(tuple(kept), raw[slot][j] / length_norm, reason))
@@ -178,9 +205,8 @@ def next_beams(state: BeamState, cont: Continuations, finishing: torch.Tensor
     return rows, cont.tokens.gather(1, pick).view(-1), scores.view(-1)
 
 
-def search_done(pools: Sequence[FinishedPool], state: BeamState, running: torch.Tensor,
-                length_norm: float) -> list[bool]:
-    """Per batch slot, whether its prompt's result can no longer change (see :meth:`FinishedPool.is_done`);
-    ``running`` are the new beams' scores, best first per slot."""
-    best = running.view(-1, state.num_beams)[:, 0].tolist()
+def search_done(pools: Sequence[FinishedPool], state: BeamState, host: StepOnHost, length_norm: float) -> list[bool]:
+    """Per batch slot, whether its prompt's result can no longer change (see :meth:`FinishedPool.is_done`), from
+    the new beams' best score in ``host``."""
+    best = host.best_running
     return [pools[prompt].is_done(b / length_norm if b > MASKED / 2 else b) for prompt, b in zip(state.prompts, best)]

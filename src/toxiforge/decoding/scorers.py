@@ -123,21 +123,19 @@ class PromptTokenBan:
 
 def repeated_ngram_mask(ids: torch.Tensor, size: int, vocab: int) -> torch.Tensor:
     """``BoolTensor[rows, vocab]``: tokens that would repeat an n-gram of ``size`` already in the row ``ids``
-    (as transformers' ``no_repeat_ngram_size``). Negative ids are padding and never banned."""
-    mask = torch.zeros((ids.shape[0], vocab), dtype=torch.bool, device=ids.device)
+    (as transformers' ``no_repeat_ngram_size``). Negative ids are padding and never banned. Tensor operations
+    only (a scatter, no ``nonzero``): no host-device sync."""
     if ids.shape[1] < size:
-        return mask
+        return torch.zeros((ids.shape[0], vocab), dtype=torch.bool, device=ids.device)
     grams = ids.unfold(1, size, 1)                                # [rows, windows, size]
+    tokens = grams[:, :, size - 1]
+    hits = tokens >= 0
     if size > 1:
         prefix = ids[:, ids.shape[1] - size + 1:]                 # the last size-1 tokens of each row
-        hits = (grams[:, :, :-1] == prefix[:, None, :]).all(-1)
-    else:
-        hits = torch.ones(grams.shape[:2], dtype=torch.bool, device=ids.device)
-    rows, windows = hits.nonzero(as_tuple=True)
-    tokens = grams[rows, windows, size - 1]
-    valid = tokens >= 0
-    mask[rows[valid], tokens[valid]] = True
-    return mask
+        hits &= (grams[:, :, :-1] == prefix[:, None, :]).all(-1)
+    # a window that is no hit writes to the extra column ``vocab``, which is cut off
+    mask = torch.zeros((ids.shape[0], vocab + 1), dtype=torch.bool, device=ids.device)
+    return mask.scatter_(1, torch.where(hits, tokens, vocab), True)[:, :vocab]
 
 
 @dataclass(frozen=True)
@@ -193,8 +191,7 @@ class RequireText:
         generated = state.generated.to(scores.device)
         row_has_text = has_text[generated].any(dim=1) if generated.shape[1] else \
             torch.zeros(generated.shape[0], dtype=torch.bool, device=scores.device)
-        if bool(row_has_text.all()):  # the usual case after a step or two: nothing to mask
-            return scores
+        # masked whatever the rows (no host-device sync to find that none needs it)
         forbidden = (self.stop.to(scores.device) & ~has_text)[None, :] & ~row_has_text[:, None]
         return scores.masked_fill(_select(forbidden, token_ids), float("-inf"))
 

@@ -1,0 +1,44 @@
+"""TransformersSession.select: a beam step (rows stay with their prompt) moves only the generated part of the KV
+cache; any other selection reorders it whole. Both give the log-probs of a session that never reordered."""
+
+from __future__ import annotations
+
+import torch
+
+from toxiforge.models.transformers_lm import TransformersLM, TransformersSession
+
+PROMPTS = ["- a plain line of placeholder text\n-", "- placeholder statement 3\n- another neutral line\n-"]
+
+
+def _steps(lm, selections, partial=True, monkeypatch=None):
+    """Start both prompts, repeat each 3 times, then per step: select, advance one token per row."""
+    if not partial:
+        monkeypatch.setattr(TransformersSession, "_reorder_generated", lambda self, index: False)
+    session = lm.start(PROMPTS)
+    session.select(torch.tensor([0, 0, 0, 1, 1, 1]))
+    out = []
+    for step, rows in enumerate(selections):
+        session.select(torch.tensor(rows))
+        session.advance(torch.tensor([(7 * step + 3 * r) % 200 + 5 for r in range(len(rows))]))
+        out.append(session.logprobs().clone())
+    return out
+
+
+def test_a_beam_step_reorders_only_the_generated_cache(tiny_tokenizer, monkeypatch):
+    from conftest import build_tiny_llama
+
+    lm = TransformersLM(build_tiny_llama(tiny_tokenizer, seed=3, initializer_range=0.3), tiny_tokenizer, name="t")
+    # within each prompt (beam steps), then rows of prompt 1 dropped, then a beam step on what is left
+    selections = [[0, 1, 2, 3, 4, 5], [2, 2, 0, 5, 3, 3], [1, 0, 0, 4, 5, 3], [3, 4, 5], [2, 0, 0]]
+    moved = []
+    original = TransformersSession._reorder_generated
+    monkeypatch.setattr(TransformersSession, "_reorder_generated",
+                        lambda self, index: moved.append(index.tolist()) or original(self, index))
+    partial = _steps(lm, selections)
+    assert moved == [selections[0], selections[1], selections[2], selections[4]]  # not the drop, nor the repeat
+    full = _steps(lm, selections, partial=False, monkeypatch=monkeypatch)
+    assert all(torch.equal(a, b) for a, b in zip(partial, full))
+    # and both are what a session of the same tokens without any reordering computes
+    direct = lm.start([PROMPTS[0]] * 3)
+    direct.advance(torch.tensor([3 * r + 5 for r in range(3)]))  # step 0's tokens of rows 0-2
+    assert torch.allclose(direct.logprobs(), partial[0][:3], atol=1e-5)

@@ -10,6 +10,7 @@ import os
 import re
 
 import matplotlib.axes
+import numpy as np
 import pytest
 
 from audit.test_audit_cli import CHROMIUM, _audit, fakes  # noqa: F401 (fixtures)
@@ -160,3 +161,31 @@ def test_the_card_fits_a_1280_pixel_window_in_chromium(tmp_path, hatecheck, tabl
         card = page.eval_on_selector("section.card", "e => e.getBoundingClientRect().toJSON()")
         browser.close()
     assert card["top"] < 200 and card["bottom"] <= 800 and card["right"] <= 1280
+
+
+def test_the_card_ranks_differences_by_their_nearest_end_and_leaves_out_small_n():
+    """A loose large difference ranks below a certain smaller one; a one-row FNR that differs by 1 in every
+    resample (interval [-1, -1]) is not a finding of the card."""
+    from toxiforge.audit.compare import compare
+    from toxiforge.audit.run import AuditResult, AuditSettings, ClassifierSpec, PairResult
+    from toxiforge.audit.summary import pair_card
+    from toxiforge.intervals import Estimate
+
+    rng = np.random.default_rng(0)
+
+    def sections(auc, f1, fnr_hits):
+        noise = rng.normal(0, 1, (2, 200))   # replicates of this classifier (paired differences subtract them)
+        return {"accuracy": {"roc_auc": Estimate.of(auc, auc + 0.01 * noise[0]),
+                             "f1": Estimate.of(f1, f1 + 0.08 * noise[1])},
+                "groups": {"note": "no groups"},
+                "lexical": {"fnr": {"oni": Estimate.proportion(fnr_hits, 1, np.full(200, float(fnr_hits)))}}}
+
+    base, other = sections(0.70, 0.40, 1), sections(0.80, 0.65, 0)
+    result = AuditResult([ClassifierSpec("a", "a"), ClassifierSpec("b", "b")], [],
+                         {("a", "D"): PairResult(np.zeros(1), base, False),
+                          ("b", "D"): PairResult(np.zeros(1), other, False)},
+                         {"D": {"b": compare(base, other)}}, {}, AuditSettings(), "", {})
+    assert result.comparison["D"]["b"]["lexical"]["metrics"]["fnr.oni"]["shown"]   # [-1, -1]: "shown"
+    card = "\n".join(pair_card(result, "b"))
+    ranked = [line.split(" on D")[0] for line in card.splitlines() if line.startswith("* ")]
+    assert ranked == ["* ROC AUC", "* F1"]   # F1 about +0.25 [0.05, 0.49] below ROC AUC +0.10 [0.07, 0.12]

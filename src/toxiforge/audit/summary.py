@@ -13,12 +13,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toxiforge.audit.compare import NO_DIFFERENCE
+from toxiforge.audit.compare import NO_DIFFERENCE, headline
 from toxiforge.audit.glossary import SECTIONS, name
 from toxiforge.audit.metrics import BIAS_AUCS
 from toxiforge.audit.run import AuditResult
 from toxiforge.data.examples import LabeledData
-from toxiforge.intervals import Estimate
+from toxiforge.intervals import SMALL_N, Estimate
 
 WORST = 3   # functional tests, groups and differences a card names
 CARD_METRICS = ("accuracy.roc_auc", "accuracy.f1", "accuracy.fpr_at_95_tpr", "groups.final_score",
@@ -117,18 +117,24 @@ def _weakest(result: AuditResult, c: str, other: str | None) -> list[str]:
 
 
 def _largest(result: AuditResult, c: str) -> list[str]:
-    """The ``WORST`` largest paired differences of ``c`` against the first classifier that are shown (interval
-    excluding 0), in words."""
+    """The ``WORST`` largest shown differences (interval excluding 0) of ``c`` against the first classifier, in
+    words, ranked by the end of the interval nearest 0 (a large difference measured loosely ranks below a
+    smaller, certain one); a proportion of fewer than ``SMALL_N`` rows on either side is left out (one row's FNR
+    differs by 1 in every resample)."""
+    base = result.classifiers[0].name
     found = []
     for d, per in result.comparison.items():
         for section, v in per[c].items():
             for metric, r in v["metrics"].items():
-                if r["shown"]:
-                    found.append((abs(r["difference"].value), f"{name(f'{section}.{metric}')} on {d} "
-                                  f"{signed(r['difference'])}: {'better' if r['better'] else '**worse**'}"))
+                behind = [headline(result.pair(x, d).sections, section, metric) for x in (base, c)]
+                if not r["shown"] or any(e is not None and e.small_n for e in behind):
+                    continue
+                diff = r["difference"]
+                found.append((min(abs(diff.low), abs(diff.high)), f"{name(f'{section}.{metric}')} on {d} "
+                              f"{signed(diff)}: {'better' if r['better'] else '**worse**'}"))
     found.sort(key=lambda x: -x[0])
     lines = [f"* {text}" for _, text in found[:WORST]]
-    return lines or [f"* {NO_DIFFERENCE}: every paired interval crosses 0"]
+    return lines or [f"* {NO_DIFFERENCE}: every paired interval crosses 0 (or rests on fewer than {SMALL_N} rows)"]
 
 
 def pair_card(result: AuditResult, c: str) -> list[str]:
@@ -144,7 +150,8 @@ def pair_card(result: AuditResult, c: str) -> list[str]:
              "Verdict per section: **better** or **worse** when every shown difference (paired 95% interval "
              "excluding 0) points that way, **mixed** when they disagree.", ""]
     lines += table(["section", *datasets], [[SECTIONS[s], *(word(d, s) for d in datasets)] for s in sections])
-    lines += ["", f"Largest differences ({c} minus {base}, paired 95% interval):", ""] + _largest(result, c)
+    lines += ["", f"Largest differences ({c} minus {base}, paired 95% interval; ranked by the end nearest 0):", ""]
+    lines += _largest(result, c)
     lines += ["", *table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
                          [[c, *_weakest(result, c, base)], [base, *_weakest(result, base, c)]], text=True), ""]
     return lines

@@ -25,7 +25,7 @@ TESTS = [("ident_neutral_nh", "non-hateful"), ("derog_neg_emote_h", "hateful"), 
 
 @pytest.fixture
 def hatecheck(tmp_path):
-    rows = [(test, i, f"placeholder case {i} for {test}", gold, "women" if i % 2 else "immigrants")
+    rows = [(test, i, f"placeholder case {i} for {test}", gold, "women" if i % 2 else "gay people")
             for test, gold in TESTS for i in range(12)]
     return write_csv(tmp_path / "test_suite_cases.csv",
                      ["functionality", "case_id", "test_case", "label_gold", "target_ident"], rows)
@@ -85,7 +85,7 @@ def test_audit_writes_the_report_and_scores_only_what_is_new(tmp_path, hatecheck
     assert report["schema"] == "toxiforge.audit/1"
     hc = report["results"]["fake-good"]["HateCheck"]
     assert set(hc["hatecheck"]["functional_tests"]) == {t for t, _ in TESTS}
-    assert set(hc["hatecheck"]["targets"]) == {"women", "immigrant"}  # normalize_group's names
+    assert set(hc["hatecheck"]["targets"]) == {"women", "lgbtq"}  # normalize_group's names
     auc = hc["accuracy"]["roc_auc"]
     assert auc["low"] <= auc["value"] <= auc["high"]
     assert set(hc["groups"]["by_group"]["women"]) >= {"n", "auc", "fpr", "fnr", "subgroup_auc", "bpsn_auc",

@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from audit.test_audit_cli import _audit, _error, fakes  # noqa: F401 (fixtures)
-from audit.test_audit_report import hatecheck, silent  # noqa: F401 (fixtures)
+from audit.test_audit_cli import _audit, _error, fakes, hatecheck  # noqa: F401 (fixtures)
+from audit.test_audit_report import silent  # noqa: F401 (fixtures)
 from toxiforge.audit.gate import METRICS, Check, GateRule, parse_rules
 from toxiforge.intervals import Estimate
 

@@ -13,20 +13,9 @@ import matplotlib.axes
 import numpy as np
 import pytest
 
-from audit.test_audit_cli import CHROMIUM, _audit, fakes  # noqa: F401 (fixtures)
+from audit.test_audit_cli import CHROMIUM, _audit, fakes, hatecheck, table  # noqa: F401 (fixtures)
 from conftest import write_csv
 from toxiforge.classifiers.wrap import CallableClassifier
-
-TESTS = [("ident_neutral_nh", "non-hateful"), ("derog_neg_emote_h", "hateful"), ("spell_leet_h", "hateful"),
-         ("counter_quote_nh", "non-hateful")]
-
-
-@pytest.fixture
-def hatecheck(tmp_path):
-    rows = [(test, i, f"placeholder case {i} for {test}", gold, "gay people" if i % 2 else "women")
-            for test, gold in TESTS for i in range(12)]
-    return write_csv(tmp_path / "test_suite_cases.csv",
-                     ["functionality", "case_id", "test_case", "label_gold", "target_ident"], rows)
 
 
 @pytest.fixture
@@ -92,12 +81,6 @@ def test_contents_links_every_section_and_the_page_has_those_ids(tmp_path, hatec
     assert len(ids) == len(set(ids)) and set(links) <= set(ids)
     card = page[page.index('<section class="card">'):page.index("</section>")]   # the card in a box
     assert '<h2 id="summary-fake-good">' in card and "contents" not in card
-
-
-@pytest.fixture
-def table(tmp_path):
-    return write_csv(tmp_path / "plain.csv", ["text", "label"],
-                     [(f"neutral placeholder sentence {i}", i % 2) for i in range(40)])
 
 
 def test_every_number_is_named_in_words_and_defined(tmp_path, hatecheck, fakes):  # noqa: F811

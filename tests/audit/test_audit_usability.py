@@ -170,6 +170,9 @@ def test_a_set_a_classifier_was_trained_on_is_marked(tmp_path, loads):
     markdown = (out / "report.md").read_text()
     assert "**Caveat: profanity-check was trained on this data**" in markdown
     assert "| profanity-check (trained on this data) |" in markdown and "| other (trained on this data)" not in markdown
+    card = markdown.split("## Contents")[0]   # the summary card a reader sees first says it too
+    assert "**Caveat:** profanity-check was trained on Davidson (toxic)" in card
+    assert "other was trained on" not in card and "trained on t " not in card
 
 
 def test_classifiers_lists_known_training_data():

@@ -137,6 +137,15 @@ def _largest(result: AuditResult, c: str) -> list[str]:
     return lines or [f"* {NO_DIFFERENCE}: every paired interval crosses 0 (or rests on fewer than {SMALL_N} rows)"]
 
 
+def trained_on(result: AuditResult, names: Iterable[str]) -> list[str]:
+    """One line per (classifier, dataset) whose data the classifier is known to have been trained on: a card's
+    verdicts and differences on that dataset compare a held-out number with a flattered one."""
+    found = [(c, d.name) for d in result.datasets for c in names
+             if result.pair(c, d.name).sections.get("contaminated")]
+    return [f"**Caveat:** {c} was trained on {d} (its known training data; see {d}), so its numbers there are "
+            "not held-out numbers." for c, d in found] + ([""] if found else [])
+
+
 def pair_card(result: AuditResult, c: str) -> list[str]:
     base = result.classifiers[0].name
     datasets = list(result.comparison)
@@ -150,7 +159,8 @@ def pair_card(result: AuditResult, c: str) -> list[str]:
              "Verdict per section: **better** or **worse** when every shown difference (paired 95% interval "
              "excluding 0) points that way, **mixed** when they disagree.", ""]
     lines += table(["section", *datasets], [[SECTIONS[s], *(word(d, s) for d in datasets)] for s in sections])
-    lines += ["", f"Largest differences ({c} minus {base}, paired 95% interval; ranked by the end nearest 0):", ""]
+    lines += ["", *trained_on(result, (base, c))]
+    lines += [f"Largest differences ({c} minus {base}, paired 95% interval; ranked by the end nearest 0):", ""]
     lines += _largest(result, c)
     lines += ["", *table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
                          [[c, *_weakest(result, c, base)], [base, *_weakest(result, base, c)]], text=True), ""]
@@ -169,7 +179,8 @@ def single_card(result: AuditResult) -> list[str]:
     keys = [k for k in CARD_METRICS if any(cell(d, k) for d in datasets)]
     lines = [f"## Summary: {c}", ""] + table(["", *datasets], [[name(k), *(cell(d, k) for d in datasets)]
                                                                 for k in keys])
-    lines += ["", *table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
+    lines += ["", *trained_on(result, (c,))]
+    lines += [*table(["weakest", "HateCheck functional tests (accuracy)", "groups (lowest bias AUC)"],
                          [[c, *_weakest(result, c, None)]], text=True), ""]
     return lines
 

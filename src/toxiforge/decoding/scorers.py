@@ -191,7 +191,10 @@ class RequireText:
         generated = state.generated.to(scores.device)
         row_has_text = has_text[generated].any(dim=1) if generated.shape[1] else \
             torch.zeros(generated.shape[0], dtype=torch.bool, device=scores.device)
-        # masked whatever the rows (no host-device sync to find that none needs it)
+        # the usual case after a step or two: no row needs the mask. Checked on the CPU only, where reading the
+        # answer is free and the mask a full pass; on a GPU the pass is cheap and the check a host-device sync
+        if scores.device.type == "cpu" and bool(row_has_text.all()):
+            return scores
         forbidden = (self.stop.to(scores.device) & ~has_text)[None, :] & ~row_has_text[:, None]
         return scores.masked_fill(_select(forbidden, token_ids), float("-inf"))
 

@@ -37,19 +37,16 @@ def flip_rates(statements: Statements) -> dict[str, Any]:
 
 
 def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
-    """95% percentile-bootstrap interval of ROC AUC (resamples with one class only are skipped)."""
-    from sklearn.metrics import roc_auc_score
+    """95% percentile-bootstrap interval of ROC AUC, the audit's metric over :class:`~toxiforge.intervals.Resampler`'s
+    resamples (those with one class only left out); None without both classes."""
+    from toxiforge.audit.metrics import auc_metric
+    from toxiforge.intervals import Resampler
 
-    y, s = np.asarray(labels), np.asarray(scores)
+    y = np.asarray(labels)
     if len(set(y.tolist())) < 2:
         return None
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        index = rng.integers(0, len(y), len(y))
-        if 0 < y[index].sum() < len(index):
-            values.append(roc_auc_score(y[index], s[index]))
-    return [float(v) for v in np.percentile(values, [2.5, 97.5])] if values else None
+    auc = Resampler(len(y), n_boot, seed).estimates({"auc": auc_metric(y, np.asarray(scores))})["auc"]
+    return None if auc.low is None or auc.high is None else [auc.low, auc.high]
 
 
 def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack: Statements,

@@ -14,6 +14,7 @@ one token per row per step; the tied LM head counts, as it is a matmul) and for 
 text's unpadded tokens; its word embeddings are excluded, being a lookup).
 
     python benchmarks/alice_gpu_flops.py --device cuda --prompts 32 --peak-tflops 989 --tokenizer TOKENIZER_DIR
+    python benchmarks/alice_gpu_flops.py --device cuda --prompts 64 256 --tokenizer TOKENIZER_DIR   # issue 47
     python benchmarks/alice_gpu_flops.py --device cpu --small --prompts 2        # smoke run of the code path
 """
 
@@ -104,7 +105,8 @@ def build(device: torch.device, small: bool, tokenizer: str | None):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--prompts", type=int, default=32, help="prompts in the one timed batch")
+    parser.add_argument("--prompts", type=int, nargs="+", default=[32],
+                        help="prompts in a timed batch; several counts: one batch of each, same models")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="dense bf16 peak (H100/H200 SXM: 989)")
     parser.add_argument("--small", action="store_true", help="toy model sizes, to check the code path")
     parser.add_argument("--tokenizer",
@@ -115,12 +117,9 @@ def main() -> None:
     lm_params = sum(p.numel() for p in lm.model.parameters())
     embeddings = clf.inner.model.get_input_embeddings().weight.numel()  # a lookup, not a matmul
     clf_params = sum(p.numel() for p in clf.inner.model.parameters()) - embeddings
-    prompts = [f"- placeholder statement {i} about group alpha\n- another neutral line {i}\n-"
-               for i in range(args.prompts)]
     config = AliceConfig(num_beams=10, candidates=100, classifier_top_n=None)
-    alice_search(lm, prompts[:2], [1, 1], config, classifier=clf)  # warm-up
-    clf.tokens = clf.texts = clf.calls = 0
-    clf.seconds = 0.0
+    warm = ["- placeholder statement about group alpha\n-", "- another neutral line\n-"]
+    alice_search(lm, warm, [1, 1], config, classifier=clf)  # warm-up
     lm_tokens = {"n": 0}
     original_forward = lm.model.forward
 
@@ -130,22 +129,26 @@ def main() -> None:
         return original_forward(*a, **kw)
 
     lm.model.forward = counting_forward
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    alice_search(lm, prompts, [1] * len(prompts), config, classifier=clf)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    seconds = time.perf_counter() - started
-    flops = 2 * lm_params * lm_tokens["n"] + 2 * clf_params * clf.tokens
-    achieved = flops / seconds / 1e12
     print(f"device {device}; LM {lm_params / 1e9:.2f}B params, classifier {clf_params / 1e6:.0f}M params")
-    print(f"{len(prompts)} prompts in {seconds:.2f} s = {len(prompts) / seconds:.2f} statements/s")
-    print(f"LM tokens {lm_tokens['n']:,}; classifier: {clf.calls:,} calls, {clf.texts:,} texts, "
-          f"{clf.tokens:,} tokens, "
-          f"{clf.seconds:.2f} s of the total; {flops / 1e12:.1f} TFLOP")
-    print(f"achieved {achieved:.1f} TFLOP/s = {achieved / args.peak_tflops:.1%} of {args.peak_tflops:.0f} TFLOP/s")
-
+    for count in args.prompts:
+        prompts = [f"- placeholder statement {i} about group alpha\n- another neutral line {i}\n-"
+                   for i in range(count)]
+        clf.tokens = clf.texts = clf.calls = lm_tokens["n"] = 0
+        clf.seconds = 0.0
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        alice_search(lm, prompts, [1] * len(prompts), config, classifier=clf)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        flops = 2 * lm_params * lm_tokens["n"] + 2 * clf_params * clf.tokens
+        achieved = flops / seconds / 1e12
+        print(f"{len(prompts)} prompts in {seconds:.2f} s = {len(prompts) / seconds:.2f} statements/s")
+        print(f"  LM tokens {lm_tokens['n']:,}; classifier: {clf.calls:,} calls, {clf.texts:,} texts, "
+              f"{clf.tokens:,} tokens, {clf.seconds:.2f} s of the total; {flops / 1e12:.1f} TFLOP")
+        print(f"  achieved {achieved:.1f} TFLOP/s = {achieved / args.peak_tflops:.1%} of {args.peak_tflops:.0f} "
+              "TFLOP/s", flush=True)
 
 if __name__ == "__main__":
     main()

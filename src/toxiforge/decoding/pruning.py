@@ -20,16 +20,17 @@ sorts stably), the chosen beams and finished hypotheses, with their scores, are 
 candidate: ``tests/decoding/test_alice_pruning.py`` checks it over seeds, λ weights, stop rules and options.
 
 *Batched across prompts* (issue 47). A round takes, from every prompt that still needs a candidate, its best-bounded
-needed candidates (``2 × num_beams`` in its first round, a quarter of that in later ones) and scores all of them
-in one ``class_log_probs`` call, which batches them by length (:class:`~toxiforge.classifiers.hf.HFClassifier`
-sorts by length and cuts batches of its ``batch_size``), so a step makes one classifier call per round, not one
-per prompt and round. The search's results do not depend on which candidates a round takes, only on their scores;
-with a classifier whose scores depend only on the text they equal the unpruned search's bit for bit
-(``tests/decoding/test_alice_pruning.py``). A padded transformer classifier's log-probs for a text move in the
-last bits with the batch it is scored in (padding length and batch size change the kernels: ~1e-7 for a tiny
-BERT on the CPU), and batches now mix prompts, so a score can differ from the unpruned search's (or from one
-prompt searched alone) by that float noise; a statement changes only where two candidates' totals are that close
-(the test counts them).
+needed candidates (``2 × num_beams`` in its first round, a quarter of that in its second, doubling in each later
+one, so a flat LM distribution, where many candidates stay needed, takes a few rounds and not hundreds) and
+scores all of them in one ``class_log_probs`` call, which batches them by length
+(:class:`~toxiforge.classifiers.hf.HFClassifier` sorts by length and cuts batches of its ``batch_size``), so a
+step makes one classifier call per round, not one per prompt and round. The search's results do not depend on
+which candidates a round takes, only on their scores; with a classifier whose scores depend only on the text they
+equal the unpruned search's bit for bit (``tests/decoding/test_alice_pruning.py``). A padded transformer
+classifier's log-probs for a text move in the last bits with the batch it is scored in (padding length and batch
+size change the kernels: ~1e-7 for a tiny BERT on the CPU), and batches now mix prompts, so a score can differ
+from the unpruned search's (or from one prompt searched alone) by that float noise; a statement changes only where
+two candidates' totals are that close (the test counts them).
 
 Identical texts (two beams or two prompts reaching the same string, or tokens that decode alike) are scored once
 per step. A classifier that returns a positive log-probability breaks the bound; the step then scores every
@@ -72,7 +73,8 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
 
     ``scores`` and ``token_ids`` are ``[rows, n]`` (the weighted LM step scores of each row's candidates),
     ``finishes [rows, n]`` marks the candidates that would end their hypothesis. ``round_size`` is the number of
-    candidates a prompt sends to its first round (default ``2 × num_beams``; later rounds a quarter of it).
+    candidates a prompt sends to its first round (default ``2 × num_beams``; the second a quarter of it, doubling
+    after).
     ``exhaustive`` scores every candidate, in one round (the unpruned reference: ``alice_search(prune=False)``)."""
     width, n = state.num_beams, scores.shape[1]
     slots, device = state.rows // width, scores.device
@@ -105,10 +107,11 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
             threshold_running = kth_best(known.masked_fill(finishing, float("-inf")), width)
             threshold = torch.where(finishing, threshold_all.view(-1, 1), threshold_running.view(-1, 1))
             need = pending & (bound >= threshold)
-        # this round: each prompt's best needed candidates, ``first`` in its first round and ``follow_up`` after
-        # (all of them when scoring everything); every prompt's picks go to one classifier call
+        # this round: each prompt's best needed candidates, ``first`` in its first round, then ``follow_up``,
+        # doubling every round (all of them when scoring everything); every prompt's picks go to one classifier call
         need_sorted = need.gather(1, order)
-        size = torch.where(rounds == 0, first, follow_up) if not everything else torch.full_like(rounds, width * n)
+        doubling = follow_up * torch.pow(2, (rounds - 1).clamp(min=0, max=24))
+        size = torch.where(rounds == 0, first, doubling) if not everything else torch.full_like(rounds, width * n)
         take = need_sorted & (need_sorted.cumsum(dim=1) <= size)
         slot_idx, position = take.nonzero(as_tuple=True)
         if slot_idx.numel() == 0:                                # the round's one host-device sync

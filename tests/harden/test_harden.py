@@ -34,6 +34,12 @@ def placeholder_rows(n: int) -> list[tuple[str, int, str]]:
             for i in range(n)]
 
 
+def eval_rows(n: int) -> list[tuple[str, int, str]]:
+    """:func:`placeholder_rows` with a full stop (a token the tiny tokenizer does not know): no eval text is a training
+    text (harden keeps them apart, and refuses a --data set of which more than 5% are --eval rows)."""
+    return [(f"{text}.", label, group) for text, label, group in placeholder_rows(n)]
+
+
 def write_table(path, rows, header=("text", "label", "group")):
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
@@ -62,7 +68,7 @@ def setup(tmp_path_factory):
             lines = [f"placeholder {prefix} sentence {i} about {group}" for i in range(8)]
             (demos / category / f"{prefix}_{group}_sentences.txt").write_text("\n".join(lines) + "\n")
     data = write_table(root / "train.csv", placeholder_rows(16))
-    held = write_table(root / "eval.csv", placeholder_rows(12) + [(NOI_TEXT, 0, "asian")])
+    held = write_table(root / "eval.csv", eval_rows(12) + [(NOI_TEXT, 0, "asian")])
     from toxiforge.data import load_specs
 
     start = root / "start"
@@ -132,9 +138,9 @@ def config_for(setup, **overrides) -> HardenConfig:
     return HardenConfig(**settings)
 
 
-def harden(setup, out, tiny_lm, *, resume=False, **overrides) -> Harden:
+def harden(setup, out, tiny_lm, *, resume=False, keep_going=False, **overrides) -> Harden:
     generator = Generator(model="tiny", lm=tiny_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
-    job = Harden(config_for(setup, **overrides), out, generator)
+    job = Harden(config_for(setup, **overrides), out, generator, keep_going=keep_going)
     job.run(resume)
     return job
 
@@ -285,7 +291,8 @@ def test_runs_with_other_seeds_read_together(setup, varied_lm, finished, tmp_pat
 
     _, first = finished
     plan = AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=4)
-    harden(setup, tmp_path / "s4", varied_lm, attack=plan, train=replace(train_config(setup["base"]), seed=4))
+    harden(setup, tmp_path / "s4", varied_lm, attack=plan, train=replace(train_config(setup["base"]), seed=4),
+           keep_going=True)  # tiny models: the round check is not what this tests
     combined = combine([first, tmp_path / "s4"])
     reports = [json.loads((d / "report.json").read_text()) for d in (first, tmp_path / "s4")]
     assert combined["seeds"] == [3, 4] and combined["headline"] == "attack"  # no validator: the raw flip rate
@@ -513,19 +520,23 @@ def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm,
     from toxiforge.harden.guard import HardenStopped
 
     weak = train_config(setup["base"], max_steps=1, learning_rate=1e-6)
+    # a C_0 without its log: the options give the whole recipe (issue 48: else refused, test_harden_inputs.py)
+    given = {"base_model": str(setup["base"]), "max_steps": 1, "learning_rate": 1e-6, "batch_size": 8,
+             "eval_fraction": 0.0, "debias": "none"}
     out = tmp_path / "h"
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse than round 0, so harden stopped: "
                                             r"the alice arm .*Fix: the rounds train with .*lr 1e-06") as stop:
-        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak)
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak, train_options=given)
     assert any("held" in p and "%" in p or "below round 0's" in p for p in stop.value.problems)
     report = json.loads((out / "report.json").read_text())  # written before stopping, with the numbers
     assert report["problems"]["1"] == stop.value.problems and "no training_log.json" in report["recipe"]["note"]
     assert "**Round 1 is worse than round 0**" in (out / "report.md").read_text()
     with pytest.raises(HardenStopped):  # resuming stops again at the same round
-        harden(setup, out, varied_lm, resume=True, classifier=str(good_start[1]), transfer=False, train=weak)
+        harden(setup, out, varied_lm, resume=True, classifier=str(good_start[1]), transfer=False, train=weak,
+               train_options=given)
     generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
-    job = Harden(config_for(setup, classifier=str(good_start[1]), transfer=False, train=weak), out, generator,
-                 keep_going=True)
+    job = Harden(config_for(setup, classifier=str(good_start[1]), transfer=False, train=weak, train_options=given),
+                 out, generator, keep_going=True)
     with pytest.warns(ToxiforgeWarning, match="going on: --keep-going"):
         job.run(resume=True)
     assert job.problems[1] == stop.value.problems

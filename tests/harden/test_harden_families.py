@@ -169,8 +169,13 @@ def test_cli_refuses_bad_families_before_any_work(setup, tmp_path):  # noqa: F81
 
 def test_eval_without_toxic_rows_outside_the_training_data_is_refused(setup, varied_lm, tmp_path):  # noqa: F811
     """The held-out set leaves out rows of the training data; with none left, --eval-attacks is refused."""
+    from test_harden import placeholder_rows
+
+    trained = write_table(tmp_path / "eval.csv", [r for r in placeholder_rows(16) if r[1] == 1]  # toxic rows of --data
+                          + [("placeholder sentence about asian people", 0, "asian")])
     with pytest.raises(InputError, match="no toxic row outside --data"):
-        harden(setup, tmp_path / "h", varied_lm, eval_attacks=("obfuscate",))  # eval.csv's toxic rows are trained on
+        harden(setup, tmp_path / "h", varied_lm, eval_attacks=("obfuscate",), eval=(f"held=table:{trained}",),
+               max_eval_overlap=1.0)  # that many --eval rows in --data: accepted, to reach this check
     assert not (tmp_path / "h").exists()
 
 

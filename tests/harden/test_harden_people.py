@@ -129,11 +129,14 @@ def test_majority_ties_and_too_few_annotations():
     assert majority([1, 0], 2) == (None, "tie") and majority([1, 1], 3) == (None, "under-annotated")
 
 
-def test_ties_and_under_annotated_statements_are_left_out(setup, varied_lm, tmp_path):  # noqa: F811
-    """Two annotators per statement: one statement gets yes and no (a tie), one only one answer; both are left out
-    of what joins and of every people-validated rate, and the study's counts say so."""
+def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, varied_lm, tmp_path):  # noqa: F811
+    """Two annotators per statement: one statement gets yes and no (a tie), one only one answer. --resume does not go
+    on (it used to at the first answer, and never read later ones): it says how many statements await how many
+    answers. --accept-partial goes on with the majority of what is in (the one answer), the tie left out of what
+    joins and of every people-validated rate, and the counts and report say so."""
     from toxiforge.attacks.validation import flip_shares
     from toxiforge.harden.data import Statements, select_alice
+    from toxiforge.harden.people import people_markdown
     from toxiforge.pipeline import Generator, JobConfig
 
     out = tmp_path / "h"
@@ -150,23 +153,36 @@ def test_ties_and_under_annotated_statements_are_left_out(setup, varied_lm, tmp_
     first, second = (store.annotator_for(t) for t in store.invite(study.id, 2))
     while (got := store.next_assignment(first)) is not None:  # the first says yes to everything
         store.submit(first.id, got[0].id, {"hateful": "yes", "trouble": False})
+    with pytest.raises(AnnotationPending) as stop:
+        people.collect("round-1", [run], "round 1")
+    assert f"{n} of the {n} statements still have fewer than 2 answers ({n} await 1 more; {n} answers to come)." \
+        in stop.value.lines
     for k in range(n - 1):  # the second says no to its first statement (a tie), yes after, and skips the last
         assignment, _ = store.next_assignment(second)
         store.submit(second.id, assignment.id, {"hateful": "no" if k == 0 else "yes", "trouble": False})
-    labels = people.collect("round-1", [run], "round 1")[out / "round-0" / "attack"]
+    with pytest.raises(AnnotationPending) as stop:
+        people.collect("round-1", [run], "round 1")
+    assert f"1 of the {n} statements still have fewer than 2 answers (1 await 1 more; 1 answers to come)." \
+        in stop.value.lines
+    assert "--accept-partial goes on now" in stop.value.lines[-1]
+    assert read_labels(run.run_dir) is None and not (out / "people" / "round-1.labels.json").exists()
+    partial = People(str(tmp_path / "a.db"), out, form="short", min_annotators=2, accept_partial=True)
+    labels = partial.collect("round-1", [run], "round 1")[out / "round-0" / "attack"]
     summary = json.loads((out / "people" / "round-1.labels.json").read_text())
-    assert (summary["tie"], summary["under-annotated"]) == (1, 1)
-    assert summary["majority"] == summary["statements"] - 2
+    assert (summary["tie"], summary["under-annotated"], summary["partial"]) == (1, 0, 1)
+    assert summary["majority"] == summary["statements"] - 1 and summary["accept_partial"] is True
     rows = run.rows()
     left_out = {fold(e.text) for (e, _, _), v in zip(rows, labels) if math.isnan(v)}
-    assert len(left_out) == 2  # one tie, one under-annotated (a statement the run has twice is asked once)
-    assert all(v == 1.0 for v in labels if not math.isnan(v))
+    assert len(left_out) == 1  # the tie (a statement the run has twice is asked once)
+    assert all(v == 1.0 for v in labels if not math.isnan(v))  # the one-answer statement: its one yes
     joined = select_alice(Statements(run.run_dir, labels), "all")
     assert not left_out & {fold(e.text) for e in joined}
     assert sorted(e.text for e in joined) == sorted(e.text for e, _, _ in rows if e.label == 1
                                                     and fold(e.text) not in left_out)
     shares = flip_shares([e for e, _, _ in rows], [bool(f) for _, f, _ in rows], labels)
     assert shares["validator_agrees"]["all"]["n"] == sum(not math.isnan(v) for v in labels) < len(rows)
+    lines = "\n".join(people_markdown({"people": {"studies": [summary], "rounds": []}}))
+    assert f"round-1: 1 of {summary['statements']} labels are the majority of fewer answers than asked" in lines
 
 
 def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path):  # noqa: F811

@@ -117,11 +117,14 @@ def same_classifier(a: str | Path, b: str | Path) -> bool:
 @dataclass
 class Validation:
     """The validator ``spec`` (anything :func:`~toxiforge.classifiers.load_classifier` loads, or None: no
-    validation) and its scores of runs, loaded once and cached in ``RUN.validation.json`` beside each run."""
+    validation) and its scores of runs, loaded once and cached in ``RUN.validation.json`` beside each run. The cache
+    is keyed by the validator's content (:func:`weights_digest` of a directory; the name otherwise), so a validator
+    retrained at the same path scores again instead of keeping its old scores."""
 
     spec: str | None
     device: str = "auto"
     _classifier: Any = field(default=None, repr=False)
+    _digest: str | None = field(default=None, repr=False)
 
     def check(self, attacked: str | Path | None) -> None:
         """Refuse a validator that is the attacked classifier: it would reject every flip by definition. Compared by
@@ -146,12 +149,15 @@ class Validation:
             return None
         cache = run_dir.with_name(run_dir.name + VALIDATION_SUFFIX)
         texts = [e.text for e, _ in run_rows(run_dir, METHOD_ALICE)]
+        if self._digest is None:
+            self._digest = weights_digest(self.spec) or f"name:{self.spec}"
         if cache.exists():
             saved = json.loads(cache.read_text(encoding="utf-8"))
-            if saved["validator"] == self.spec and saved["texts"] == texts:
+            if saved.get("weights") == self._digest and saved["texts"] == texts:
                 return [float(s) for s in saved["scores"]]
         self.load()
         scores = [float(s) for s in self._classifier.predict_proba(texts)] if texts else []
-        atomic_write_text(cache, json.dumps({"validator": self.spec, "texts": texts, "scores": scores}) + "\n")
+        atomic_write_text(cache, json.dumps({"validator": self.spec, "weights": self._digest, "texts": texts,
+                                             "scores": scores}) + "\n")
         scored(cache)
         return scores

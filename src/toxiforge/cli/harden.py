@@ -11,8 +11,9 @@ from toxiforge.cli import _options as opt
 from toxiforge.cli._app import console, group_names, load_lm, split_list
 from toxiforge.models.embedded import DEFAULT_LM
 
-RECIPE_HELP = ("Unset training options follow C_0's training_log.json (toxiforge trained it), else train's "
-               "defaults; given ones must agree with C_0's recipe.")
+RECIPE_HELP = ("Unset training options follow C_0's training_log.json (toxiforge trained it); given ones must agree "
+               "with it and fill what it lacks (a -c directory without a log needs --base-model, --epochs or "
+               "--max-steps, --train-batch-size, --lr, --eval-fraction and --debias).")
 
 
 def harden_command(
@@ -52,6 +53,10 @@ def harden_command(
                                                                                  "check the study every this many "
                                                                                  "seconds until it is annotated, "
                                                                                  "instead of stopping."),
+    accept_partial: bool = typer.Option(False, "--accept-partial", help="With --validate-with people --resume: go "
+                                                                       "on before every statement has "
+                                                                       "--min-annotators answers, with the majority "
+                                                                       "of the answers in (the report says so)."),
     transfer: bool = typer.Option(True, "--transfer/--no-transfer", help="Also attack C_0 once more (never trained "
                                                                          "on) and report every round's flip rate on "
                                                                          "that fixed set."),
@@ -63,6 +68,10 @@ def harden_command(
                                                                          "--eval) and never trained on."),
     eval_attack_n: int = typer.Option(100, "--eval-attack-n", help="Toxic --eval statements in the held-out set "
                                                                    "the families attack every round."),
+    max_eval_overlap: float = typer.Option(0.05, "--max-eval-overlap", help="The share of --data rows that may be "
+                                                                            "--eval rows (case and whitespace "
+                                                                            "folded); above it harden refuses. They "
+                                                                            "are left out of training either way."),
     init: str = typer.Option("base", "--init", help="base: each classifier trained from --base-model on the union; "
                                                     "continue: trained on from the previous round's."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
@@ -90,6 +99,14 @@ def harden_command(
     learning_rate: float | None = typer.Option(None, "--learning-rate", "--lr"),
     max_length: int | None = typer.Option(None, "--max-length", help="Truncate training texts to this many "
                                                                      "tokens."),
+    eval_fraction: float | None = typer.Option(None, "--eval-fraction", help="Share of the training rows each "
+                                                                             f"round holds out. {RECIPE_HELP}"),
+    debias: str | None = typer.Option(None, "--debias", help="The rounds' objective: none (cross-entropy), "
+                                                             f"learned-mixin or learned-mixin+h. {RECIPE_HELP}"),
+    bias_only: str | None = typer.Option(None, "--bias-only", help="With --debias: the bias-only model, as for "
+                                                                   "`train` (refitted on each round's rows)."),
+    entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="With --debias learned-mixin+h: "
+                                                                               "its entropy penalty."),
     keep_going: bool = typer.Option(False, "--keep-going", help="Warn about a round whose classifier is degenerate "
                                                                 "or worse than round 0 instead of stopping."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
@@ -134,7 +151,8 @@ def harden_command(
                         labels=tuple(split_list(labels)), per_cell=per_cell, source=source,
                         prompt_source=prompt_source, k=k, seed=seed)
     given = {"base_model": base_model, "epochs": epochs, "max_steps": max_steps, "batch_size": train_batch_size,
-             "learning_rate": learning_rate, "max_length": max_length}
+             "learning_rate": learning_rate, "max_length": max_length, "eval_fraction": eval_fraction,
+             "debias": debias, "bias_only": bias_only, "entropy_weight": entropy_weight}
     train = TrainConfig(seed=seed, device=device)
     config = HardenConfig(rounds=rounds, attack=attack, alice=alice, topk=decoder_config("top-k", shared),
                           train=train, data=tuple(v for d in data for v in split_list(d)),
@@ -145,7 +163,7 @@ def harden_command(
                           train_options={k: v for k, v in given.items() if v is not None},
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,
                           attacks=tuple(split_list(attacks)), eval_attacks=tuple(split_list(eval_attacks or "")),
-                          eval_attack_n=eval_attack_n)
+                          eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:
@@ -155,7 +173,7 @@ def harden_command(
                                              ray_spread, ray_placement_timeout),
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training, keep_going=keep_going,
-                 wait=wait_for_people,
+                 wait=wait_for_people, accept_partial=accept_partial,
                  say=lambda message: console.print(f"[bold]>[/] {message}", highlight=False, soft_wrap=True))
     job.prepare(resume)  # every bad-input error before a model loads
     if api:

@@ -4,7 +4,9 @@
 * :mod:`~toxiforge.harden.loop` -- :class:`Harden`, the rounds, each step skipped when done (``--resume``);
 * :mod:`~toxiforge.harden.data` -- which statements join training (validated by :mod:`toxiforge.attacks.validation`);
 * :mod:`~toxiforge.harden.sets` -- prompts and statements kept apart across a run's generated sets;
-* :mod:`~toxiforge.harden.guard` -- C_0's recipe for every round, the run's settings, a round that got worse;
+* :mod:`~toxiforge.harden.inputs` -- ``--data`` and ``--eval`` read, and kept apart;
+* :mod:`~toxiforge.harden.recipe` -- C_0's whole recipe, repeated by every round;
+* :mod:`~toxiforge.harden.guard` -- the run's settings, a round that got worse;
 * :mod:`~toxiforge.harden.report` -- the measurements of a round and ``report.md/json/png``;
 * :mod:`~toxiforge.harden.seeds` -- ``toxiforge harden-seeds``: runs with other seeds read together.
 """

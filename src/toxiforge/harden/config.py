@@ -7,12 +7,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toxiforge.attacks.validation import Validation
+from toxiforge.attacks.validation import Validation, weights_digest
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
-from toxiforge.harden.guard import RECIPE_FIELDS
+from toxiforge.harden.inputs import DEFAULT_MAX_EVAL_OVERLAP, check_max_overlap
 from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
+from toxiforge.harden.recipe import OBJECTIVE_FIELDS, RECIPE_FIELDS
 from toxiforge.pipeline.plan import GenerationPlan
 from toxiforge.records import TOXIC_THRESHOLD
 from toxiforge.training.trainer import TrainConfig
@@ -47,7 +48,8 @@ class HardenConfig:
     :func:`~toxiforge.classifiers.load_classifier`'s for ``classifier`` (a judge's ``template`` and ``policy``, a
     head's ``toxic_label``): C_0 only, as the classifiers trained here have toxiforge's labels. ``train`` gives the
     seed and device and the recipe where C_0's is unknown; ``train_options`` are the training settings given
-    explicitly (TrainConfig field names), which must agree with C_0's recipe (guard.py)."""
+    explicitly (TrainConfig field names, and recipe.py's ``debias``/``bias_only``/``entropy_weight``), which must agree
+    with C_0's recipe and fill what its log lacks (recipe.py)."""
 
     rounds: int
     attack: AttackPlan
@@ -76,6 +78,8 @@ class HardenConfig:
     attacks: tuple[str, ...] = DEFAULT_ATTACKS
     eval_attacks: tuple[str, ...] = ()
     eval_attack_n: int = DEFAULT_EVAL_ATTACK_N
+    # issue 48 (harden/inputs.py): the share of --data rows that may be --eval rows (they are left out of training)
+    max_eval_overlap: float = DEFAULT_MAX_EVAL_OVERLAP
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -91,9 +95,11 @@ class HardenConfig:
                                                self.eval_attack_n)
         object.__setattr__(self, "attacks", attacks)
         object.__setattr__(self, "eval_attacks", eval_attacks)
-        unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS))
+        check_max_overlap(self.max_eval_overlap)
+        unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS) - set(OBJECTIVE_FIELDS))
         if unknown:
-            raise InputError(f"train_options {unknown} are not recipe settings", hint=f"use {', '.join(RECIPE_FIELDS)}")
+            raise InputError(f"train_options {unknown} are not recipe settings",
+                             hint=f"use {', '.join(RECIPE_FIELDS + OBJECTIVE_FIELDS)}")
         options = self.start_options()
         if options and self.classifier is None:
             flags = option_flags(options)
@@ -139,7 +145,12 @@ class HardenConfig:
                     # None with the default (ALICE only, nothing held out), as in the harden.json of older runs
                     "families": None if self.attacks == DEFAULT_ATTACKS and not self.eval_attacks else {
                         "attacks": self.attacks, "eval_attacks": self.eval_attacks,
-                        "eval_attack_n": self.eval_attack_n}}
+                        "eval_attack_n": self.eval_attack_n},
+                    # issue 48: the content of -c and --validate-with (weights_digest; None for a name), so that a
+                    # classifier retrained at the same path does not resume with stale attacks and scores
+                    "weights": {"classifier": weights_digest(self.classifier) if self.classifier else None,
+                                "validate_with": None if self.people or not self.validate_with
+                                else weights_digest(self.validate_with)}}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

@@ -1,103 +1,33 @@
 """What keeps ``toxiforge harden`` from making a classifier worse unnoticed (issue 34, item 0).
 
-* **One recipe** (:func:`round_recipe`): each round trains the way C_0 was trained, so that round r against round 0
-  changes the data and nothing else. When toxiforge trained C_0 its ``training_log.json`` records the recipe, and the
-  rounds use it; training options given to harden must agree with it (else :class:`InputError`). Where C_0's recipe
-  is unknown (a judge, a directory without the log) the rounds use the options given, or ``train``'s defaults, and the
-  report says so and why. Found on held-out data: a MiniLM trained at lr 5e-5, batch 16, retrained by every round at
-  harden's old fixed defaults (lr 2e-5, batch 32: about a third of the updates) fell from AUC 0.934 to 0.66 and called
-  every benign text toxic; round 1 had compared another recipe with C_0, not other data.
+* **One recipe** (:mod:`toxiforge.harden.recipe`): each round trains the way C_0 was trained, so that round r
+  against round 0 changes the data and nothing else. Found on held-out data: a MiniLM trained at lr 5e-5, batch 16,
+  retrained by every round at harden's old fixed defaults (lr 2e-5, batch 32: about a third of the updates) fell from
+  AUC 0.934 to 0.66 and called every benign text toxic; round 1 had compared another recipe with C_0, not other data.
 * **A round check** (:func:`round_problems`): after each round, a classifier that calls one class for at least
   :data:`DEGENERATE_SHARE` of an eval set (where round 0 did not, and the set's own labels are not that lopsided), or
   whose AUC lies below round 0's beyond its 95% bootstrap interval, stops the loop (:class:`HardenStopped`, with the
   numbers and the fix) or, with ``keep_going``, is warned about and marked in the report.
+* **Checks before any work**: ``-c`` is a sequence classifier, ``-o`` is new or this run's (:func:`check_out_dir`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.training.training_log import LOG_FILE
 
 if TYPE_CHECKING:
+    from toxiforge.harden.recipe import Objective, Recipe
     from toxiforge.training.trainer import TrainConfig
 
-# The TrainConfig fields that make a recipe (not the seed, which --seed draws, nor devices or logging).
-RECIPE_FIELDS: tuple[str, ...] = ("base_model", "tokenizer", "epochs", "max_steps", "batch_size", "learning_rate",
-                                  "weight_decay", "warmup", "max_length", "eval_fraction", "early_stopping", "bf16",
-                                  "gradient_accumulation")
-FLAGS = {"base_model": "--base-model", "epochs": "--epochs", "max_steps": "--max-steps",
-         "batch_size": "--train-batch-size", "learning_rate": "--lr", "max_length": "--max-length"}
 SETTINGS_FILE = "harden.json"
+FLAGS_WEIGHTS = {"classifier": "-c", "validate_with": "--validate-with"}  # harden.json's "weights", by option
 # One class for this share of an eval set's texts or more is a degenerate classifier (the issue's rule).
 DEGENERATE_SHARE = 0.95
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How every round trains (``train``), where that came from, and a note when it may differ from C_0's."""
-
-    train: Any
-    source: str
-    note: str | None = None
-
-    def describe(self) -> str:
-        t = self.train
-        steps = f"max {t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epochs"
-        return (f"{t.base_model}, lr {t.learning_rate:g}, batch {t.batch_size}, {steps}, max length {t.max_length}, "
-                f"{t.eval_fraction:g} held out")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"train": {k: asdict(self.train)[k] for k in RECIPE_FIELDS}, "source": self.source, "note": self.note}
-
-
-def _same(field: str, a: Any, b: Any) -> bool:
-    if field in ("base_model", "tokenizer") and a is not None and b is not None and Path(str(a)).exists():
-        return Path(str(a)).resolve() == Path(str(b)).expanduser().resolve()
-    return bool(a == b)
-
-
-def start_recipe(classifier: str | None) -> tuple[dict[str, Any], Path] | None:
-    """C_0's recipe from its ``training_log.json`` (and the log's path), or None when there is none."""
-    if classifier is None or classifier.startswith("judge:"):
-        return None
-    log = Path(classifier).expanduser() / LOG_FILE
-    if not log.is_file():
-        return None
-    config = json.loads(log.read_text(encoding="utf-8")).get("config") or {}
-    recipe = {k: config[k] for k in RECIPE_FIELDS if k in config}
-    return (recipe, log) if recipe else None
-
-
-def round_recipe(classifier: str | None, train: Any, options: Mapping[str, Any]) -> Recipe:
-    """The recipe of every round: ``train`` (seed, device and the fallback recipe) with C_0's recipe when known,
-    then the explicitly given ``options`` (TrainConfig field names), which must agree with C_0's."""
-    given = replace(train, **options)
-    if classifier is None:
-        return Recipe(given, "the training options (C_0 is trained here with the same recipe)")
-    found = start_recipe(classifier)
-    if found is None:
-        why = "a judge is not trained" if classifier.startswith("judge:") else f"it has no {LOG_FILE}"
-        used = "the options given" if options else "train's defaults"
-        return Recipe(given, used, f"C_0's recipe is unknown ({why}), so every round trains with {used}: round 1 "
-                                   "then differs from C_0 in recipe as well as data. The ALICE arm against the control "
-                                   "changes only the data; to compare with round 0, train C_0 with `toxiforge train` "
-                                   "and this recipe, and pass that as -c")
-    recipe, log = found
-    differ = [k for k, v in options.items() if k in recipe and not _same(k, recipe[k], v)]
-    if differ:
-        said = ", ".join(f"{FLAGS.get(k, k)} {options[k]}" for k in differ)
-        logged = ", ".join(f"{k} {recipe[k]}" for k in differ)
-        raise InputError(f"{said} differ from the recipe C_0 was trained with ({logged}, in {log}): round 1 would "
-                         "compare another recipe with C_0, not other data",
-                         hint="drop those options (every round then trains as C_0 was trained), or train C_0 with "
-                              "them (`toxiforge train`) and pass that as -c")
-    return Recipe(replace(given, **recipe), f"C_0's {LOG_FILE}")
 
 
 # --- checks before any work ------------------------------------------------------------------------------------
@@ -138,7 +68,14 @@ def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
         raise InputError("--resume: this run was made before harden kept its prompts and statements apart and "
                          "trained every round with C_0's recipe (issue 34), so its numbers can leak", path=saved,
                          hint="start it again in a new -o")
+    if "weights" not in old:  # a run from before issue 48 recorded no weights: not compared
+        settings = {k: v for k, v in settings.items() if k != "weights"}
     differences = sorted(k for k in settings if old.get(k) != settings[k])
+    if differences == ["weights"]:
+        changed = [FLAGS_WEIGHTS[k] for k in settings["weights"] if old["weights"].get(k) != settings["weights"][k]]
+        raise InputError(f"--resume: the weights of {' and '.join(changed)} changed since this run began (a "
+                         "classifier retrained at the same path), so its attacks and cached scores are stale",
+                         path=saved, hint="write to a new -o, or restore the classifier this run started with")
     if differences:
         raise InputError(f"--resume: this run's {', '.join(differences)} differ from the run in -o", path=saved,
                          hint="resume with the same options (only --rounds may grow), or write to a new -o")
@@ -152,9 +89,9 @@ class TrainingPending(Exception):
         self.commands = commands
 
 
-def train_command(config: TrainConfig, specs: Sequence[str], out: Path) -> str:
-    """The ``toxiforge train`` command line that trains what :func:`train_classifier` would with ``config`` on
-    the data of ``specs`` (in order: the same rows) into ``out``."""
+def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objective: Objective | None = None) -> str:
+    """The ``toxiforge train`` command line that trains what :func:`~toxiforge.harden.recipe.train_round` would with
+    ``config`` and ``objective`` on the data of ``specs`` (in order: the same rows) into ``out``."""
     import shlex
 
     options = [*(f"--data {shlex.quote(s)}" for s in specs), f"-o {shlex.quote(str(out))}",
@@ -166,6 +103,7 @@ def train_command(config: TrainConfig, specs: Sequence[str], out: Path) -> str:
     options += [f"--tokenizer {shlex.quote(config.tokenizer)}"] if config.tokenizer else []
     options += [f"--early-stopping {config.early_stopping}"] if config.early_stopping is not None else []
     options += ["--bf16"] if config.bf16 else []
+    options += objective.flags() if objective is not None else []
     return "toxiforge train " + " ".join(options)
 
 

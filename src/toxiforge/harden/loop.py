@@ -8,20 +8,22 @@ Round r >= 1, per arm:
 * **control**: as many top-k statements (same count per prompt label) join instead, so a gain is ALICE's and not
   just more data (the paper's Table 4 comparison);
 
-then C_r is trained on the base data plus every addition so far, with C_0's recipe (guard.py), from the base
+then C_r is trained on the base data plus every addition so far, with C_0's recipe (recipe.py), from the base
 model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
 C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
 AUC interval stops the loop (``keep_going``: a warning). With ``transfer``, one more attack on C_0 is scored by every
 C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
 (``validate_with="people"``) the run's annotators do, in a study per round (people.py).
-Prompts and statements never repeat across the run's generated sets (sets.py).
+Prompts and statements never repeat across the run's generated sets (sets.py), and no ``--eval`` text is trained on
+(inputs.py).
 
 Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
 :func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate`,
 :func:`~toxiforge.bias.measure.measure_data`). Layout of ``DIR`` (each run a normal toxiforge run)::
 
     harden.json                      the settings (a resumed run must match them; --rounds may grow)
+    data-apart-from-eval.jsonl       --external-training: --data less its --eval rows, when it has some
     round-0/model/                   C_0 when trained from --data
     round-0/attack/  metrics.json    the attack on C_0, its metrics
     round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
@@ -63,17 +65,17 @@ from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
     SETTINGS_FILE,
     HardenStopped,
-    Recipe,
     TrainingPending,
     check_out_dir,
     check_sequence_classifier,
     round_problems,
-    round_recipe,
     train_command,
 )
+from toxiforge.harden.inputs import data_specs, load_inputs
 from toxiforge.harden.people import People, people_report, read_labels
+from toxiforge.harden.recipe import Recipe, round_recipe, train_round
 from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report
-from toxiforge.harden.sets import PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
+from toxiforge.harden.sets import EVAL_SET, PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
 from toxiforge.pipeline.generator import Generator
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK, run_complete
 from toxiforge.training.trainer import LOG_FILE
@@ -99,7 +101,7 @@ class Harden:
     # keep_going: a degenerate round, or one worse than round 0, is warned about instead of stopping the loop
     keep_going: bool = False
     problems: dict[int, list[str]] = field(default_factory=dict)  # round -> what round_problems found
-    recipe: Recipe | None = None  # how every round trains (guard.round_recipe), set by prepare
+    recipe: Recipe | None = None  # how every round trains (recipe.round_recipe), set by prepare
     _validation: Validation = field(default_factory=lambda: Validation(None), repr=False)
     _transfer: Statements | None = field(default=None, repr=False)
     _prompts: dict[str, DrawnSet] = field(default_factory=dict, repr=False)  # set name -> its drawn prompts
@@ -108,35 +110,34 @@ class Harden:
     leaks: list[dict[str, Any]] = field(default_factory=list)  # per set: prompts re-drawn, statements left out
     # validate_with="people": poll a study every this many seconds until it is labelled, instead of stopping
     wait: float | None = None
+    accept_partial: bool = False  # validate_with="people": go on with the answers in (people.py)
     people: People | None = None  # set by prepare with validate_with="people"
     _held_out: list[Any] = field(default_factory=list, repr=False)  # the held-out attack set's sources (families.py)
+    eval_overlap: dict[str, Any] = field(default_factory=dict)  # --data rows that are --eval rows (inputs.py)
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
         (each set's drawn now, so a run that would run out of unused prompts is refused here)."""
-        from toxiforge.data import load_specs
-
         self.out = Path(self.out)
         check_out_dir(self.out, self.config.fingerprint(), resume)
         if self.config.classifier is not None and not is_judge(self.config.classifier):
             check_sequence_classifier(self.config.classifier)  # a judge is only attacked and measured
         self.recipe = round_recipe(self.config.classifier, self.config.train, self.config.train_options)
-        base = [e for d in load_specs(list(self.config.data)) for e in d.examples]
-        if {e.label for e in base} != {0, 1}:
-            raise InputError(f"--data has {len(base)} usable rows, not both labels", hint="give data with toxic "
-                                                                                          "and benign rows")
-        eval_sets = load_specs(list(self.config.eval), label_rule=self.config.label_rule)
         config = self.config
+        inputs = load_inputs(config.data, config.eval, config.label_rule, config.max_eval_overlap)
+        base, eval_sets, self.eval_overlap = inputs.train, inputs.eval_sets, inputs.overlap  # base: no eval row
         self._validation = Validation(None if config.people else config.validate_with, config.device)
         self._validation.load()  # a bad --validate-with fails here
+        if self.accept_partial and not config.people:
+            raise InputError("--accept-partial applies to --validate-with people", hint="drop --accept-partial")
         if config.people:
             self.people = People(config.annotation_db or str(self.out / "annotation.db"), self.out,
                                  config.annotation_form, config.min_annotators, config.attack.seed, self.wait,
-                                 say=self.say)
+                                 self.accept_partial, say=self.say)
         # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
         self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
         if fam.measured(config.attacks, config.eval_attacks):
-            self._held_out = fam.held_out_sources(eval_sets, base, config.eval_attack_n, config.attack.seed)
+            self._held_out = fam.held_out_sources(eval_sets, inputs.data, config.eval_attack_n, config.attack.seed)
             if not self._held_out and config.eval_attacks:
                 raise InputError(f"--eval {', '.join(config.eval)} has no toxic row outside --data for "
                                  "--eval-attacks to attack", hint="add an --eval set with toxic rows")
@@ -149,6 +150,7 @@ class Harden:
         self._ledger, self._sets, self.leaks = StatementLedger(), {}, []
         self._ledger.train_on(e.text for e in base)  # statements of the training data are left out of every set
         self._ledger.train_on((s.text for s in self._held_out), fam.HELD_OUT_SET)  # and the held-out attack set's
+        self._ledger.train_on((e.text for d in eval_sets for e in d.examples), EVAL_SET)  # and the eval sets'
         if self.recipe.note:
             self.say(f"note: {self.recipe.note}")
         self.out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +183,7 @@ class Harden:
 
     def _report(self, rounds: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.recipe is not None
-        extra = {"recipe": self.recipe.to_dict(), "sets": self.leaks,
+        extra = {"recipe": self.recipe.to_dict(), "sets": self.leaks, "eval_overlap": self.eval_overlap,
                  "problems": {str(r): p for r, p in sorted(self.problems.items())}}
         if self.people is not None:
             extra["people"] = people_report(self.out, len(rounds) - 1, self._sets)
@@ -268,20 +270,17 @@ class Harden:
                additions: list[str]) -> Path:
         if (folder / LOG_FILE).exists():
             return folder
-        from toxiforge.training.trainer import train_classifier
-
-        assert self.recipe is not None
+        assert self.recipe is not None and self._inputs is not None
         start = str(previous) if self.config.init == "continue" and previous is not None else None
         config = replace(self.recipe.train, base_model=start or self.recipe.train.base_model)
-        command = train_command(config, [*self.config.data, *additions], folder)
+        data = data_specs(self.config.data, self._inputs[0], self.eval_overlap, self.out)
+        command = train_command(config, [*data, *additions], folder, self.recipe.objective)
         if self.external_training:
             self.pending.append(command)
             return folder
-        from toxiforge.training.card import CardFacts
-
-        self.say(f"{what}: training {config.base_model} on {len(rows)} rows")
-        train_classifier(rows, folder, config, progress=self.progress, overwrite=True,
-                         data_sources=[*self.config.data, *additions], card=CardFacts(command))  # model card
+        self.say(f"{what}: training {config.base_model} on {len(rows)} rows ({self.recipe.objective.describe()})")
+        train_round(rows, folder, config, self.recipe.objective, [*self.config.data, *additions], self.progress,
+                    command)
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
 

@@ -11,12 +11,15 @@ flip rates have people's numbers. harden then stops (:class:`AnnotationPending`,
 statements and annotations awaited and the ``toxiforge annotate serve`` / ``invite`` commands; with ``wait`` it polls
 the study until every statement has its annotations (Ctrl-C stops it just as cleanly).
 
-``--resume`` reads the labels: each statement's **majority** over at least ``min_annotators`` responses (the
-study's ``per_item``); a response's vote is the short form's yes/no, or the paper's rule on the full form (toxic when
-max(harm if an AI wrote it, if a person wrote it) > 3). Ties and statements with fewer responses are reported and
-left out (NaN in :class:`~toxiforge.harden.data.Statements`' scores: they never join and count in no validated
-rate). The labels are written beside each run (``RUN.people.json``) and the study's counts and agreement
-(:func:`~toxiforge.annotation.agreement.study_agreement`, as ``annotate agreement`` reports it) to
+``--resume`` reads the labels once **every** statement has ``min_annotators`` responses (the study's ``per_item``);
+before that it stops again, saying how many statements await how many answers (issue 48: it used to go on at the
+first answer and never read later ones). Each statement's label is the **majority** of its responses; a response's
+vote is the short form's yes/no, or the paper's rule on the full form (toxic when max(harm if an AI wrote it, if a
+person wrote it) > 3). Ties are reported and left out (NaN in :class:`~toxiforge.harden.data.Statements`' scores:
+they never join and count in no validated rate). ``accept_partial`` goes on with what is in: the majority of the
+responses a statement has, however few (``partial`` in the counts; statements with none are under-annotated and
+left out), and the report says so. The labels are written beside each run (``RUN.people.json``) and the study's
+counts and agreement (:func:`~toxiforge.annotation.agreement.study_agreement`, as ``annotate agreement`` reports it) to
 ``people/STEP.labels.json``; the study itself to ``people/STEP.json`` (before the database row, so an interrupted
 run creates it on resume).
 """
@@ -100,6 +103,7 @@ class People:
     min_annotators: int = 3
     seed: int = 0
     wait: float | None = None  # poll the study every this many seconds instead of stopping
+    accept_partial: bool = False  # go on before every statement has min_annotators responses (module docstring)
     lease_minutes: int = DEFAULT_LEASE_MINUTES
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     say: Callable[[str], None] = field(default=lambda message: None, repr=False)
@@ -138,11 +142,10 @@ class People:
         study, token = self._study(plan)
         said = False
         while True:
-            progress = self.store.progress(study.id)
-            complete = progress["responses"] >= progress["needed"]
-            if complete or (self.wait is None and token is None and progress["responses"]):
+            answers = [len(v) for v in self._votes(study, plan)]
+            if all(n >= self.min_annotators for n in answers) or (self.accept_partial and any(answers)):
                 return self._read(step, plan, study)
-            lines = self._pending_lines(what, plan, progress, token)
+            lines = self._pending_lines(what, plan, answers, token)
             if self.wait is None:
                 raise AnnotationPending(lines)
             if not said:
@@ -200,21 +203,32 @@ class People:
                              "statements expected)", hint="give this run its own --annotation-db")
         return study, None
 
-    def _read(self, step: str, plan: dict[str, Any], study: Any) -> dict[Path, list[float]]:
-        from toxiforge.annotation.agreement import response_vote, study_agreement
+    def _votes(self, study: Any, plan: dict[str, Any]) -> list[list[int]]:
+        """Each study item's votes, in item order."""
+        from toxiforge.annotation.agreement import response_vote
 
         votes: dict[int, list[int]] = defaultdict(list)
         for item, response in self.store.responses(study.id):
             votes[item.position].append(response_vote(response, plan["form"]))
-        decided = [majority(votes[i], self.min_annotators) for i in range(len(plan["items"]))]
+        return [votes[i] for i in range(len(plan["items"]))]
+
+    def _read(self, step: str, plan: dict[str, Any], study: Any) -> dict[Path, list[float]]:
+        from toxiforge.annotation.agreement import study_agreement
+
+        votes = self._votes(study, plan)
+        decided = [majority(v, 1 if self.accept_partial else self.min_annotators) for v in votes]
         counts = {status: sum(s == status for _, s in decided) for status in ("majority", "tie", "under-annotated")}
+        partial = sum(0 < len(v) < self.min_annotators and label is not None for v, (label, _) in zip(votes, decided))
         summary = {"step": step, "study": plan["study"], "form": plan["form"], "statements": len(decided),
-                   "responses": sum(len(v) for v in votes.values()), **counts,
-                   "agreement": study_agreement(self.store, study.id).to_dict()}
+                   "responses": sum(len(v) for v in votes), **counts, "accept_partial": self.accept_partial,
+                   "partial": partial, "agreement": study_agreement(self.store, study.id).to_dict()}
         atomic_write_text(self.out / STUDIES_DIR / f"{step}.labels.json", json.dumps(summary, indent=1) + "\n")
-        self.say(f"{plan['study']}: {counts['majority']} of {len(decided)} statements have a majority label; "
-                 f"{counts['tie']} tie(s) and {counts['under-annotated']} with fewer than {self.min_annotators} "
-                 "annotations are left out")
+        self.say(f"{plan['study']}: {counts['majority']} of {len(decided)} statements have a majority label"
+                 + (f" ({partial} of them from fewer than {self.min_annotators} answers: --accept-partial)"
+                    if self.accept_partial else "")
+                 + f"; {counts['tie']} tie(s) and {counts['under-annotated']} with "
+                 + ("no answer" if self.accept_partial else f"fewer than {self.min_annotators} annotations")
+                 + " are left out")
         out = {}
         for run, where in plan["runs"].items():
             labels = [None if i is None else decided[i][0] for i in where]
@@ -224,19 +238,26 @@ class People:
             out[self.out / run] = [math.nan if v is None else float(v) for v in labels]
         return out
 
-    def _pending_lines(self, what: str, plan: dict[str, Any], progress: dict[str, Any], token: str | None
+    def _pending_lines(self, what: str, plan: dict[str, Any], answers: Sequence[int], token: str | None
                        ) -> list[str]:
-        db, name, n = shlex.quote(self.db), shlex.quote(plan["study"]), len(plan["items"])
-        lines = [f"{what}: {n} statements await {plan['per_item']} annotations each ({progress['needed']} in all, "
-                 f"{progress['responses']} done) in study {plan['study']} ({plan['form']} form) of {self.db}.",
-                 "Serve it and invite at least that many annotators, one link each (serve's --host, --port and "
-                 "--base-url put it where annotators reach it):",
-                 f"  toxiforge annotate serve --db {db}",
-                 f"  toxiforge annotate invite --study {name} --annotators {plan['per_item']} --db {db}"]
+        db, name, n, need = shlex.quote(self.db), shlex.quote(plan["study"]), len(plan["items"]), plan["per_item"]
+        done = sum(min(a, need) for a in answers)
+        lines = [f"{what}: {n} statements await {need} annotations each ({n * need} in all, {done} done) in study "
+                 f"{plan['study']} ({plan['form']} form) of {self.db}."]
+        if done:
+            short = sorted(((need - a) for a in answers if a < need), reverse=True)
+            by_missing = ", ".join(f"{short.count(m)} await {m} more" for m in sorted(set(short), reverse=True))
+            lines.append(f"{len(short)} of the {n} statements still have fewer than {need} answers ({by_missing}; "
+                         f"{sum(short)} answers to come).")
+        lines += ["Serve it and invite at least that many annotators, one link each (serve's --host, --port and "
+                  "--base-url put it where annotators reach it):",
+                  f"  toxiforge annotate serve --db {db}",
+                  f"  toxiforge annotate invite --study {name} --annotators {need} --db {db}"]
         if token is not None:
             lines.append(f"The study's admin link (progress, exports; shown once): /admin/login/{token}")
-        lines.append("Then rerun this harden command with --resume: it reads the labels (each statement's majority "
-                     f"of at least {plan['per_item']}) and goes on.")
+        lines.append(f"Then rerun this harden command with --resume: once every statement has {need} answers it "
+                     "reads the labels (each statement's majority) and goes on; --resume --accept-partial goes on "
+                     "now with the majority of the answers that are in.")
         return lines
 
 
@@ -311,6 +332,11 @@ def people_markdown(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {s['step']} | {s['form']} | {s['statements']} | {s['responses']} | {s['majority']} | "
                      f"{s['tie']} | {s['under-annotated']} | {num(a['fleiss_kappa'])} | "
                      f"{num(a['krippendorff_alpha_nominal'])} | {num(a['krippendorff_alpha_ordinal'])} |")
+    partial = [s for s in people["studies"] if s.get("accept_partial")]
+    if partial:
+        lines += ["", "**Read before every statement had its annotations** (`--accept-partial`): " + "; ".join(
+            f"{s['step']}: {s['partial']} of {s['statements']} labels are the majority of fewer answers than asked, "
+            f"{s['under-annotated']} statements had none (left out)" for s in partial) + "."]
     lines += ["", "Per round and arm, the fresh attack's statements people labelled: flips people confirmed (% of the "
                   "labelled flips people give their prompt label), the flip rate among the statements people give "
                   "their prompt label, people agreeing with the prompt label, and the human-validated fool rate (% "

@@ -317,23 +317,32 @@ def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]],
 
 def checks_markdown(report: dict[str, Any]) -> list[str]:
     """The lines that say how the rounds trained, what was kept apart and which rounds went wrong."""
+    from toxiforge.harden.inputs import overlap_markdown
+
     lines = []
     recipe = report.get("recipe")
     if recipe:
         t = recipe["train"]
         steps = f"max {t['max_steps']} steps" if t["max_steps"] > 0 else f"{t['epochs']:g} epochs"
+        objective = recipe.get("objective") or {}
+        loss = objective.get("loss", "cross-entropy")
+        if objective.get("bias_only"):
+            loss += f" against bias-only {objective['bias_only']}"
         lines += ["", f"Every round trains with this recipe ({recipe['source']}): {t['base_model']}, lr "
-                      f"{t['learning_rate']:g}, batch {t['batch_size']}, {steps}, max length {t['max_length']}."]
+                      f"{t['learning_rate']:g}, batch {t['batch_size']}, {steps}, max length {t['max_length']}, "
+                      f"{t['eval_fraction']:g} of the rows held out, {loss}."]
         lines += ["", f"Note: {recipe['note']}."] if recipe.get("note") else []
     sets = report.get("sets") or []
     if sets:
         lines += ["", "Generated sets, kept apart (no prompt in two sets or twice in one; a statement of the training "
                       "data, of an earlier set or twice in one is left out: never trained on twice, never measured "
                       "after being trained on):", "",
-                  "| set | prompts | prompts re-drawn | statements | left out: training data | earlier set | "
-                  "twice in set |", "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| set | prompts | prompts re-drawn | statements | left out: training data | --eval | earlier set | "
+                  "twice in set |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {s['set']} | {s['prompts']} | {s['prompts_redrawn']} | {s['statements']} | "
-                  f"{s['in_training_data']} | {s['in_earlier_set']} | {s['repeated_in_set']} |" for s in sets]
+                  f"{s['in_training_data']} | {s.get('in_eval', 0)} | {s['in_earlier_set']} | {s['repeated_in_set']} |"
+                  for s in sets]
+    lines += overlap_markdown(report.get("eval_overlap"))
     for r, problems in (report.get("problems") or {}).items():
         lines += ["", f"**Round {r} is worse than round 0**: " + "; ".join(problems) + "."]
     return lines

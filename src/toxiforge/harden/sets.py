@@ -15,9 +15,9 @@ prompts repeating an earlier round's, and 5 of 300 repeating inside one attack. 
   the run is refused with the numbers, before any work. The prompts are written as upstream prompt files into
   ``SET.prompts/`` beside the set, and the set's generation run reads them as ``--prompts`` does.
 * **statements** (:class:`StatementLedger`): a statement whose text (case and whitespace folded) is in the training
-  data (``--data``), in an earlier set, or earlier in its own set is *left out* of the set: it neither joins a
-  training set nor counts in a flip rate. So no statement a flip rate is measured on is one the classifier under test
-  was trained on.
+  data (``--data``), an ``--eval`` set, an earlier set, or earlier in its own set is *left out* of the set: it
+  neither joins a training set nor counts in a flip rate. So no statement a flip rate is measured on is one the
+  classifier under test was trained on, and no eval row is trained on.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ TRANSFER_SEED_OFFSET = 20_000  # the fixed transfer attack on C_0 with seed + 20
 # The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
 # as many statements of each label as the ALICE arm adds (a shortfall is recorded in the metrics).
 CONTROL_POOL = 2
+EVAL_SET = "--eval set"  # where the ledger says an eval row was seen (harden/inputs.py)
+# Why a statement seen before is left out, by where it was seen (else "in_earlier_set"): the training data, or an
+# --eval row (eval texts never join training nor count in a flip rate)
+SEEN_AS = {"training data": "in_training_data", EVAL_SET: "in_eval"}
 
 
 def fold(text: str) -> str:
@@ -203,11 +207,12 @@ class StatementLedger:
     def check(self, texts: Sequence[str]) -> tuple[tuple[bool, ...], dict[str, int]]:
         """Which of one set's statements to keep (in order), and the counts of those left out and why."""
         keep, inside = [], set()
-        counts = {"statements": len(texts), "in_training_data": 0, "in_earlier_set": 0, "repeated_in_set": 0}
+        counts = {"statements": len(texts), "in_training_data": 0, "in_eval": 0, "in_earlier_set": 0,
+                  "repeated_in_set": 0}
         for text in texts:
             key = fold(text)
-            why = ("in_training_data" if self.seen.get(key) == "training data" else "in_earlier_set") \
-                if key in self.seen else "repeated_in_set" if key in inside else None
+            why = SEEN_AS.get(self.seen[key], "in_earlier_set") if key in self.seen \
+                else "repeated_in_set" if key in inside else None
             keep.append(why is None)
             inside.add(key)
             if why:

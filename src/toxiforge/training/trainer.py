@@ -9,9 +9,10 @@ optionally stops early, and saves a standard model directory:
   ``transformers.pipeline("text-classification", model=DIR)`` and
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
 * ``README.md``: a model card in the Hugging Face Hub's conventions (:mod:`toxiforge.training.card`);
-* ``training_log.json``: the configuration, data counts, loss and eval AUC per epoch, throughput, versions
-  (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows, or whose final
-  training loss is still at chance (ln 2 for balanced classes), also warns (a
+* ``training_log.json``: the configuration (``eval_fraction`` the share actually held out of the rows: 0 with a
+  given eval set; ``held_out`` says where the eval rows came from), data counts, loss and eval AUC per epoch,
+  throughput, versions (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows,
+  or whose final training loss is still at chance (ln 2 for balanced classes), also warns (a
   :class:`~toxiforge.errors.ToxiforgeWarning`).
 
 Training writes into a staging folder beside the output (``.<name>.training``) and moves the finished model into
@@ -36,7 +37,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,9 +302,12 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
         raise InputError(f"every one of the {len(train)} training examples is {only}; a classifier needs both "
                          "classes", hint="add data of the other class (e.g. generate with --labels toxic,benign)")
     positions = list(range(len(train)))  # each training row's position in the list given (for BatchCallbacks)
+    # what the run really holds out of its rows (training_log.json's held_out): nothing when given an eval set
+    share, held_from = 0.0, "none" if eval_examples is None else "the given eval set"
     if eval_examples is None and config.eval_fraction > 0:
         positions, held = split_heldout_indices([e.label for e in train], config.eval_fraction, config.seed)
         eval_examples = [train[i] for i in held]
+        share, held_from = config.eval_fraction, "the training rows"
     given = train
     train = [given[i] for i in positions]
     eval_examples = list(eval_examples or [])
@@ -375,8 +379,10 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
             note = auc_or_reason([e.label for e in eval_examples], [0.0] * len(eval_examples)).reason
             for row in epochs:
                 row["eval_auc_note"] = note
-        log = build_training_log(config, source, data_sources, train, eval_examples, epochs, output.metrics,
-                                 seconds, trainer)
+        # the config as run: eval_fraction is the share held out of the rows (0 with a given eval set)
+        log = build_training_log(replace(config, eval_fraction=share), source, data_sources, train, eval_examples,
+                                 epochs, output.metrics, seconds, trainer)
+        log["held_out"] = {"share": share, "from": held_from, "rows": len(eval_examples)}
         log["learning_check"] = learning_check(log)
         write_training_log(output_dir, log)
         for message in log["learning_check"]["warnings"]:

@@ -225,7 +225,14 @@ def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path)
     assert read_labels(out / "round-0" / "attack") is not None
 
 
-def test_bad_people_options_fail_before_any_work(setup):  # noqa: F811
+def test_bad_people_options_fail_before_any_work(setup, varied_lm, tmp_path):  # noqa: F811
+    from toxiforge.harden.loop import Harden
+    from toxiforge.pipeline import Generator
+
+    with pytest.raises(InputError, match="--accept-partial applies to --validate-with people"):
+        Harden(config_for(setup), tmp_path / "h", Generator(model="tiny", lm=varied_lm, device="cpu"),
+               accept_partial=True).prepare(resume=False)
+    assert not (tmp_path / "h").exists()
     with pytest.raises(InputError, match="--min-annotators 0 leaves no statement a label"):
         config_for(setup, validate_with="people", min_annotators=0)
     with pytest.raises(InputError, match="--annotation-form"):

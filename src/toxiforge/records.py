@@ -8,7 +8,9 @@ JSON), ``seed`` (the row's own sampling seed), ``run_id``, ``timestamp`` (UTC, I
 LM's text before post-processing), ``finish_reason`` ("newline", "eos" or "length" when the token budget ran
 out), ``row_id`` (stable "<group>/<label>/<index>") and ``parse_error`` (null, or why the output could not be
 turned into a statement; such unparsed rows are kept, never dropped). ALICE rows also fill ``classifier``,
-``classifier_score`` and ``fooled``.
+``classifier_score`` and ``fooled``, and ALICE with a keeper (``--keep-label-with K``) ``keeper_score``: K's
+P(toxic) of the statement (K keeps the prompt's label when :func:`is_toxic` of it equals the label; K's name, λK and
+weights digest are in ``decoding`` and the manifest). Null otherwise, and in files written before it existed.
 
 A decoder may return several outputs per prompt (ALICE with ``num_return`` > 1): each is a row of its own.
 ``hypothesis_rank`` is the output's rank among its prompt's outputs (0 = best; top-k rows and the only output
@@ -115,6 +117,7 @@ class Row:
     fooled: bool | None = None
     hypothesis_rank: int = 0
     hypothesis_score: float | None = None
+    keeper_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,7 +137,7 @@ def arrow_schema():
     types = {
         "prompt_label": pa.int8(), "roberta_prediction": pa.float64(), "machine_generated": pa.bool_(),
         "seed": pa.int64(), "classifier_score": pa.float64(), "fooled": pa.bool_(),
-        "hypothesis_rank": pa.int16(), "hypothesis_score": pa.float64(),
+        "hypothesis_rank": pa.int16(), "hypothesis_score": pa.float64(), "keeper_score": pa.float64(),
     }
     return pa.schema([pa.field(name, types.get(name, pa.string())) for name in COLUMNS])
 

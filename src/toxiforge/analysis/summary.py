@@ -32,7 +32,7 @@ from toxiforge.errors import InputError
 from toxiforge.records import TOXIC_THRESHOLD, Row, is_toxic, label_word
 
 SCORED_FILE = "scored.parquet"  # where `toxiforge classify RUN_DIR` writes by default
-NOT_SCORES = ("classifier_score", "hypothesis_score", "source_score")  # *_score columns: not a later P(toxic)
+NOT_SCORES = ("classifier_score", "hypothesis_score", "source_score", "keeper_score")  # *_score columns: not a later P(toxic)
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

@@ -7,7 +7,9 @@ one demonstration), steering toward the class opposite the source's label, one p
 are counted per statement (every text the classifier scores during the beam search counts one, and so do the
 source and the final statement). The new statement keeps the source's label as its intended label, as ALICE's
 rows keep their prompt's; nothing guarantees it, so check with ``--validate-with``. ``edits`` are empty and
-``similarity`` is not measured.
+``similarity`` is not measured. With ``--keep-label-with K`` the search also keeps the source's label in K's view
+(:mod:`toxiforge.decoding.alice`); K's queries are the attacker's own, not counted, and its P(toxic) of the statement
+is the row's ``keeper_score``.
 """
 
 from __future__ import annotations
@@ -110,9 +112,11 @@ class AliceAttack:
         sample = as_hypotheses(output[0], 1)[0]
         statement = postprocess(sample.raw_output)
         after = float(counting.predict_proba([statement.text])[0]) if statement.text else None
+        keeper = self.decoder.keeper
+        kept = float(keeper.predict_proba([statement.text])[0]) if keeper is not None and statement.text else None
         return Attempt(text=statement.text, queries=counting.queries, score_before=score, score_after=after,
                        prompt=prompt, raw_output=sample.raw_output, finish_reason=sample.finish_reason,
-                       error=statement.error, model=self.lm.name)
+                       error=statement.error, model=self.lm.name, keeper_score=kept)
 
 
 __all__ = ["AliceAttack", "AliceAttackConfig", "CountingClassifier", "source_prompt"]

@@ -47,7 +47,7 @@ class Attempt:
     ``queries`` it spent (the source's own score included), P(toxic) of the source (``score_before``) and of
     ``text`` (``score_after``), and ``similarity`` (sentence-embedding cosine to the source; None when the family
     does not measure it). ``prompt``/``raw_output``/``finish_reason``/``model``: what a generating family (ALICE)
-    fed and got back."""
+    fed and got back; ``keeper_score``: ALICE's keeper's P(toxic) of ``text`` (``--keep-label-with``)."""
 
     text: str
     queries: int
@@ -60,6 +60,7 @@ class Attempt:
     finish_reason: str | None = None
     error: str | None = None
     model: str = ""
+    keeper_score: float | None = None
 
 
 @runtime_checkable

@@ -136,6 +136,7 @@ def attack_row(source: Source, attempt: Attempt, family: AttackFamily, *, settin
         "decoding": settings, "seed": source.seed, "run_id": run_id, "timestamp": now_utc(),
         "raw_output": attempt.raw_output, "finish_reason": attempt.finish_reason, "parse_error": attempt.error,
         "row_id": source.row_id, "classifier": classifier, "classifier_score": after,
+        "keeper_score": attempt.keeper_score,
         "fooled": None if after is None else flipped_label(after, source.label), "hypothesis_rank": 0,
         "source_text": source.text, "source_score": attempt.score_before, "family": family.family,
         "edits": json.dumps(list(attempt.edits), ensure_ascii=False), "queries": attempt.queries,

@@ -80,16 +80,17 @@ def attack(on: Sequence[str], family: str, classifier: str, out: str | Path, *,
     scores the attacked classifier on a pool of Ray actors that each load it once.
 
     Checked before any model loads, each an :class:`~toxiforge.errors.InputError` with the fix: the family and
-    its settings, the output folder, the statements (readable, labelled, not empty) and a validator that is the
-    attacked classifier."""
+    its settings, the output folder, the statements (readable, labelled, not empty), a validator that is the
+    attacked classifier or ALICE's keeper, and a keeper that is the attacked classifier."""
     config = family_config(family, settings or {})
     check_output_dir(out, resume or overwrite)
     sources = load_sources(on, labels=labels, seed=seed, text_column=text_column, label_column=label_column)
     resources = resources or Resources()
-    if validate_with is not None:
-        from toxiforge.attacks.validation import Validation
+    from toxiforge.attacks.validation import Validation, check_keeper
 
-        Validation(validate_with).check(classifier)
+    keeper = getattr(config, "keep_label_with", None)  # ALICE's keeper (issue 50): other families have none
+    check_keeper(keeper, classifier)
+    Validation(validate_with).check(classifier, keeper)
     options = dict(classifier_options or {})
     from toxiforge.classifiers import load_classifier
     from toxiforge.classifiers.base import scoring_settings

@@ -7,6 +7,12 @@ attacked one scores every statement of a run (:class:`Validation`, cached beside
 as *validated* when that classifier gives it its prompt label (:func:`agrees`). ``harden --validate-with people``
 has annotators label the statements instead (:mod:`toxiforge.harden.people`): their majority labels (1.0, 0.0, NaN
 for none) take the scores' place. :func:`flip_shares` gives the flip rates with and without the validation.
+
+No self-confirmation: ALICE with a keeper (``--keep-label-with K``, :mod:`toxiforge.decoding.alice`) searched for
+statements K gives their prompt's label, so K's agreement is what the search optimised, not evidence. A validator
+that is K, or a copy of its weights, is refused (:meth:`Validation.check`): the confirmed rate must come from a
+classifier the search never saw, or from people. :func:`check_keeper` refuses a keeper that is the attacked
+classifier (the two terms would pull one classifier both ways).
 """
 
 from __future__ import annotations
@@ -126,14 +132,31 @@ class Validation:
     _classifier: Any = field(default=None, repr=False)
     _digest: str | None = field(default=None, repr=False)
 
-    def check(self, attacked: str | Path | None) -> None:
-        """Refuse a validator that is the attacked classifier: it would reject every flip by definition. Compared by
-        content (:func:`same_classifier`), so another spelling of the path or a copy of the directory is refused."""
+    def check(self, attacked: str | Path | None, keeper: str | Path | None = None) -> None:
+        """Refuse a validator that is the attacked classifier (it would reject every flip by definition) or ALICE's
+        keeper (it would confirm what the search steered it to confirm: module docstring). Compared by content
+        (:func:`same_classifier`), so another spelling of the path or a copy of the directory is refused."""
         if self.spec is not None and attacked is not None and same_classifier(self.spec, attacked):
             raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c {attacked}, the same "
                              "weights): it disagrees with every statement that fooled it, so nothing would join",
                              hint="validate with another classifier (e.g. one trained on human-written text, or a "
                                   "judge:MODEL)")
+        if self.spec is not None and keeper is not None and same_classifier(self.spec, keeper):
+            raise InputError(f"--validate-with {self.spec} is the keeper (--keep-label-with {keeper}, the same "
+                             "weights): ALICE searched for statements it gives their prompt's label, so its "
+                             "agreement is what the search optimised, not a confirmation; the confirmed rate must "
+                             "come from a classifier the search never saw, or from people",
+                             hint="validate with a classifier trained on other data (ideally another family: a "
+                                  "judge:MODEL, a TF-IDF model), or with people (harden --validate-with people)")
+
+
+def check_keeper(keeper: str | Path | None, attacked: str | Path | None) -> None:
+    """Refuse ALICE's keeper when it is the attacked classifier (:func:`same_classifier`): the classifier term pulls
+    it toward the other class and the keeper term back, so the search would steer nowhere."""
+    if keeper is not None and attacked is not None and same_classifier(keeper, attacked):
+        raise InputError(f"--keep-label-with {keeper} is the attacked classifier (-c {attacked}, the same weights): "
+                         "the keeper term would pull it back exactly as the classifier term pushes it",
+                         hint="keep labels with a classifier trained on other data than -c's")
 
     def load(self) -> None:
         """Load the validator now (a bad spec fails here, before any work); no-op without one."""

@@ -10,7 +10,9 @@ label with bootstrap intervals, and ALICE minus top-k with an interval paired by
 for both decoders). With ``validate_with`` (as ``harden --validate-with``: a classifier other than the attacked
 one, compared by weights), every statement is also scored by the validator: ``validated`` (flip rate among the
 statements it gives their prompt label), ``confirmed`` (flipped *and* kept their label: the paper's validated
-fooling rate) and ``validator_agrees``; the paired difference is then given for the confirmed rate too.
+fooling rate) and ``validator_agrees``; the paired difference is then given for the confirmed rate too. ALICE's
+keeper (``--keep-label-with``, :mod:`toxiforge.decoding.alice`) is named beside the validator, which may not be it
+(nor a copy of it): the search optimised the keeper's agreement, so only another classifier confirms.
 
 Layout under ``OUT/attacks/prompts/``: ``RUNS/topk/`` (a normal ``generate`` run), ``RUNS/alice-KEY/`` per
 classifier (RUNS: a digest of the prompts, decoders and language model; KEY: the classifier's digest),
@@ -66,13 +68,16 @@ class PromptAttack:
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
 
     def check(self, classifiers: Sequence[str]) -> None:
-        """Before any scoring: the prompts can be built, and the validator loads and is none of ``classifiers``."""
-        from toxiforge.attacks.validation import Validation
+        """Before any scoring: the prompts can be built, the validator loads and is none of ``classifiers`` nor
+        ALICE's keeper, and the keeper is none of ``classifiers``."""
+        from toxiforge.attacks.validation import Validation, check_keeper
 
         self.plan.expand()  # a bad -d/--attack-prompts/--groups fails here
         self._validation = Validation(self.validate_with, self.device)
+        keeper = getattr(self.alice, "keep_label_with", None)
         for spec in classifiers:
-            self._validation.check(spec)
+            check_keeper(keeper, spec)
+            self._validation.check(spec, keeper)
         self._validation.load()
 
     def validation(self) -> Any:
@@ -125,7 +130,7 @@ def attack_outcomes(attack: PromptAttack, out: Path, classifier: Any, key: str, 
     for r, s in zip(topk, scores):
         r["fooled"] = bool(is_toxic(float(s))) != bool(r["label"])
     return {"alice": _rows(alice_dir, METHOD_ALICE, validation), "top-k": topk,
-            "validate_with": attack.validate_with}
+            "validate_with": attack.validate_with, "keep_label_with": getattr(attack.alice, "keep_label_with", None)}
 
 
 def _confirmed(r: dict[str, Any]) -> bool | None:
@@ -159,7 +164,8 @@ def summarise(record: dict[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
     from toxiforge.attacks.validation import flip_shares
     from toxiforge.data.examples import Example
 
-    out: dict[str, Any] = {"validate_with": record.get("validate_with")}
+    out: dict[str, Any] = {"validate_with": record.get("validate_with"),
+                           "keep_label_with": record.get("keep_label_with")}
     for decoder in DECODERS:
         rows = record[decoder]
         examples = [Example(r["text"], r["label"]) for r in rows]

@@ -219,11 +219,16 @@ def _prompt_attacks(sections: Mapping[str, Any]) -> list[str]:
             if validated:
                 row += [_share((r.get(k) or {}).get("all")) for k in ("validated", "confirmed", "validator_agrees")]
             rows.append(row)
+    keepers = sorted({s["keep_label_with"] for s in sections.values() if s.get("keep_label_with")})
+    validators = sorted({s["validate_with"] for s in sections.values() if s.get("validate_with")})
+    who = ((f" ALICE kept each statement's prompt label in the view of the keeper {', '.join(keepers)} "
+            "(--keep-label-with; its agreement was searched for, so it confirms nothing)." if keepers else "")
+           + (f" Validator: {', '.join(validators)} (never seen by the search)." if validators else ""))
     lines = ["## ALICE vs top-k from prompts", "",
              "The same prompts decoded with top-k and with ALICE attacking each classifier; a statement flips when the "
              "classifier's label is not its prompt's (toxic prompts scored benign, benign prompts scored toxic)."
              + (" Validated: among the statements the validator gives their prompt label; confirmed: flipped and "
-                "validated, as a share of all." if validated else ""), ""] + table(header, rows)
+                "validated, as a share of all." if validated else "") + who, ""] + table(header, rows)
     diff = [[c, str(s["alice_minus_topk"]["flip_rate"]["prompts"]), _cell(s["alice_minus_topk"]["flip_rate"]
                                                                            ["difference"])]
             + ([_cell(s["alice_minus_topk"]["confirmed"]["difference"])] if validated else [])

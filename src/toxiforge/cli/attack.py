@@ -36,12 +36,15 @@ def attack_command(
                                                                      "(default 10); alice: candidate tokens per "
                                                                      "beam (paper: 100)."),
     beams: int | None = opt.BEAMS,
+    keep_label_with: str | None = opt.KEEP_LABEL_WITH,
+    lambda_keep: float | None = opt.LAMBDA_KEEP,
     encoder: str = typer.Option(DEFAULT_ENCODER, "--encoder", help="substitute: sentence encoder (embedded "
                                                                    "MiniLM, a directory or hub id)."),
     model: str = typer.Option(DEFAULT_LM, "--model", help="alice: language model, as for generate."),
     validate_with: str | None = typer.Option(
-        None, "--validate-with", help="A classifier other than -c that checks each attacked statement keeps its "
-                                      "label (columns validator_score, validator_agrees), as harden's."),
+        None, "--validate-with", help="A classifier other than -c (and than alice's --keep-label-with) that checks "
+                                      "each attacked statement keeps its label (columns validator_score, "
+                                      "validator_agrees), as harden's."),
     seed: int = typer.Option(0, "--seed", help="Seed of each statement's random choices (each row gets its own "
                              "from it): obfuscate's edit positions, alice's sampling; substitute draws nothing."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
@@ -81,7 +84,7 @@ def attack_command(
         "`toxiforge audit -c A -c B --on RUN` (transfer)"))
     settings = {"max_edits": max_edits, "operations": None if ops is None else tuple(split_list(ops)),
                 "min_similarity": min_similarity, "max_changed": max_changed, "candidates": candidates,
-                "num_beams": beams}
+                "num_beams": beams, "keep_label_with": keep_label_with, "lambda_keep": lambda_keep}
     resources = Resources(encoder=encoder, model=model, device=device, load_lm=load_lm)
     result = attack(opt.dataset_specs(on), family_name, attacked, out, settings=settings,
                     labels=split_list(labels) if labels else None, seed=seed, validate_with=validate_with,

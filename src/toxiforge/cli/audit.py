@@ -64,13 +64,15 @@ def audit(
     model: str = typer.Option(DEFAULT_LM, "--model", help="ALICE vs top-k section: language model, as for generate "
                               "(openai:URL#MODEL for a server)."),
     validate_with: str | None = typer.Option(None, "--validate-with", help="ALICE vs top-k section: a classifier "
-                                             "other than every -c that validates the statements (as harden's): "
-                                             "validated and confirmed flip rates."),
+                                             "other than every -c (and than --keep-label-with) that validates the "
+                                             "statements (as harden's): validated and confirmed flip rates."),
     beams: int | None = opt.BEAMS,
     candidates: int | None = opt.CANDIDATES,
     lambda_lm: float | None = opt.LAMBDA_LM,
     lambda_clf: float | None = opt.LAMBDA_CLF,
     classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
+    keep_label_with: str | None = opt.KEEP_LABEL_WITH,
+    lambda_keep: float | None = opt.LAMBDA_KEEP,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="ALICE vs top-k section: token budget "
                                               "per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="ALICE vs top-k section: temperature."),
@@ -117,6 +119,9 @@ def audit(
         check_gate(len(classifier), bootstrap)
     prompt_attack = None
     source = check_source(attack_prompts, demonstrations)
+    if source is None and (keep_label_with or lambda_keep is not None):
+        raise InputError("--keep-label-with and --lambda-keep steer the ALICE vs top-k section's ALICE, which needs a "
+                         "prompt source", hint="add --attack-prompts FILE or -d DEMONSTRATIONS (with -n)")
     if source is None and validate_with:
         raise InputError("--validate-with validates the ALICE vs top-k section's statements, which needs a prompt "
                          "source", hint="add --attack-prompts FILE or -d DEMONSTRATIONS (with -n)")
@@ -124,7 +129,8 @@ def audit(
         shared = {"temperature": temperature, "max_new_tokens": max_new_tokens}
         alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
                                          "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
-                                         "classifier_top_extensions": classifier_top_extensions})
+                                         "classifier_top_extensions": classifier_top_extensions,
+                                         "keep_label_with": keep_label_with, "lambda_keep": lambda_keep})
         label_list = split_list(prompt_labels)
         plan = GenerationPlan.grid(group_names(groups, label_list, source[0], source[1]), label_list, per_cell,
                                    source=source[0], prompt_source=source[1], k=k, seed=seed)

@@ -164,6 +164,8 @@ def generate(
     classifier_top_n: int | None = typer.Option(
         None, "--classifier-top-n", help="ALICE: score the classifier on each beam's best N candidates only."),
     classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
+    keep_label_with: str | None = opt.KEEP_LABEL_WITH,
+    lambda_keep: float | None = opt.LAMBDA_KEEP,
     no_repeat_ngram: int | None = typer.Option(
         None, "--no-repeat-ngram", help="ALICE: ban repeating an n-gram of the generated tokens (default 3; 0 = off)."),
     alice_mode: str | None = typer.Option(
@@ -200,7 +202,12 @@ def generate(
         "temperature": temperature, "max_new_tokens": max_new_tokens, "top_k": top_k, "num_beams": beams,
         "candidates": candidates, "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
         "classifier_top_n": classifier_top_n, "classifier_top_extensions": classifier_top_extensions,
-        "no_repeat_ngram_size": no_repeat_ngram, "mode": alice_mode, "num_return": num_return})
+        "no_repeat_ngram_size": no_repeat_ngram, "mode": alice_mode, "num_return": num_return,
+        "keep_label_with": keep_label_with, "lambda_keep": lambda_keep})
+    if keep_label_with is not None:
+        from toxiforge.attacks.validation import check_keeper
+
+        check_keeper(keep_label_with, classifier)
     source = prompts or demonstrations
     prompt_source = "prompts" if prompts else "demonstrations"
     label_names = split_list(labels) if labels else (["toxic", "benign"] if source else ["benign"])
@@ -240,6 +247,11 @@ def generate(
     if counts["scored"]:
         console.print(f"{clf_name} disagreed with the prompt label (label flip) on {counts['fooled']}/"
                       f"{counts['scored']} statements ({counts['fooled'] / counts['scored']:.1%})")
+    if counts.get("kept_scored"):
+        console.print(f"the keeper {keep_label_with} gives the prompt's label to {counts['kept']}/"
+                      f"{counts['kept_scored']} statements; {counts['fooled_and_kept']} of them fooled "
+                      f"{clf_name} (not validation: check them with a classifier the search never saw)",
+                      highlight=False, soft_wrap=True)
     if summary:
         _print_summary([out])
 

@@ -12,6 +12,18 @@ finished hypotheses, each a statement of its own). The classifier sees only the 
 A toxic prompt steers toward the classifier's benign class (false negatives); a benign prompt toward the toxic
 class (false positives).
 
+*The keeper* (issue 50; not in the paper). ALICE alone pushes the classifier toward the wrong class, and most of what
+it finds has simply changed its meaning (a toxic prompt's statement that is benign in anyone's view is no failure).
+With a keeper classifier K (``keep_label_with``, ``--keep-label-with``) the step score gains a third term,
+
+    λL · log p_LM(token | prefix) + λC · log p_CLF(target class | text) + λK · log p_K(prompt's class | text)
+
+(``lambda_keep``, default 0.5: the classifier term's weight, so a token that moves C toward its target by as much
+log-probability as it moves K away from the prompt's class gains nothing; provisional until the keeper benchmark,
+docs/generation.md, is run at scale). K scores the same candidate texts as C, in the same pruning rounds (one more
+call per round), and both terms are ≤ 0, so exact pruning stays exact. The keeper needs the prompt's label, so only
+``mode="auto"`` takes one. What K kept is no evidence by K: a validator must be another classifier (or people).
+
 The loop is plain batched beam search — the same candidate selection, finished-hypothesis bookkeeping and early
 stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; pieces in :mod:`.beam`), so with
 λC = 0 and no constraints it returns what ``model.generate(num_beams=...)`` returns — plus scorers
@@ -137,9 +149,12 @@ class AliceConfig:
     mode: Mode = "auto"
     num_return: int = 1
     stop_at_newline: bool = True
+    keep_label_with: str | None = None
+    lambda_keep: float = 0.5
 
     def __post_init__(self) -> None:
         lambdas = (self.lambda_lm, self.lambda_clf)
+        keeper = self.keep_label_with
         checks = [
             (self.num_beams >= 1, f"num_beams={self.num_beams} must be at least 1", "use --beams 10"),
             (self.candidates >= 1, f"candidates={self.candidates} must be at least 1", "use --candidates 100"),
@@ -161,13 +176,28 @@ class AliceConfig:
             (1 <= self.num_return <= self.num_beams,
              f"num_return={self.num_return} must be between 1 and num_beams ({self.num_beams})",
              "return at most as many hypotheses as beams, or raise --beams"),
+            (math.isfinite(self.lambda_keep) and self.lambda_keep >= 0,
+             f"lambda_keep={self.lambda_keep} must be a finite number >= 0", "use 0.5 (the default)"),
+            (keeper is not None or self.lambda_keep == AliceConfig.lambda_keep,
+             f"lambda_keep={self.lambda_keep} was given without a keeper: it would weigh nothing",
+             "add --keep-label-with CLASSIFIER, or drop --lambda-keep"),
+            (keeper is None or self.mode == "auto",
+             f"--keep-label-with {keeper} with --alice-mode {self.mode}: the keeper holds each statement to its "
+             "prompt's label, which only auto mode steers from", "drop --alice-mode (auto is the default)"),
+            (keeper is None or self.lambda_clf > 0,
+             f"--keep-label-with {keeper} with lambda_clf=0: nothing is attacked, the keeper would only keep labels",
+             "use a positive --lambda-clf (paper: 0.5)"),
         ]
         for ok, message, hint in checks:
             if not ok:
                 raise InputError(message, hint=hint)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": "ALICE", **asdict(self)}
+        """The settings, without the keeper's when there is none (so runs without one record what they did before)."""
+        out = {"method": "ALICE", **asdict(self)}
+        if self.keep_label_with is None:
+            del out["keep_label_with"], out["lambda_keep"]
+        return out
 
 
 def check_lm(lm: LanguageModel, config: AliceConfig) -> None:
@@ -189,6 +219,11 @@ def target_classes(labels: Sequence[int], mode: Mode, toxic_index: int, benign_i
     if mode == "false-positives":
         return [toxic_index] * len(labels)
     return [benign_index if label == 1 else toxic_index for label in labels]
+
+
+def keeper_classes(labels: Sequence[int], keeper: Any) -> list[int]:
+    """The keeper's class to keep per prompt: the prompt's own (toxic for toxic prompts, benign for benign ones)."""
+    return [keeper.toxic_index if label == 1 else keeper.benign_index for label in labels]
 
 
 @dataclass(frozen=True)
@@ -243,7 +278,8 @@ def keep_best_extensions(state: BeamState, step_scores: torch.Tensor, n: int) ->
 def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[int], config: AliceConfig,
                  classifier=None, groups: Sequence[str | Group | None] | None = None,
                  scorers: Sequence[Scorer] = (), prune: bool = True,
-                 pruning_stats: PruningStats | None = None) -> list[list[Hypothesis]]:
+                 pruning_stats: PruningStats | None = None, keeper=None,
+                 keep_targets: Sequence[int] | None = None) -> list[list[Hypothesis]]:
     """Run ALICE on a batch; ``targets[i]`` is the classifier class prompt ``i`` steers toward, ``groups[i]`` its
     target group (its identity terms may be copied from the prompt; None: no exemption).
 
@@ -253,7 +289,8 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     (full-vocabulary :class:`~toxiforge.decoding.scorers.Scorer`s with one row per prompt), applied after the
     built-in ones. ``prune=False`` scores every candidate with the classifier, in the same batches (the reference that
     exact pruning, :mod:`.pruning`, is tested against; the results are the same bit for bit); ``pruning_stats``
-    collects pruning counts.
+    collects pruning counts. ``keeper`` (``class_log_probs``, weight ``config.lambda_keep``) adds the keeper term
+    for class ``keep_targets[i]`` of prompt ``i`` (:func:`keeper_classes`; module docstring).
     """
     groups = list(groups) if groups is not None else [None] * len(prompts)
     if not len(prompts) == len(targets) == len(groups):
@@ -261,6 +298,9 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
                          hint="pass one target and one group per prompt")
     if config.lambda_clf > 0 and classifier is None:
         raise InputError("lambda_clf > 0 but no classifier was given", hint="pass a classifier or lambda_clf=0")
+    if keeper is not None and (keep_targets is None or len(keep_targets) != len(prompts) or config.lambda_clf == 0):
+        raise InputError("a keeper needs one keeper class per prompt and a classifier term (lambda_clf > 0)",
+                         hint="pass keep_targets=keeper_classes(labels, keeper)")
     if not prompts:
         return []
     vocab, device, width = _vocab(lm), lm.device, config.num_beams
@@ -274,9 +314,10 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     expand = torch.arange(len(prompts), device=device).repeat_interleave(width)  # each prompt -> its beams' rows
     constraints = [s.keep_rows(expand) for s in
                    _constraints(lm, prompt_ids, group_objects, config, stop) + list(scorers)]
-    classifier_term = (ClassifierTerm(classifier.class_log_probs, lm.batch_decode, config.lambda_clf)
+    classifier_term = (ClassifierTerm(classifier.class_log_probs, lm.batch_decode, config.lambda_clf,
+                                      None if keeper is None else keeper.class_log_probs, config.lambda_keep)
                        if config.lambda_clf > 0 else None)
-    state = BeamState.start(targets, width, lm.vocab_size, device)
+    state = BeamState.start(targets, width, lm.vocab_size, device, None if keeper is None else keep_targets)
     pools = [FinishedPool(width) for _ in prompts]
     session = lm.start(prompts)
     session.select(expand)
@@ -337,12 +378,16 @@ class AliceDecoder:
     search did not finish that many; when none has a statement, the best hypothesis comes back alone (the job
     flags its row). The best hypothesis is always first, so rank 0 does not depend on ``num_return``. Each
     sample's ``score`` is the hypothesis' length-normalized beam score. Beam search is deterministic, so the
-    per-row sampling seeds the pipeline passes are not used."""
+    per-row sampling seeds the pipeline passes are not used.
+
+    ``keeper``: the classifier of ``config.keep_label_with`` already loaded (tests, notebooks); without it the
+    decoder loads it (:func:`~toxiforge.classifiers.load_classifier`, on the attacked classifier's device), so a Ray
+    worker or an attack builds the same decoder from the config alone."""
 
     method = "ALICE"
     config_type = AliceConfig
 
-    def __init__(self, classifier, config: AliceConfig = AliceConfig()):
+    def __init__(self, classifier, config: AliceConfig = AliceConfig(), keeper=None):
         if classifier is None and config.lambda_clf > 0:
             raise InputError("ALICE needs a classifier to steer against",
                              hint="pass --classifier NAME (e.g. profanity-check, which works offline)")
@@ -352,7 +397,14 @@ class AliceDecoder:
                     raise InputError(f"classifier {classifier.name} has {classifier.num_classes} classes; its {what} "
                                      f"class index {index} is out of range",
                                      hint="set the classifier's toxic_index/benign_index to existing classes")
+        if config.keep_label_with is not None and keeper is None:
+            from toxiforge.classifiers import load_classifier
+
+            device = getattr(classifier, "device", None)
+            keeper = load_classifier(config.keep_label_with, name=config.keep_label_with,
+                                     device=None if device is None else str(device))
         self.classifier = classifier
+        self.keeper = keeper if config.keep_label_with is not None else None
         self.config = config
         self._checked: set[int] = set()
 
@@ -366,7 +418,14 @@ class AliceDecoder:
         return self.config.num_return
 
     def settings(self) -> dict[str, Any]:
-        return {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
+        """The config, the attacked classifier's name and, with a keeper, its weights' digest (None: not a
+        directory; :func:`~toxiforge.attacks.validation.weights_digest`), so a run records which K kept its labels."""
+        out = {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
+        if self.config.keep_label_with is not None:
+            from toxiforge.attacks.validation import weights_digest
+
+            out["keeper_weights"] = weights_digest(self.config.keep_label_with)
+        return out
 
     def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],
                groups: Sequence[str] | None = None) -> list[list[Sample]]:
@@ -378,7 +437,9 @@ class AliceDecoder:
                                  clf.benign_index if clf else 0)
         # the search does not depend on num_return: ask for every finished hypothesis, keep n distinct statements
         pool = replace(self.config, num_return=self.config.num_beams)
-        results = alice_search(lm, prompts, targets, pool, classifier=clf, groups=groups)
+        keeper = self.keeper
+        results = alice_search(lm, prompts, targets, pool, classifier=clf, groups=groups, keeper=keeper,
+                               keep_targets=None if keeper is None else keeper_classes(labels, keeper))
         return [self._distinct(lm, hyps) for hyps in results]
 
     def _distinct(self, lm: LanguageModel, hyps: list[Hypothesis]) -> list[Sample]:

@@ -34,7 +34,7 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class BeamState:
-    """What the search knows between steps. Tensors are on the LM's device except ``targets`` (CPU)."""
+    """What the search knows between steps. Tensors are on the LM's device except ``targets`` and ``keep_targets`` (CPU)."""
 
     num_beams: int
     vocab_size: int
@@ -42,16 +42,20 @@ class BeamState:
     generated: torch.Tensor      # [rows, steps] token ids generated so far
     targets: torch.Tensor        # [rows] the classifier class each row steers toward
     prompts: list[int] = field(default_factory=list)  # original prompt index of each batch slot
+    keep_targets: torch.Tensor | None = None  # [rows] the keeper's class of each row's prompt (CPU); None: no keeper
 
     @classmethod
-    def start(cls, targets: Sequence[int], num_beams: int, vocab_size: int, device: torch.device) -> BeamState:
+    def start(cls, targets: Sequence[int], num_beams: int, vocab_size: int, device: torch.device,
+              keep_targets: Sequence[int] | None = None) -> BeamState:
         """Every prompt's beams before step 1: beam 0 scores 0, the others are masked copies, so step 1 expands
-        each prompt once (its beams are still identical)."""
+        each prompt once (its beams are still identical). ``keep_targets``: the keeper's class per prompt."""
         running = torch.full((len(targets), num_beams), MASKED, device=device)
         running[:, 0] = 0.0
+        keep = None if keep_targets is None else \
+            torch.tensor(list(keep_targets), dtype=torch.long).repeat_interleave(num_beams)
         return cls(num_beams, vocab_size, running.view(-1), torch.zeros((running.numel(), 0), dtype=torch.long,
                    device=device), torch.tensor(list(targets), dtype=torch.long).repeat_interleave(num_beams),
-                   list(range(len(targets))))
+                   list(range(len(targets))), keep)
 
     @property
     def rows(self) -> int:
@@ -63,14 +67,16 @@ class BeamState:
         rows = rows.to(self.running.device)
         if slots is None:
             slots = (rows[::self.num_beams] // self.num_beams).tolist()
+        keep = None if self.keep_targets is None else self.keep_targets.index_select(0, rows.cpu())
         return BeamState(self.num_beams, self.vocab_size, self.running.index_select(0, rows),
                          self.generated.index_select(0, rows), self.targets.index_select(0, rows.cpu()),
-                         [self.prompts[s] for s in slots])
+                         [self.prompts[s] for s in slots], keep)
 
     def extend(self, tokens: torch.Tensor, running: torch.Tensor) -> BeamState:
         """This state with one more generated token per row and new running scores."""
         return BeamState(self.num_beams, self.vocab_size, running.view(-1),
-                         torch.cat([self.generated, tokens.view(-1, 1)], dim=1), self.targets, self.prompts)
+                         torch.cat([self.generated, tokens.view(-1, 1)], dim=1), self.targets, self.prompts,
+                         self.keep_targets)
 
     def slot_rows(self, slots: Sequence[int]) -> torch.Tensor:
         """The rows of batch slots ``slots``, in order."""

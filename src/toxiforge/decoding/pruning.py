@@ -35,6 +35,10 @@ two candidates' totals are that close (the test counts them).
 Identical texts (two beams or two prompts reaching the same string, or tokens that decode alike) are scored once
 per step. A classifier that returns a positive log-probability breaks the bound; the step then scores every
 candidate.
+
+*With a keeper* (issue 50) the total gains ``λK · log p_K(prompt's class | text)``, also ``≤ 0``, so the same bound
+holds and pruning stays exact; the keeper scores the same new texts of a round right after the attacked classifier
+(one more call per round), and a positive keeper log-probability turns pruning off as well.
 """
 
 from __future__ import annotations
@@ -92,8 +96,10 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     rounds = torch.zeros((slots, 1), dtype=torch.long, device=device)  # rounds in which each prompt sent texts
     targets = state.targets.tolist()                            # host tensor: no device sync
     prefixes: list[list[int]] | None = None                     # the generated ids, copied once when first needed
+    keep_targets = None if term.keeper_log_probs is None or state.keep_targets is None else state.keep_targets.tolist()
     index: dict[str, int] = {}                                   # text -> its row in ``scored`` (one per step)
     scored: list[torch.Tensor] = []
+    kept: list[torch.Tensor] = []                                # the keeper's log-probs, rows as ``scored``
     everything = exhaustive
     if stats is not None:
         stats.eligible += int(pending.sum())
@@ -127,6 +133,8 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
         if new:  # one call for every prompt's texts; the classifier batches them by length
             index.update({text: len(index) + i for i, text in enumerate(new)})
             scored.append(term.class_log_probs(new).float().cpu())
+            if keep_targets is not None:  # the keeper: the same texts, one more call
+                kept.append(term.keeper_log_probs(new).float().cpu())  # type: ignore[misc]
             if stats is not None:
                 stats.scored += len(new)
                 stats.calls_by_step[-1] += len(new)
@@ -134,9 +142,16 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
             stats.rounds += 1
         table = torch.cat(scored) if len(scored) > 1 else scored[0]
         scored = [table]
-        clf = table[torch.tensor([index[t] for t in texts]), torch.tensor([targets[r] for r in rows])]
+        at = torch.tensor([index[t] for t in texts])
+        clf = table[at, torch.tensor([targets[r] for r in rows])]
         everything = everything or bool((clf > 0).any())            # host tensor: no device sync
         step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf.to(scores))
+        if keep_targets is not None:
+            keeper_table = torch.cat(kept) if len(kept) > 1 else kept[0]
+            kept = [keeper_table]
+            keep = keeper_table[at, torch.tensor([keep_targets[r] for r in rows])]
+            everything = everything or bool((keep > 0).any())
+            step = step + weighted(term.keeper_weight, keep.to(scores))
         flat_out[slot_idx, flat_idx] = step
         known[slot_idx, flat_idx] = running.view(-1)[rows_t] + step
         pending[slot_idx, flat_idx] = False

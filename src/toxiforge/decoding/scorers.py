@@ -210,18 +210,22 @@ def complete_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class ClassifierTerm:
-    """``weight · log p_CLF(target class | generated text + candidate)``, the classifier term of the paper's eq. 1.
+    """``weight · log p_CLF(target class | generated text + candidate)``, the classifier term of the paper's eq. 1,
+    and with a keeper (issue 50) the third term ``keeper_weight · log p_K(prompt's class | the same text)``.
 
     Scores only candidates that can still be chosen: a finite score on a live row (not a masked step-1 copy).
     ``batch_decode`` turns token ids into text (the LM's tokenizer); the classifier sees only the continuation,
     never the prompt, with incomplete trailing characters removed (:func:`complete_text`).
     ``class_log_probs`` is the classifier's batched method (see
-    :class:`toxiforge.classifiers.base.ToxicityClassifier`).
+    :class:`toxiforge.classifiers.base.ToxicityClassifier`); ``keeper_log_probs`` the keeper's, called on the same
+    texts right after it (one more call per pruning round), its class per row in ``BeamState.keep_targets``.
     """
 
     class_log_probs: Callable[[Sequence[str]], torch.Tensor]
     batch_decode: Callable[[list[list[int]]], list[str]]
     weight: float
+    keeper_log_probs: Callable[[Sequence[str]], torch.Tensor] | None = None
+    keeper_weight: float = 0.0
 
     def keep_rows(self, rows: torch.Tensor) -> ClassifierTerm:
         return self

@@ -85,8 +85,9 @@ def _make_rows(items: Sequence[WorkItem], outputs, decoder: Decoder, lm: Languag
     return rows
 
 
-def score_rows(rows: Sequence[Row], classifier) -> None:
-    """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place.
+def score_rows(rows: Sequence[Row], classifier, keeper=None) -> None:
+    """Fill ``classifier``, ``classifier_score`` (P(toxic)) and ``fooled`` of rows with a statement, in place, and
+    ``keeper_score`` (the keeper's P(toxic)) with ALICE's ``keeper``.
 
     Fooled: the classifier's label (:func:`~toxiforge.records.is_toxic`, toxic iff P > 0.5) differs from the
     prompt's: a toxic prompt's statement scored benign, or a benign prompt's scored toxic. ``roberta_prediction``
@@ -94,6 +95,11 @@ def score_rows(rows: Sequence[Row], classifier) -> None:
     """
     scored = [r for r in rows if r.parse_error is None and r.generation]
     if not scored:
+        return
+    if keeper is not None:
+        for r, p in zip(scored, keeper.predict_proba([r.generation for r in scored])):
+            r.keeper_score = float(p)
+    if classifier is None:
         return
     from toxiforge.classifiers import default_score_column
 
@@ -116,6 +122,10 @@ def _count(rows: Sequence[Row], counts: dict) -> None:
         if r.fooled is not None:
             counts["scored"] += 1
             counts["fooled"] += r.fooled
+        if r.keeper_score is not None:  # ALICE with a keeper: how many statements keep the prompt's label in its view
+            kept = bool(is_toxic(r.keeper_score)) == (r.prompt_label == 1)
+            for key, add in (("kept_scored", True), ("kept", kept), ("fooled_and_kept", kept and bool(r.fooled))):
+                counts[key] = counts.get(key, 0) + add
 
 
 def shard_rows(items: Sequence[WorkItem], lm: LanguageModel, decoder: Decoder, *, run_id: str, batch_size: int,
@@ -127,8 +137,7 @@ def shard_rows(items: Sequence[WorkItem], lm: LanguageModel, decoder: Decoder, *
         outputs = decoder.decode(lm, [it.prompt for it in batch], [it.seed for it in batch],
                                  [it.label for it in batch], [it.group for it in batch])
         batch_rows = _make_rows(batch, outputs, decoder, lm, run_id)
-        if classifier is not None:
-            score_rows(batch_rows, classifier)
+        score_rows(batch_rows, classifier, getattr(decoder, "keeper", None))  # ALICE's keeper, if it has one
         rows.extend(batch_rows)
         advance(len(batch))
     return rows

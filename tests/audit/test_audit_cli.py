@@ -279,3 +279,33 @@ def test_prompt_attack_section_compares_alice_with_topk_on_the_same_prompts(tmp_
     lonely = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(tmp_path / "bad2"),
                     "--validate-with", "fake-weak")
     assert "prompt source" in _error(lonely)
+
+
+def test_prompt_attack_section_with_a_keeper_names_it_beside_the_validator(tmp_path, table, fakes, tiny_llama_dir):
+    """--keep-label-with K steers the section's ALICE (its runs record K) and the report names K beside the
+    validator; a validator that is K is refused before any scoring (no self-confirmation), and so is a keeper without
+    a prompt source."""
+    from conftest import write_upstream_layout
+    from toxiforge.data.examples import read_any_table
+
+    demos = write_upstream_layout(tmp_path / "up", prompts=False) / "demonstrations"
+    attack = ["-d", str(demos), "--groups", "asian", "-n", "1", "-k", "2", "--model", str(tiny_llama_dir),
+              "--beams", "2", "--candidates", "4", "--max-new-tokens", "3", "--device", "cpu",
+              "--keep-label-with", "fake-weak"]
+    bad = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(tmp_path / "bad"), *attack,
+                 "--validate-with", "fake-weak")
+    assert "is the keeper" in _error(bad) and not fakes
+    lonely = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(tmp_path / "bad2"),
+                    "--keep-label-with", "fake-weak")
+    assert "prompt source" in _error(lonely)
+    out = tmp_path / "audit"
+    result = _audit("-c", "fake-good", "--on", f"T=table:{table}", "-o", str(out), *attack, "--validate-with",
+                    "fake-mid")
+    assert result.exit_code == 0, result.output
+    section = json.loads((out / "report.json").read_text())["prompt_attacks"]["fake-good"]
+    assert (section["keep_label_with"], section["validate_with"]) == ("fake-weak", "fake-mid")
+    (alice_dir,) = [p for p in (out / "attacks" / "prompts").glob("*/alice-*") if p.is_dir()]
+    rows = [r for r in read_any_table(alice_dir).to_pylist() if r["generation"]]
+    assert rows and all(r["keeper_score"] == pytest.approx(_score(r["generation"], 0.2)) for r in rows)
+    text = " ".join((out / "report.md").read_text().split())
+    assert "the keeper fake-weak" in text and "Validator: fake-mid" in text

@@ -32,7 +32,8 @@ from toxiforge.errors import InputError
 from toxiforge.records import TOXIC_THRESHOLD, Row, is_toxic, label_word
 
 SCORED_FILE = "scored.parquet"  # where `toxiforge classify RUN_DIR` writes by default
-NOT_SCORES = ("classifier_score", "hypothesis_score", "source_score", "keeper_score")  # *_score columns: not a later P(toxic)
+# *_score columns that are not a later P(toxic) (keeper_score: ALICE's keeper, part of the search)
+NOT_SCORES = ("classifier_score", "hypothesis_score", "source_score", "keeper_score")
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

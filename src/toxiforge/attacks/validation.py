@@ -150,14 +150,6 @@ class Validation:
                                   "judge:MODEL, a TF-IDF model), or with people (harden --validate-with people)")
 
 
-def check_keeper(keeper: str | Path | None, attacked: str | Path | None) -> None:
-    """Refuse ALICE's keeper when it is the attacked classifier (:func:`same_classifier`): the classifier term pulls
-    it toward the other class and the keeper term back, so the search would steer nowhere."""
-    if keeper is not None and attacked is not None and same_classifier(keeper, attacked):
-        raise InputError(f"--keep-label-with {keeper} is the attacked classifier (-c {attacked}, the same weights): "
-                         "the keeper term would pull it back exactly as the classifier term pushes it",
-                         hint="keep labels with a classifier trained on other data than -c's")
-
     def load(self) -> None:
         """Load the validator now (a bad spec fails here, before any work); no-op without one."""
         if self.spec is not None and self._classifier is None:
@@ -184,3 +176,12 @@ def check_keeper(keeper: str | Path | None, attacked: str | Path | None) -> None
                                              "scores": scores}) + "\n")
         scored(cache)
         return scores
+
+
+def check_keeper(keeper: str | Path | None, attacked: str | Path | None) -> None:
+    """Refuse ALICE's keeper when it is the attacked classifier (:func:`same_classifier`): the classifier term pulls
+    it toward the other class and the keeper term back, so the search would steer nowhere."""
+    if keeper is not None and attacked is not None and same_classifier(keeper, attacked):
+        raise InputError(f"--keep-label-with {keeper} is the attacked classifier (-c {attacked}, the same weights): "
+                         "the keeper term would pull it back exactly as the classifier term pushes it",
+                         hint="keep labels with a classifier trained on other data than -c's")

@@ -34,7 +34,8 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class BeamState:
-    """What the search knows between steps. Tensors are on the LM's device except ``targets`` and ``keep_targets`` (CPU)."""
+    """What the search knows between steps. Tensors are on the LM's device except ``targets`` and
+    ``keep_targets`` (CPU)."""
 
     num_beams: int
     vocab_size: int

@@ -614,3 +614,30 @@ def test_statements_of_the_training_data_or_an_earlier_set_are_left_out(setup, f
     assert again[0]["in_training_data"] >= 1 and again[0]["kept"] == len(sets["round-0/attack"]) - 1
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     assert fold(text) not in {fold(e.text) for e in added}
+
+
+def test_a_keeper_steers_every_attack_and_the_report_names_it(setup, varied_lm, tmp_path):
+    """--keep-label-with (issue 50): the attacks and the transfer set are ALICE with the keeper (their rows carry its
+    P(toxic)), the report names it; a validator that is the keeper, or a keeper that is -c, is refused before any
+    work; without a keeper the fingerprint is what older runs recorded."""
+    keeper_alice = decoder_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4,
+                                            "keep_label_with": "profanity-check", "lambda_keep": 0.7})
+    with pytest.raises(InputError, match="is the keeper"):
+        config_for(setup, alice=keeper_alice, validate_with="profanity-check")
+    with pytest.raises(InputError, match="is the attacked classifier"):
+        config_for(setup, alice=decoder_config("alice", {"keep_label_with": str(setup["start"])}))
+    assert "keep_label_with" not in config_for(setup).fingerprint()["alice"]
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, alice=keeper_alice, eval=(), rounds=1)
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.records import read_rows
+
+    keeper = load_classifier("profanity-check")
+    for run in ("round-0/attack", "round-0/transfer", "round-1/alice/attack"):
+        decoding = json.loads((out / run / "manifest.json").read_text())["config"]["decoding"]
+        assert (decoding["keep_label_with"], decoding["lambda_keep"]) == ("profanity-check", 0.7), run
+        rows = [r for r in read_rows(out / run) if r.generation]
+        assert rows and [r.keeper_score for r in rows] == pytest.approx(
+            list(keeper.predict_proba([r.generation for r in rows])))
+    md = " ".join((out / "report.md").read_text().split())
+    assert "ALICE with the keeper profanity-check (--keep-label-with, λK 0.7" in md

@@ -91,6 +91,8 @@ def harden_command(
     lambda_lm: float | None = opt.LAMBDA_LM,
     lambda_clf: float | None = opt.LAMBDA_CLF,
     classifier_top_extensions: int | None = opt.CLASSIFIER_TOP_EXTENSIONS,
+    keep_label_with: str | None = opt.KEEP_LABEL_WITH,
+    lambda_keep: float | None = opt.LAMBDA_KEEP,
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Token budget per statement."),
     temperature: float | None = typer.Option(None, "--temperature", help="Temperature (ALICE and top-k)."),
     epochs: float | None = typer.Option(None, "--epochs", help=f"Training epochs per round. {RECIPE_HELP}"),
@@ -145,7 +147,8 @@ def harden_command(
     shared = {"temperature": temperature, "max_new_tokens": max_new_tokens}
     alice = decoder_config("alice", {**shared, "num_beams": beams, "candidates": candidates,
                                      "lambda_lm": lambda_lm, "lambda_clf": lambda_clf,
-                                     "classifier_top_extensions": classifier_top_extensions})
+                                     "classifier_top_extensions": classifier_top_extensions,
+                                     "keep_label_with": keep_label_with, "lambda_keep": lambda_keep})
     source, prompt_source = prompts or demonstrations, "prompts" if prompts else "demonstrations"
     attack = AttackPlan(groups=tuple(group_names(groups, split_list(labels), source, prompt_source)),
                         labels=tuple(split_list(labels)), per_cell=per_cell, source=source,

@@ -192,12 +192,19 @@ class AliceConfig:
             if not ok:
                 raise InputError(message, hint=hint)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings, without the keeper's when there is none (so runs without one record what they did before)."""
-        out = {"method": "ALICE", **asdict(self)}
+    def fields(self) -> dict[str, Any]:
+        """The settings by field name, without the keeper's when there is none, so that what a run without one
+        records (manifests, harden's fingerprint, the audit's run folders) is what it recorded before they existed."""
+        out = asdict(self)
         if self.keep_label_with is None:
             del out["keep_label_with"], out["lambda_keep"]
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": "ALICE", **self.fields()}
+
+    def __repr__(self) -> str:  # the dataclass repr of :meth:`fields` (the audit keys its run folders by it)
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.fields().items())})"
 
 
 def check_lm(lm: LanguageModel, config: AliceConfig) -> None:

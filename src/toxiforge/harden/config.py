@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toxiforge.attacks.validation import Validation, weights_digest
+from toxiforge.attacks.validation import Validation, check_keeper, weights_digest
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
@@ -117,6 +117,10 @@ class HardenConfig:
             if is_judge(self.classifier) and self.init == "continue":
                 raise InputError("--init continue trains each round on from the previous classifier, and a judge "
                                  f"({self.classifier}) cannot be trained", hint="use --init base (the default)")
+        keeper = getattr(self.alice, "keep_label_with", None)  # ALICE's keeper (issue 50): every attack, transfer too
+        check_keeper(keeper, self.classifier)
+        if keeper is not None and not self.people:
+            Validation(self.validate_with).check(None, keeper)
 
     @property
     def people(self) -> bool:
@@ -130,7 +134,7 @@ class HardenConfig:
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed run must share with the original (not --rounds: a run can be extended; not devices)."""
         train = {k: v for k, v in asdict(self.train).items() if k not in ("device", "eval_batch_size")}
-        settings = {"attack": asdict(self.attack), "alice": asdict(self.alice), "topk": asdict(self.topk),
+        settings = {"attack": asdict(self.attack), "alice": self.alice.fields(), "topk": asdict(self.topk),
                     "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
                     "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
                     # None when unset, as in the harden.json of runs from before these options (they resume)

@@ -158,8 +158,13 @@ def markdown(report: dict[str, Any]) -> str:
     validator = settings.get("validate_with")
     kept_by = "" if not validator else (" that people give their prompt label" if validator == "people" else
                                         f" that {validator} gives their prompt label")
+    keeper = (settings.get("alice") or {}).get("keep_label_with")
+    kept_with = "" if not keeper else (f" with the keeper {keeper} (--keep-label-with, λK "
+                                       f"{settings['alice']['lambda_keep']}: the search keeps each statement's prompt "
+                                       "label in its view, so it confirms nothing)")
     lines = ["# toxiforge harden", "",
-             f"{len(rounds) - 1} round(s); attack: ALICE on {settings['attack']['per_cell']} statements per group × "
+             f"{len(rounds) - 1} round(s); attack: ALICE{kept_with} on {settings['attack']['per_cell']} statements "
+             "per group × "
              f"label ({', '.join(settings['attack']['groups'])}; {', '.join(settings['attack']['labels'])}), a new "
              f"seed every round; statements added: {settings['add']} ones"
              f"{kept_by}; each classifier trained "

@@ -10,18 +10,12 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from test_alice_pruning import PROMPTS  # the same four placeholder prompts
 
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, keeper_classes
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.scorers import complete_text
 from toxiforge.errors import InputError
-
-PROMPTS = [
-    "- placeholder statement number one\n- another neutral sentence\n-",
-    "- a plain line\n-",
-    "- people in group gamma enjoy music, food and sports\n- numbers like 1 2 3\n-",
-    "- the quick brown fox\n-",
-]
 
 
 class HashClassifier:

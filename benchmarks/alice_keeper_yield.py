@@ -1,0 +1,226 @@
+"""Does a keeper make ALICE's statements count? Independently confirmed failures per 100 statements and per CPU-minute
+for top-k, plain ALICE and ALICE with a keeper (issue 50, item 4).
+
+Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
+
+1. C_0, the attacked classifier: the embedded MiniLM fine-tuned (``toxiforge train``'s function) on every sentence of
+   half the groups (``--train-groups``; default every other group in sorted order).
+2. The other groups' sentences are split in two by a hash of the text: one half trains the keeper K (a MiniLM, like
+   C_0), the other the validator V, a TF-IDF logistic regression (scikit-learn): another family, and no sentence in
+   common with K or C_0. The prompts are built from those groups' sentences (5 demonstrations each), as in
+   ``alice_vs_topk_flips.py``.
+3. For each method (top-k k 40 T 0.9; ALICE; ALICE with ``--keep-label-with K`` at each ``--lambda-keep``), at the
+   paper's settings unless ``--beams``/``--candidates``/``--max-new-tokens`` say otherwise, ``-n`` statements per
+   prompt label, written to ``statements.jsonl`` as they come (a later run with the same ``--work`` continues):
+   the text, P(toxic) by C_0, K and V, and the CPU seconds (``time.process_time``, every thread of the process)
+   and wall seconds the decoding took.
+4. The table, per method: per 100 statements the flips of C_0 (the prompt's label lost in C_0's view), the
+   statements K gives their prompt's label, flipped *and* kept by K, and *confirmed* (flipped and V gives them
+   their prompt's label: V never steered the search, so this is the count that stands for a real failure);
+   confirmed and flips per CPU-minute; median perplexity under ``--perplexity-lm``; distinct-1 and distinct-2 over
+   the method's statements (a keeper that makes ALICE repeat one safe phrase shows there); CPU seconds per
+   statement.
+
+Full run (not yet measured; hours on a CPU):
+
+    nice -n 5 python benchmarks/alice_keeper_yield.py --work /tmp/keeper -n 50 --lambda-keep 0.5 1 2
+    python benchmarks/alice_keeper_yield.py --work /tmp/keeper --report         # the table from what is there
+
+Smoke run (minutes; shows the script works, says nothing about the keeper):
+
+    python benchmarks/alice_keeper_yield.py --work /tmp/keeper-smoke -n 2 --beams 2 --candidates 8 \\
+        --max-new-tokens 6 --train-max-steps 4 --lambda-keep 0.5 2 --perplexity-lm ''
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alice_classifier_speed import DATA  # noqa: E402
+
+
+class TfidfValidator:
+    """V: a TF-IDF (words and word pairs) logistic regression, with ``predict_proba`` returning P(toxic)."""
+
+    name = "tfidf-lr"
+
+    def __init__(self, texts: list[str], labels: list[int]):
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+
+        self.model = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                                   LogisticRegression(max_iter=1000, C=10.0))
+        self.model.fit(texts, labels)
+
+    def predict_proba(self, texts: list[str]):
+        return self.model.predict_proba(texts)[:, 1]
+
+
+def half(text: str) -> int:
+    """0 or 1 by a hash of the sentence: which of K and V trains on it."""
+    return zlib.crc32(text.encode()) % 2
+
+
+def train_minilm(rows, out: Path, args: argparse.Namespace) -> Path:
+    """A MiniLM fine-tuned on ``rows`` (10 epochs at 1e-4, as ``alice_classifier_speed.train_minilm``, unless
+    ``--train-epochs``/``--train-max-steps``); ``out`` is reused if it holds one."""
+    if (out / "config.json").is_file():
+        return out
+    from toxiforge.training.trainer import TrainConfig, train_classifier
+
+    train_classifier(rows, out, TrainConfig(epochs=args.train_epochs, max_steps=args.train_max_steps,
+                                            learning_rate=1e-4, seed=args.seed), progress=False)
+    return out
+
+
+def classifiers(args: argparse.Namespace, train_groups: list[str]):
+    """C_0's and K's directories and V (step 1 and 2 of the module docstring)."""
+    from toxiforge.data.toxigen import load_demonstration_data
+
+    examples = load_demonstration_data(DATA).examples
+    held = [e for e in examples if e.group not in train_groups]
+    c0 = train_minilm([e for e in examples if e.group in train_groups], args.work / "c0", args)
+    keeper = train_minilm([e for e in held if half(e.text) == 0], args.work / "keeper", args)
+    v_rows = [e for e in held if half(e.text) == 1]
+    validator = TfidfValidator([e.text for e in v_rows], [int(e.label) for e in v_rows])
+    print(f"C_0: {sum(e.group in train_groups for e in examples)} sentences of {train_groups}; K: "
+          f"{sum(half(e.text) == 0 for e in held)} and V: {len(v_rows)} other sentences of the other groups",
+          flush=True)
+    return c0, keeper, validator
+
+
+def method_keys(args: argparse.Namespace) -> list[tuple[str, float | None]]:
+    return [("top-k", None), ("ALICE", None)] + [(f"ALICE+K λK={lam:g}", lam) for lam in args.lambda_keep]
+
+
+def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, keeper_dir: Path, validator,
+             out: Path) -> None:
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+    from toxiforge.decoding.topk import TopKDecoder
+    from toxiforge.decoding.types import postprocess
+    from toxiforge.demonstrations.prompts import build_prompts
+    from toxiforge.demonstrations.sets import load_demonstrations
+    from toxiforge.models import load_language_model
+
+    lm, c0, keeper = load_language_model(args.lm), load_classifier(str(c0_dir)), load_classifier(str(keeper_dir))
+    sets = load_demonstrations(DATA)
+    paper = {k: v for k, v in {"num_beams": args.beams, "candidates": args.candidates,
+                               "max_new_tokens": args.max_new_tokens}.items() if v is not None}
+    decoders = {"top-k": TopKDecoder(), "ALICE": AliceDecoder(c0, AliceConfig(**paper))}
+    for key, lam in method_keys(args)[2:]:
+        decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=str(keeper_dir), lambda_keep=lam),
+                                     keeper=keeper)
+    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
+        if out.exists() else set()
+    per_group = math.ceil(args.n / len(eval_groups))
+    plan = [(i, g) for i in range(per_group) for g in eval_groups][:args.n]  # statement index, group
+    with out.open("a") as sink:
+        for start in range(0, len(plan), args.batch):
+            for key, decoder in decoders.items():
+                for label in (0, 1):
+                    batch = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + args.batch], start)
+                             if (key, label, j) not in done]
+                    if not batch:
+                        continue
+                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=args.seed)[-1] for _, i, g in batch]
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    samples = decoder.decode(lm, [p.text for p in prompts], [args.seed + j for j, _, _ in batch],
+                                             [label] * len(batch), [g for _, _, g in batch])
+                    cpu, wall = (time.process_time() - cpu) / len(batch), (time.perf_counter() - wall) / len(batch)
+                    texts = [postprocess(s[0].raw_output).text for s in samples]
+                    scores = [c0.predict_proba(texts), keeper.predict_proba(texts), validator.predict_proba(texts)]
+                    for (j, _, g), text, p, k, v in zip(batch, texts, *scores):
+                        sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
+                                               "p_c0": float(p), "p_keeper": float(k), "p_validator": float(v),
+                                               "cpu_seconds": cpu, "wall_seconds": wall}) + "\n")
+                    sink.flush()
+                    print(f"{key} label {label}: {start + len(batch)}/{len(plan)} ({cpu:.1f} CPU s, {wall:.1f} s "
+                          "per statement)", flush=True)
+
+
+def distinct(texts: list[str], n: int) -> float:
+    """Distinct-n: unique word n-grams over all word n-grams of ``texts`` (lower-cased)."""
+    grams = [tuple(words[i:i + n]) for words in (t.lower().split() for t in texts) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def report(out: Path, lm_name: str | None) -> None:
+    from toxiforge.records import is_toxic
+
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    ppl: dict[str, float] = {}
+    if lm_name:
+        from toxiforge.models import load_language_model
+
+        lm = load_language_model(lm_name)
+        texts = sorted({r["text"] for r in rows if r["text"]})
+        ppl = {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(texts, lm.loglikelihood([("", t)
+                                                                                                   for t in texts]))}
+    print("Per 100 statements: flips of C_0, kept by K, flipped and kept by K, confirmed (flipped, and V gives the "
+          "prompt's label); per CPU-minute: confirmed, flips.\n")
+    print("| method | statements | flips | kept by K | flipped & kept | confirmed | confirmed / CPU-min | "
+          "flips / CPU-min | median perplexity | distinct-1 | distinct-2 | CPU s / statement |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for method in dict.fromkeys(r["method"] for r in rows):
+        sel = [r for r in rows if r["method"] == method]
+        flips = [is_toxic(r["p_c0"]) != bool(r["label"]) for r in sel]
+        kept = [is_toxic(r["p_keeper"]) == bool(r["label"]) for r in sel]
+        valid = [is_toxic(r["p_validator"]) == bool(r["label"]) and bool(r["text"]) for r in sel]
+        confirmed = sum(f and v for f, v in zip(flips, valid))
+        minutes = sum(r["cpu_seconds"] for r in sel) / 60
+        per100 = [100 * c / len(sel) for c in (sum(flips), sum(kept), sum(f and k for f, k in zip(flips, kept)),
+                                              confirmed)]
+        med = statistics.median([ppl[r["text"]] for r in sel if r["text"] in ppl]) if ppl else float("nan")
+        texts = [r["text"] for r in sel if r["text"]]
+        print(f"| {method} | {len(sel)} | " + " | ".join(f"{x:.0f}" for x in per100)
+              + f" | {confirmed / minutes:.2f} | {sum(flips) / minutes:.2f} | {med:.1f} | {distinct(texts, 1):.2f} | "
+              f"{distinct(texts, 2):.2f} | {60 * minutes / len(sel):.1f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path("alice-keeper-yield"))
+    parser.add_argument("-n", type=int, default=50, help="statements per method and prompt label")
+    parser.add_argument("--lambda-keep", type=float, nargs="+", default=[0.5, 1.0, 2.0])
+    parser.add_argument("--train-groups", nargs="+", help="C_0's groups (default: every other group in sorted order)")
+    parser.add_argument("--beams", type=int, help="ALICE beams (default: the paper's 10)")
+    parser.add_argument("--candidates", type=int, help="ALICE candidates per beam (default: the paper's 100)")
+    parser.add_argument("--max-new-tokens", type=int, help="ALICE token budget (default: the paper's 30)")
+    parser.add_argument("--train-epochs", type=float, default=10.0)
+    parser.add_argument("--train-max-steps", type=int, default=-1, help="cap the classifiers' training (smoke runs)")
+    parser.add_argument("--lm", default="smollm2-135m", help="the language model, as generate --model")
+    parser.add_argument("--batch", type=int, default=4, help="prompts decoded together")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report", action="store_true", help="only print the table of what is there")
+    parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
+    args = parser.parse_args()
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    groups = sorted({g for g, _ in load_demonstrations(DATA)})
+    train_groups = args.train_groups or groups[::2]
+    eval_groups = [g for g in groups if g not in train_groups]
+    args.work.mkdir(parents=True, exist_ok=True)
+    out = args.work / "statements.jsonl"
+    if not args.report:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        c0, keeper, validator = classifiers(args, train_groups)
+        print(f"statements for {eval_groups}", flush=True)
+        generate(args, eval_groups, c0, keeper, validator, out)
+    report(out, args.perplexity_lm or None)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,10 +10,10 @@ Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
    common with K or C_0. The prompts are built from those groups' sentences (5 demonstrations each), as in
    ``alice_vs_topk_flips.py``.
 3. For each method (top-k k 40 T 0.9; ALICE; ALICE with ``--keep-label-with K`` at each ``--lambda-keep``), at the
-   paper's settings unless ``--beams``/``--candidates``/``--max-new-tokens`` say otherwise, ``-n`` statements per
-   prompt label, written to ``statements.jsonl`` as they come (a later run with the same ``--work`` continues):
-   the text, P(toxic) by C_0, K and V, and the CPU seconds (``time.process_time``, every thread of the process)
-   and wall seconds the decoding took.
+   paper's settings unless ``--beams``/``--candidates``/``--max-new-tokens`` (top-k's too) say otherwise, ``-n``
+   statements per prompt label, written to ``statements.jsonl`` as they come (a later run with the same ``--work``
+   continues): the text, P(toxic) by C_0, K and V, and the CPU seconds (``time.process_time``, every thread of the
+   process) and wall seconds the decoding took.
 4. The table, per method: per 100 statements the flips of C_0 (the prompt's label lost in C_0's view), the
    statements K gives their prompt's label, flipped *and* kept by K, and *confirmed* (flipped and V gives them
    their prompt's label: V never steered the search, so this is the count that stands for a real failure);
@@ -106,7 +106,7 @@ def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, kee
              out: Path) -> None:
     from toxiforge.classifiers import load_classifier
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
-    from toxiforge.decoding.topk import TopKDecoder
+    from toxiforge.decoding.topk import TopKConfig, TopKDecoder
     from toxiforge.decoding.types import postprocess
     from toxiforge.demonstrations.prompts import build_prompts
     from toxiforge.demonstrations.sets import load_demonstrations
@@ -116,7 +116,8 @@ def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, kee
     sets = load_demonstrations(DATA)
     paper = {k: v for k, v in {"num_beams": args.beams, "candidates": args.candidates,
                                "max_new_tokens": args.max_new_tokens}.items() if v is not None}
-    decoders = {"top-k": TopKDecoder(), "ALICE": AliceDecoder(c0, AliceConfig(**paper))}
+    budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}  # top-k's too
+    decoders = {"top-k": TopKDecoder(TopKConfig(**budget)), "ALICE": AliceDecoder(c0, AliceConfig(**paper))}
     for key, lam in method_keys(args)[2:]:
         decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=str(keeper_dir), lambda_keep=lam),
                                      keeper=keeper)

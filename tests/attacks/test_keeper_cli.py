@@ -107,3 +107,19 @@ def test_attack_alice_with_a_keeper_fills_keeper_score(dirs, tmp_path, tiny_lm):
     settings = json.loads(rows[0]["decoding"])
     assert settings["keep_label_with"] == str(dirs / "keeper") and settings["lambda_keep"] == 0.8
     assert settings["keeper_weights"] is not None
+
+
+def test_generate_with_a_keeper_prints_how_many_statements_it_keeps(dirs, tmp_path, tiny_llama_dir):
+    from conftest import write_upstream_layout
+    from toxiforge.records import read_rows
+
+    demos = write_upstream_layout(tmp_path / "up", prompts=False) / "demonstrations"
+    out = tmp_path / "gen"
+    result = runner.invoke(app, ["generate", "-o", str(out), "--method", "alice", "-c", str(dirs / "clf"),
+                                 "--keep-label-with", str(dirs / "keeper"), "-d", str(demos), "--groups", "asian",
+                                 "-n", "2", "--model", str(tiny_llama_dir), "--beams", "2", "--candidates", "4",
+                                 "--max-new-tokens", "3", "--device", "cpu", "--no-progress", "--no-summary"])
+    assert result.exit_code == 0, result.output
+    rows = [r for r in read_rows(out) if r.keeper_score is not None]
+    kept = sum((r.keeper_score > 0.5) == (r.prompt_label == 1) for r in rows)
+    assert rows and f"gives the prompt's label to {kept}/{len(rows)} statements" in " ".join(result.output.split())

@@ -42,3 +42,32 @@ def test_a_beam_step_reorders_only_the_generated_cache(tiny_tokenizer, monkeypat
     direct = lm.start([PROMPTS[0]] * 3)
     direct.advance(torch.tensor([3 * r + 5 for r in range(3)]))  # step 0's tokens of rows 0-2
     assert torch.allclose(direct.logprobs(), partial[0][:3], atol=1e-5)
+
+
+def test_the_kv_cache_grows_in_place_with_the_same_log_probs(tiny_tokenizer, monkeypatch):
+    """A step writes its position into the layer's buffer (transformers' DynamicLayer copied the whole cache with
+    torch.cat each step), and the log-probs equal a plain DynamicCache's bit for bit, across buffer growth, beam
+    steps, dropped rows and repeated rows."""
+    from conftest import build_tiny_llama
+    from transformers import DynamicCache
+
+    import toxiforge.models._kv_cache as kv
+
+    lm = TransformersLM(build_tiny_llama(tiny_tokenizer, seed=3, initializer_range=0.3), tiny_tokenizer, name="t")
+    monkeypatch.setattr(kv, "SPARE_TOKENS", 3)  # the buffers grow every 3 steps
+    selections = [[0, 1, 2, 3, 4, 5], [2, 2, 0, 5, 3, 3], [1, 0, 0, 4, 5, 3], [0, 1, 2, 3, 4, 5],
+                  [3, 4, 5, 0, 1, 2], [1, 1, 2, 3, 4, 5], [3, 4, 5], [2, 0, 0], [0, 1, 2], [0, 0, 0, 1, 1, 2]]
+    session = lm.start(PROMPTS)
+    layer = session._cache.layers[0]
+    assert isinstance(layer, kv.GrowingLayer)
+    session.select(torch.tensor([0, 0, 0, 1, 1, 1]))
+    addresses = []
+    for step in range(3):
+        session.advance(torch.tensor([5 + step] * 6))
+        addresses.append(layer.keys.data_ptr())
+    assert addresses[1] == addresses[2]  # no copy while the buffer has room
+    grown = _steps(lm, selections)
+    monkeypatch.setattr(kv, "growing_cache", lambda config: DynamicCache(config=config))
+    plain = _steps(lm, selections)
+    assert not isinstance(lm.start(PROMPTS)._cache.layers[0], kv.GrowingLayer)
+    assert all(torch.equal(a, b) for a, b in zip(grown, plain))

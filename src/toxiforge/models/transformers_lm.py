@@ -6,7 +6,8 @@ safetensors under the user cache dir (``toxiforge.models.cache_dir()``) and late
 
 Sessions batch prompts with left padding, explicit position ids and an attention mask, and keep a transformers
 ``DynamicCache``, passed under the name the model's ``forward`` declares (``cache`` from transformers 5 on; the old
-``past_key_values`` warns on every step); ``select`` re-indexes the cache on the device (``index_select`` per layer).
+``past_key_values`` warns on every step) whose layers grow in place (``models/_kv_cache.py``: a step writes its
+position instead of copying the cache); ``select`` re-indexes the cache on the device (``index_select`` per layer).
 
 ``loglikelihood`` tokenizes as lm-evaluation-harness's ``HFLM`` does and runs one forward pass per batch of
 distinct inputs: requests whose input tokens are equal (the same prompt with one-token continuations such as
@@ -270,7 +271,7 @@ class TransformersSession:
     """Left-padded batch with a KV cache. See :class:`~toxiforge.models.base.LMSession`."""
 
     def __init__(self, lm: TransformersLM, encoded: list[list[int]]):
-        from transformers import DynamicCache
+        from toxiforge.models._kv_cache import growing_cache
 
         self._lm = lm
         device = lm.device
@@ -289,7 +290,7 @@ class TransformersSession:
         self._origin = torch.arange(len(encoded), device=device)  # the prompt each row continues
         positions = (self._attention.cumsum(-1) - 1).clamp(min=0)
         self._next_position = positions[:, -1] + 1
-        self._cache = DynamicCache(config=lm.model.config)
+        self._cache = growing_cache(lm.model.config)
         self._logprobs = self._forward(input_ids.to(device), positions)
 
     @torch.inference_mode()
@@ -337,8 +338,10 @@ class TransformersSession:
         are not plain ``DynamicLayer``s (sliding windows, quantized caches), which the caller reorders whole."""
         from transformers.cache_utils import DynamicLayer
 
+        from toxiforge.models._kv_cache import GrowingLayer
+
         layers = getattr(self._cache, "layers", None)
-        if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        if not layers or any(type(layer) not in (DynamicLayer, GrowingLayer) for layer in layers):
             return False
         width = self._prompt_width
         for layer in layers:

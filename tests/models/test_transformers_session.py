@@ -48,10 +48,10 @@ def test_the_kv_cache_grows_in_place_with_the_same_log_probs(tiny_tokenizer, mon
     """A step writes its position into the layer's buffer (transformers' DynamicLayer copied the whole cache with
     torch.cat each step), and the log-probs equal a plain DynamicCache's bit for bit, across buffer growth, beam
     steps, dropped rows and repeated rows."""
-    from conftest import build_tiny_llama
     from transformers import DynamicCache
 
     import toxiforge.models._kv_cache as kv
+    from conftest import build_tiny_llama
 
     lm = TransformersLM(build_tiny_llama(tiny_tokenizer, seed=3, initializer_range=0.3), tiny_tokenizer, name="t")
     monkeypatch.setattr(kv, "SPARE_TOKENS", 3)  # the buffers grow every 3 steps

@@ -10,6 +10,8 @@ model reads is the same tensors' values, so the log-probs are the same bit for b
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
@@ -20,7 +22,10 @@ SPARE_TOKENS = 32  # positions a buffer holds beyond what it was grown for (ALIC
 class GrowingLayer(DynamicLayer):
     """A ``DynamicLayer`` whose ``keys`` and ``values`` are views of the first positions of larger buffers."""
 
-    def __init__(self, **kwargs):
+    keys: torch.Tensor | None
+    values: torch.Tensor | None
+
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
@@ -34,7 +39,7 @@ class GrowingLayer(DynamicLayer):
                    and view.shape[:-2] == buffer.shape[:-2] for view, buffer in zip((self.keys, self.values),
                                                                                   self._buffers))
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
                ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
@@ -71,7 +76,7 @@ class GrowingLayer(DynamicLayer):
         super().reset()
 
 
-def growing_cache(config) -> DynamicCache:
+def growing_cache(config: Any) -> DynamicCache:
     """A ``DynamicCache`` for ``config`` whose plain layers are :class:`GrowingLayer`s (sliding-window and other
     special layers stay as transformers makes them)."""
     cache = DynamicCache(config=config)

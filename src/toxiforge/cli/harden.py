@@ -111,6 +111,17 @@ def harden_command(
                                                                                "its entropy penalty."),
     keep_going: bool = typer.Option(False, "--keep-going", help="Warn about a round whose classifier is degenerate "
                                                                 "or worse than round 0 instead of stopping."),
+    guard_slice: bool = typer.Option(True, "--guard-slice/--no-guard-slice", help="Keep a stratified 15% slice of "
+                                                                                "--data (at least 100 rows) apart, "
+                                                                                "never trained on, and check every "
+                                                                                "round on it (always without "
+                                                                                "--eval)."),
+    auc_tolerance: float = typer.Option(0.01, "--auc-tolerance", help="A round is worse when its paired ROC AUC "
+                                                                      "difference to round 0 lies wholly below "
+                                                                      "-this."),
+    fpr_tolerance: float = typer.Option(0.02, "--fpr-tolerance", help="A round is worse when its paired difference "
+                                                                      "to round 0 in FPR, FPR_NOI or over-blocking "
+                                                                      "lies wholly above +this (0.02: 2 points)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
@@ -166,7 +177,8 @@ def harden_command(
                           train_options={k: v for k, v in given.items() if v is not None},
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,
                           attacks=tuple(split_list(attacks)), eval_attacks=tuple(split_list(eval_attacks or "")),
-                          eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap)
+                          eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap,
+                          guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

@@ -12,6 +12,7 @@ from toxiforge.classifiers.registry import check_classifier_options, is_judge, o
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.inputs import DEFAULT_MAX_EVAL_OVERLAP, check_max_overlap
+from toxiforge.harden.guardset import Tolerance
 from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
 from toxiforge.harden.recipe import OBJECTIVE_FIELDS, RECIPE_FIELDS
 from toxiforge.pipeline.plan import GenerationPlan
@@ -80,6 +81,11 @@ class HardenConfig:
     eval_attack_n: int = DEFAULT_EVAL_ATTACK_N
     # issue 48 (harden/inputs.py): the share of --data rows that may be --eval rows (they are left out of training)
     max_eval_overlap: float = DEFAULT_MAX_EVAL_OVERLAP
+    # issue 48 (guardset.py): a slice of --data no round trains on (always without --eval), and the paired check's
+    # tolerances (ROC AUC down, a rate up)
+    guard_slice: bool = True
+    auc_tolerance: float = 0.01
+    fpr_tolerance: float = 0.02
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -96,6 +102,7 @@ class HardenConfig:
         object.__setattr__(self, "attacks", attacks)
         object.__setattr__(self, "eval_attacks", eval_attacks)
         check_max_overlap(self.max_eval_overlap)
+        Tolerance(self.auc_tolerance, self.fpr_tolerance)  # in range, else InputError
         unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS) - set(OBJECTIVE_FIELDS))
         if unknown:
             raise InputError(f"train_options {unknown} are not recipe settings",
@@ -127,6 +134,11 @@ class HardenConfig:
         """Whether people validate the statements (``--validate-with people``)."""
         return self.validate_with == PEOPLE
 
+    @property
+    def keeps_guard_slice(self) -> bool:
+        """Whether a guard slice of --data is kept apart: always without --eval (guardset.py)."""
+        return self.guard_slice or not self.eval
+
     def start_options(self) -> dict[str, Any]:
         """``classifier_options`` without the unset (None) ones."""
         return {k: v for k, v in self.classifier_options.items() if v is not None}
@@ -154,7 +166,10 @@ class HardenConfig:
                     # classifier retrained at the same path does not resume with stale attacks and scores
                     "weights": {"classifier": weights_digest(self.classifier) if self.classifier else None,
                                 "validate_with": None if self.people or not self.validate_with
-                                else weights_digest(self.validate_with)}}
+                                else weights_digest(self.validate_with)},
+                    # issue 48: the guard slice (older runs, without it, are refused: their rounds trained on it)
+                    "guard": {"slice": self.keeps_guard_slice, "auc_tolerance": self.auc_tolerance,
+                              "fpr_tolerance": self.fpr_tolerance}}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

@@ -72,10 +72,12 @@ from toxiforge.harden.guard import (
     train_command,
 )
 from toxiforge.harden.inputs import data_specs, load_inputs
+from toxiforge.harden.guardset import GuardCheck, keep_apart, make_check, slice_reference, split_guard
 from toxiforge.harden.people import People, people_report, read_labels
 from toxiforge.harden.recipe import Recipe, round_recipe, train_round
 from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report
 from toxiforge.harden.sets import EVAL_SET, PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
+from toxiforge.harden.ship import closing
 from toxiforge.pipeline.generator import Generator
 from toxiforge.records import METHOD_ALICE, METHOD_TOPK, run_complete
 from toxiforge.training.trainer import LOG_FILE
@@ -114,6 +116,11 @@ class Harden:
     people: People | None = None  # set by prepare with validate_with="people"
     _held_out: list[Any] = field(default_factory=list, repr=False)  # the held-out attack set's sources (families.py)
     eval_overlap: dict[str, Any] = field(default_factory=dict)  # --data rows that are --eval rows (inputs.py)
+    # issue 48: the guard slice of --data (guardset.py; None with --eval and guard_slice=False), the paired check
+    guard_slice: LabeledData | None = None
+    guard_note: str | None = None
+    guard: GuardCheck | None = None
+    _data_specs: list[str] = field(default_factory=list, repr=False)  # what the rounds train on, as data specs
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
@@ -126,6 +133,8 @@ class Harden:
         config = self.config
         inputs = load_inputs(config.data, config.eval, config.label_rule, config.max_eval_overlap)
         base, eval_sets, self.eval_overlap = inputs.train, inputs.eval_sets, inputs.overlap  # base: no eval row
+        if config.keeps_guard_slice:  # no round trains on it
+            base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed)
         self._validation = Validation(None if config.people else config.validate_with, config.device)
         self._validation.load()  # a bad --validate-with fails here
         if self.accept_partial and not config.people:
@@ -154,9 +163,19 @@ class Harden:
         if self.recipe.note:
             self.say(f"note: {self.recipe.note}")
         self.out.mkdir(parents=True, exist_ok=True)
+        self._data_specs = list(self.config.data)
+        if self.guard_slice is not None:
+            self._ledger.train_on(self.guard_slice.texts, GUARD_SET)  # no generated statement equal to its rows
+            write_examples(self.out / TRAIN_FILE, base)
+            write_examples(self.out / GUARD_FILE, self.guard_slice.examples)
+            self._data_specs = [f"table:{self.out / TRAIN_FILE}"]
+            self.say(f"guard slice: {len(self.guard_slice)} rows of --data kept apart, never trained on"
+                     + (" (no --eval: the rounds are checked on it alone)" if not eval_sets else "")
+                     + (f"; note: {self.guard_note}" if self.guard_note else ""))
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
+        self.guard = self._guard(start, base)
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0, options)
         self._admit("round-0/attack", r0 / "attack")
@@ -175,7 +194,7 @@ class Harden:
         added: dict[str, list[Example]] = {arm: [] for arm in ARMS}
         for r in range(1, self.config.rounds + 1):
             rounds.append(self._round(r, base, eval_sets, previous, added))
-            self._check(r, rounds)
+            self._check(r, rounds, eval_sets)
         last = self.config.rounds
         self._ask_people(f"after-round-{last}", f"after round {last}: its attacks",
                          [self.out / f"round-{last}" / arm / "attack" for arm in ARMS])
@@ -183,22 +202,28 @@ class Harden:
 
     def _report(self, rounds: list[dict[str, Any]]) -> dict[str, Any]:
         assert self.recipe is not None
-        extra = {"recipe": self.recipe.to_dict(), "sets": self.leaks, "eval_overlap": self.eval_overlap,
-                 "problems": {str(r): p for r, p in sorted(self.problems.items())}}
+        extra: dict[str, Any] = {"recipe": self.recipe.to_dict(), "sets": self.leaks, "eval_overlap": self.eval_overlap,
+                                 "problems": {str(r): p for r, p in sorted(self.problems.items())}}
+        if self.guard is not None and self._inputs is not None:  # the classifier to ship, the closing audit
+            extra |= closing(self.guard, self.problems, len(rounds) - 1, ARMS, self._inputs[1], self.guard_slice,
+                             self.guard_note, self.say)
         if self.people is not None:
             extra["people"] = people_report(self.out, len(rounds) - 1, self._sets)
         report = write_harden_report(self.out, self.config, rounds, extra)
         self.say(f"wrote {self.out / 'report.md'}, report.json and report.png")
         return report
 
-    def _check(self, r: int, rounds: list[dict[str, Any]]) -> None:
-        """Stop (or, with keep_going, warn) when round r's classifiers are degenerate or worse than round 0's."""
+    def _check(self, r: int, rounds: list[dict[str, Any]], eval_sets: list[LabeledData]) -> None:
+        """Stop (or, with keep_going, warn) when round r's classifiers are degenerate or worse than round 0's
+        (guard.py), or a paired interval lies beyond the tolerance (guardset.py)."""
         import warnings
 
         from toxiforge.errors import ToxiforgeWarning
 
-        assert self.recipe is not None
+        assert self.recipe is not None and self.guard is not None
         problems = round_problems(r, rounds[0]["alice"], rounds[r])
+        problems += self.guard.check(r, {arm: self.out / f"round-{r}" / arm / "model" for arm in ARMS}, eval_sets,
+                                     self.guard_slice)
         if not problems:
             return
         self.problems[r] = problems
@@ -266,6 +291,18 @@ class Harden:
         self._stop_for_training()
         return model
 
+    def _guard(self, start: str | Path, base: list[Example]) -> GuardCheck:
+        """The paired check (guardset.py), with the guard slice's reference: C_0's recipe retrained on ``base``
+        (--data less the slice) where C_0's recipe is its log's, else C_0 itself."""
+        assert self.recipe is not None
+        note = slice_reference(self.config, self.recipe.source) if self.guard_slice is not None else None
+        reference = start
+        if self.guard_slice is not None and note is None:
+            reference = self._train(self.out / "round-0" / "reference" / "model", base, None,
+                                    "round 0: C_0's recipe on --data less the guard slice (the slice's reference)", [])
+            self._stop_for_training()
+        return make_check(self.out, self.config, start, reference, note, self.say)
+
     def _train(self, folder: Path, rows: list[Example], previous: str | Path | None, what: str,
                additions: list[str]) -> Path:
         if (folder / LOG_FILE).exists():
@@ -273,7 +310,7 @@ class Harden:
         assert self.recipe is not None and self._inputs is not None
         start = str(previous) if self.config.init == "continue" and previous is not None else None
         config = replace(self.recipe.train, base_model=start or self.recipe.train.base_model)
-        data = data_specs(self.config.data, self._inputs[0], self.eval_overlap, self.out)
+        data = self._data_specs or data_specs(self.config.data, self._inputs[0], self.eval_overlap, self.out)
         command = train_command(config, [*data, *additions], folder, self.recipe.objective)
         if self.external_training:
             self.pending.append(command)

@@ -350,4 +350,6 @@ def checks_markdown(report: dict[str, Any]) -> list[str]:
     lines += overlap_markdown(report.get("eval_overlap"))
     for r, problems in (report.get("problems") or {}).items():
         lines += ["", f"**Round {r} is worse than round 0**: " + "; ".join(problems) + "."]
-    return lines
+    from toxiforge.harden.ship import ship_markdown
+
+    return lines + ship_markdown(report)

@@ -1,0 +1,220 @@
+"""The guard set of ``toxiforge harden`` and the paired check of every round against round 0 (issue 48, items 1-2).
+
+* **A guard slice always** (:func:`split_guard`): a stratified, seeded slice of ``--data`` (:data:`GUARD_SHARE` of
+  its rows, at least :data:`GUARD_MIN_ROWS` where that is at most a quarter of them) that no round trains on (texts
+  case- and whitespace-folded: a row whose text is in the slice leaves training too). Without ``--eval`` it is the
+  only set the rounds are measured on; with ``--eval`` it is kept too unless ``guard_slice=False``
+  (``--no-guard-slice``). C_0 was usually trained on ``--data``, slice included, so on the slice the rounds are
+  compared with a round-0 classifier retrained by C_0's recipe on ``--data`` less the slice (the loop trains it
+  when C_0's recipe is its own ``training_log.json``'s); where no such classifier can be made (C_0 a judge, trained
+  here, or its recipe unknown) the reference on the slice is C_0 itself, and the report says so.
+* **A paired check** (:class:`GuardCheck`): per round and arm, on every eval set (against C_0) and on the guard slice
+  (against the reference), the audit's paired bootstrap difference on the same rows (``toxiforge audit``'s own code:
+  :func:`~toxiforge.audit.run.run_audit`'s sections, :func:`~toxiforge.intervals.paired_difference`) of ROC AUC, FPR on benign
+  rows, FPR_NOI (benign rows naming a group, tagged as ``bias measure`` tags them) and, on a HateCheck set,
+  over-blocking (its non-hateful functional tests predicted hateful). A round is *worse* when one of these
+  intervals lies wholly on the worse side of its tolerance (:class:`Tolerance`: ROC AUC -0.01, the rates +2
+  points); the loop stops there.
+
+The scores are cached by classifier and data content in ``OUT/audit/scores/`` (the audit's
+:class:`~toxiforge.audit.scores.ScoreCache`), which the closing audit (ship.py) reads again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toxiforge._io import atomic_write_text
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.errors import InputError
+from toxiforge.harden.sets import fold
+
+GUARD_SET = "guard-slice"    # the slice's name in reports, and its set in the statement ledger
+GUARD_SHARE = 0.15
+GUARD_MIN_ROWS = 100
+GUARD_FILE = "guard-slice.jsonl"            # OUT/: the slice's rows
+TRAIN_FILE = "data-less-guard-slice.jsonl"  # OUT/: --data less the slice (what --external-training trains on)
+AUDIT_DIR = "audit"
+CHECK_FILE = "guard.json"    # round-N/: the round's paired check
+START, REFERENCE = "C_0", "round-0-retrained"
+# (section, metric, what it is called, higher is better): the audit's headline numbers the check reads
+CHECKS: tuple[tuple[str, str, str, bool], ...] = (
+    ("accuracy", "roc_auc", "ROC AUC", True),
+    ("accuracy", "fpr", "FPR (benign rows called toxic)", False),
+    ("lexical", "fpr.noi", "FPR_NOI (benign rows naming a group called toxic)", False),
+    ("hatecheck", "over_blocking", "over-blocking (HateCheck's non-hateful tests called hateful)", False),
+)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a round may move from round 0 before its paired interval can call it worse: ROC AUC down by
+    ``auc``, a rate (FPR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
+
+    auc: float = 0.01
+    rate: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name, value in (("--auc-tolerance", self.auc), ("--fpr-tolerance", self.rate)):
+            if not 0.0 <= value < 1.0:
+                raise InputError(f"{name} {value} is outside [0, 1)", hint=f"e.g. {name} 0.01")
+
+    def worse(self, difference: Any, higher_is_better: bool) -> bool:
+        """Whether a paired difference's interval lies wholly on the worse side of the tolerance."""
+        if difference.low is None or difference.high is None:
+            return False
+        return difference.high < -self.auc if higher_is_better else difference.low > self.rate
+
+
+def guard_size(n: int) -> tuple[int, str | None]:
+    """Rows in the slice of ``n`` rows, and a note when they are fewer than :data:`GUARD_MIN_ROWS`."""
+    share = math.ceil(GUARD_SHARE * n)
+    if share >= GUARD_MIN_ROWS:
+        return share, None
+    if GUARD_MIN_ROWS <= n // 4:
+        return GUARD_MIN_ROWS, None
+    return share, (f"--data has {n} rows, so the guard slice is {share} rows ({100 * GUARD_SHARE:.0f}%), not "
+                   f"{GUARD_MIN_ROWS}: its intervals are wide and only large damage shows; add --eval sets or rows")
+
+
+def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], LabeledData, str | None]:
+    """``rows`` less the guard slice, the slice, and a note when it is small. Stratified by label (each label's
+    share kept, at least one row of each), seeded; rows of one folded text go to the same side."""
+    by_text: dict[str, list[Example]] = {}
+    for e in rows:
+        by_text.setdefault(fold(e.text), []).append(e)
+    size, note = guard_size(len(by_text))
+    labels = {k: round(sum(e.label for e in v) / len(v)) for k, v in by_text.items()}
+    chosen: set[str] = set()
+    rng = random.Random(seed)
+    for label in (0, 1):
+        texts = sorted(k for k, v in labels.items() if v == label)
+        if len(texts) < 2:
+            raise InputError(f"--data has {len(texts)} distinct text(s) of label {label}: too few to keep a guard "
+                             "slice apart and still train", hint="give --data with more rows of both labels")
+        rng.shuffle(texts)
+        take = min(len(texts) - 1, max(1, round(size * len(texts) / len(labels))))
+        chosen.update(texts[:take])
+    guard = [by_text[k][0] for k in sorted(chosen)]
+    train = [e for e in rows if fold(e.text) not in chosen]
+    data = LabeledData(GUARD_SET, guard, "harden-guard-slice", f"{len(guard)} rows of --data, seed {seed}",
+                       notes=["a stratified slice of --data that no round trained on"])
+    return train, data, note
+
+
+def slice_reference(config: Any, recipe_source: str) -> str | None:
+    """None when the slice's reference is to be trained (C_0's recipe is its own log's), else why it is C_0."""
+    from toxiforge.classifiers.registry import is_judge
+
+    if config.classifier is None:
+        return "C_0 was trained here, on --data less the slice"
+    if is_judge(config.classifier):
+        return "a judge is not trained on --data"
+    if not recipe_source.startswith("C_0's"):
+        return ("C_0's recipe is unknown, so no classifier trained as C_0 was can be made; C_0's scores on the slice "
+                "are flattered if it was trained on those rows, so a round may be found worse for losing what C_0 "
+                "learnt of them")
+    return None
+
+
+def make_check(out: Path, config: Any, start: str | Path, reference: str | Path, note: str | None,
+               log: Callable[[str], None] = lambda line: None) -> GuardCheck:
+    """The run's :class:`GuardCheck`: the audit's settings (harden's seed and threshold; cached scores reused)."""
+    from toxiforge.audit.run import AuditSettings
+
+    settings = AuditSettings(seed=config.attack.seed, threshold=config.threshold, resume=True)
+    return GuardCheck(out, Tolerance(config.auc_tolerance, config.fpr_tolerance), settings,
+                      audit_loader(str(start), config.start_options(), config.device), str(start), str(reference),
+                      note, log)
+
+
+@dataclass
+class GuardCheck:
+    """Each round's paired check against round 0 (module docstring); ``results[r]`` is round r's ``guard.json``:
+    ``{"sets": {set: {"reference", "auc": {arm: AUC}, "arms": {arm: {metric: {"difference", "worse"}}}}},
+    "problems": [...]}``."""
+
+    out: Path
+    tolerance: Tolerance
+    settings: Any                              # the audit's AuditSettings
+    loader: Callable[..., Any]                 # loads a classifier spec (C_0 with its options)
+    start: str = ""                            # C_0's spec
+    reference: str = ""                        # the slice's reference (module docstring)
+    reference_note: str | None = None
+    log: Callable[[str], None] = lambda line: None
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self, r: int, arms: Mapping[str, str | Path], eval_sets: Sequence[LabeledData],
+              guard: LabeledData | None) -> list[str]:
+        """Round ``r``'s check (read from its ``guard.json`` when made); the problems found."""
+        path = self.out / f"round-{r}" / CHECK_FILE
+        if path.exists():
+            self.results[r] = json.loads(path.read_text(encoding="utf-8"))
+            return list(self.results[r]["problems"])
+        from toxiforge.audit.run import ClassifierSpec
+
+        others = [ClassifierSpec(f"round-{r}-{arm}", str(spec)) for arm, spec in arms.items()]
+        pairs = [(ClassifierSpec(START, self.start), list(eval_sets))]
+        if guard is not None:
+            name = START if self.reference == self.start else REFERENCE
+            pairs.append((ClassifierSpec(name, self.reference), [guard]))
+        found: dict[str, Any] = {"sets": {}, "problems": []}
+        for reference, sets in pairs:
+            if sets:
+                self._compare(reference, others, sets, found)
+        self.results[r] = found
+        atomic_write_text(path, json.dumps(found, indent=2) + "\n")
+        return list(found["problems"])
+
+    def _compare(self, reference: Any, others: Sequence[Any], sets: list[LabeledData], found: dict[str, Any]) -> None:
+        from toxiforge.audit.compare import headline
+        from toxiforge.audit.run import run_audit
+        from toxiforge.intervals import paired_difference
+
+        result = run_audit([reference, *others], sets, self.out / AUDIT_DIR, self.settings, loader=self.loader,
+                           log=self.log)
+        for data in sets:
+            auc = {c.name: result.pair(c.name, data.name).sections["accuracy"]["roc_auc"].value
+                   for c in (reference, *others)}
+            entry: dict[str, Any] = {"reference": reference.name, "auc": auc, "arms": {}}
+            base = result.pair(reference.name, data.name).sections
+            for other in others:
+                sections = result.pair(other.name, data.name).sections
+                rows = entry["arms"][other.name] = {}
+                for section, metric, label, higher in CHECKS:
+                    a, b = headline(base, section, metric), headline(sections, section, metric)
+                    diff = paired_difference(a, b) if a is not None and b is not None else None
+                    if diff is None or diff.value is None:
+                        continue
+                    worse = self.tolerance.worse(diff, higher)
+                    rows[metric] = {"difference": diff.to_dict(), "worse": worse}
+                    if worse:
+                        limit = f"-{self.tolerance.auc:g}" if higher else f"+{self.tolerance.rate:g}"
+                        found["problems"].append(
+                            f"{other.name}'s {label} on {data.name} moved {diff.value:+.3f} [{diff.low:+.3f}, "
+                            f"{diff.high:+.3f}] from {reference.name}'s (paired, {len(data)} rows), wholly beyond "
+                            f"the tolerance {limit}")
+            found["sets"][data.name] = entry
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tolerance": {"auc": self.tolerance.auc, "rate": self.tolerance.rate}, "start": self.start,
+                "reference": self.reference, "reference_note": self.reference_note,
+                "rounds": {str(r): v for r, v in sorted(self.results.items())}}
+
+
+def audit_loader(start: str, options: Mapping[str, Any], device: str) -> Callable[..., Any]:
+    """The audit's classifier loader: C_0 with its options (a judge's template, a head's toxic label), every other
+    classifier (trained here, with toxiforge's labels) without."""
+
+    def load(spec: str, **kwargs: Any) -> Any:
+        from toxiforge.classifiers import load_classifier
+
+        return load_classifier(spec, device=device, **{**kwargs, **(options if spec == start else {})})
+
+    return load

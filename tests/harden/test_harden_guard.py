@@ -1,0 +1,124 @@
+"""Issue 48, items 1, 2 and 7: harden keeps a guard slice of --data apart, checks every round against round 0 with
+the audit's paired bootstrap (catching moderate damage), and ends with an audit that names the classifier to ship.
+Placeholder text only; the loop runs on the tiny models of test_harden.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_harden import good_start, harden, setup, train_config, varied_lm  # noqa: F401, F811 (fixtures)
+
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.harden.guard import HardenStopped, round_problems
+from toxiforge.harden.guardset import GUARD_SET, GuardCheck, Tolerance, split_guard
+from toxiforge.harden.sets import fold
+from toxiforge.harden.ship import recommend
+
+
+def rows(n: int, start: int = 0) -> list[Example]:
+    return [Example(f"placeholder statement {i}", i % 2, "asian") for i in range(start, start + n)]
+
+
+def test_guard_slice_is_stratified_seeded_and_never_shares_a_text_with_training():
+    data = rows(1000) + [Example("Placeholder  STATEMENT 3", 1, "asian")]  # a folded repeat of a row
+    train, guard, note = split_guard(data, seed=1)
+    assert note is None and 145 <= len(guard) <= 155 and abs(sum(guard.labels) - len(guard) / 2) <= 1
+    assert not {fold(t) for t in guard.texts} & {fold(e.text) for e in train}
+    assert len(train) + len(guard) + sum(fold(e.text) == "placeholder statement 3" for e in train) >= 1000
+    assert split_guard(data, seed=1)[1].texts == guard.texts and split_guard(data, seed=2)[1].texts != guard.texts
+    _, small, note = split_guard(rows(500), seed=1)
+    assert len(small) == 100 and note is None  # 15% is 75: at least 100 rows where they are a quarter at most
+    _, tiny, note = split_guard(rows(200), seed=1)
+    assert len(tiny) == 30 and "guard slice is 30 rows (15%), not 100" in note
+
+
+class Fixed:
+    """A classifier whose P(toxic) per text is given."""
+
+    def __init__(self, scores: dict[str, float]):
+        self.scores = scores
+
+    def predict_proba(self, texts):
+        return np.asarray([self.scores[t] for t in texts])
+
+    def describe(self) -> str:
+        return "fixed scores"
+
+
+def balanced(n: int = 200) -> LabeledData:
+    return LabeledData("balanced", rows(n), "table", "test")
+
+
+def moderate_damage(data: LabeledData) -> tuple[dict[str, float], dict[str, float]]:
+    """C_0: AUC about 0.93, calls about 10% of benign rows toxic; the round: AUC about 0.86, calls 90% of the set
+    toxic (the issue's example)."""
+    rng = np.random.default_rng(0)
+    y = np.asarray(data.labels)
+    start = 1 / (1 + np.exp(-(1.05 * (2 * y - 1) + rng.normal(0, 1, len(y)) - 0.3)))
+    ranked = 0.78 * (2 * y - 1) + rng.normal(0, 1, len(y))
+    worse = 1 / (1 + np.exp(-(ranked - np.quantile(ranked, 0.1))))  # 90% of the rows above 0.5
+    return dict(zip(data.texts, start.tolist())), dict(zip(data.texts, worse.tolist()))
+
+
+def check_with(tmp_path: Path, scores: dict[str, dict[str, float]]) -> GuardCheck:
+    from toxiforge.audit.run import AuditSettings
+
+    return GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), lambda spec, **_: Fixed(scores[spec]),
+                      start="c0", reference="c0")
+
+
+def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
+    """The issue's case (b): AUC 0.934 -> 0.86 and 90% of a balanced set called toxic passed the round check of
+    issue 34 (its AUC interval reaches round 0's AUC; 90% is not degenerate); the paired check finds it worse."""
+    from sklearn.metrics import roc_auc_score
+
+    data = balanced()
+    start, worse = moderate_damage(data)
+    y = data.labels
+    auc0, auc1 = roc_auc_score(y, [start[t] for t in data.texts]), roc_auc_score(y, [worse[t] for t in data.texts])
+    called = np.mean([worse[t] > 0.5 for t in data.texts])
+    assert 0.9 < auc0 < 0.96 and 0.8 < auc1 < auc0 - 0.03 and 0.85 <= called < 0.95
+    before = {"eval": {"balanced": {"auc": auc0, "called_toxic": 0.5, "true_toxic": 0.5, "texts": 200}}}
+    after = {arm: {"eval": {"balanced": {"auc": auc1, "auc_interval": [auc1 - 0.07, auc0 + 0.001], "texts": 200,
+                                         "called_toxic": called, "true_toxic": 0.5}}} for arm in ("alice", "control")}
+    assert round_problems(1, before, after) == []  # what let it through before
+    guard = check_with(tmp_path, {"c0": start, "r1": worse, "same": start})
+    problems = guard.check(1, {"alice": "r1", "control": "same"}, [data], None)
+    assert problems and all(p.startswith("round-1-alice's") for p in problems)
+    assert any("FPR (benign rows called toxic) on balanced moved +" in p for p in problems)
+    rows_ = guard.results[1]["sets"]["balanced"]["arms"]
+    assert rows_["round-1-alice"]["fpr"]["worse"] and not any(r["worse"] for r in rows_["round-1-control"].values())
+    assert json.loads((tmp_path / "round-1" / "guard.json").read_text())["problems"] == problems
+    ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
+    assert ship["name"] == "round-1-control" and "found worse: round-1-alice" in ship["why"]
+
+
+def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start, varied_lm, tmp_path):  # noqa: F811
+    """The issue's case (a): no --eval, C_0 without its training log (the recipe from the options), rounds trained
+    with a destructive learning rate. Before, nothing was measured and harden finished; now the guard slice stops
+    the loop at round 1, the report names C_0 as the classifier to ship, and OUT/audit/ holds the audit."""
+    out = tmp_path / "h"
+    destructive = train_config(setup["base"], max_steps=4, learning_rate=5.0)
+    with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse .*on guard-slice moved") as stop:
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False, train=destructive)
+    report = json.loads((out / "report.json").read_text())
+    assert report["problems"]["1"] == stop.value.problems
+    assert report["guard"]["slice"]["rows"] >= 2 and report["guard"]["reference"] == str(good_start[1])
+    assert "C_0's recipe is unknown" in report["guard"]["reference_note"]
+    assert GUARD_SET in report["guard"]["rounds"]["1"]["sets"]
+    assert report["ship"]["name"] == "C_0" and report["ship"]["folder"] == str(good_start[1])
+    md = (out / "report.md").read_text()
+    assert "**The classifier to ship: C_0** (round 0)" in md
+    audit = json.loads((out / "audit" / "report.json").read_text())
+    assert (out / "audit" / "report.html").exists() and (out / "audit" / "report.md").exists()
+    assert GUARD_SET in json.dumps(audit) and "round-1-alice" in json.dumps(audit)
+    def texts(name: str) -> set[str]:
+        return {fold(json.loads(line)["text"]) for line in (out / name).read_text().splitlines()}
+
+    trained, kept_apart = texts("data-less-guard-slice.jsonl"), texts("guard-slice.jsonl")
+    assert trained and kept_apart and not trained & kept_apart
+    assert report["rounds"][0]["alice"]["train_rows"] == len((out / "data-less-guard-slice.jsonl").read_text()
+                                                             .splitlines()) < 16

@@ -110,6 +110,11 @@ def kept(rows, seen: set[str]):
     return out
 
 
+def base_rows(out) -> int:
+    """The rows every round trains on besides its additions: --data less the guard slice (issue 48)."""
+    return len((out / "data-less-guard-slice.jsonl").read_text().splitlines())
+
+
 def training_texts(setup) -> set[str]:
     with setup["data"].open() as f:
         return {fold(r["text"]) for r in csv.DictReader(f)}
@@ -127,8 +132,14 @@ def kept_sets(setup, out) -> dict[str, list]:
     return sets
 
 
+# The paired check's default tolerances (issue 48). The bookkeeping tests turn the check off (tolerance 1): their C_0
+# learns nothing in 2 steps, and a round that calls every text one class would stop them (test_harden_guard.py and
+# test_rounds_train_with_c0_recipe_and_stay_as_good check with these).
+CHECKED = {"auc_tolerance": 0.01, "fpr_tolerance": 0.02}
+
+
 def config_for(setup, **overrides) -> HardenConfig:
-    settings = dict(
+    settings = dict(auc_tolerance=1.0, fpr_tolerance=1.0,
         rounds=1, attack=AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=3),
         alice=decoder_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4}),
         topk=decoder_config("top-k", {"max_new_tokens": 4}), train=train_config(setup["base"]),
@@ -165,7 +176,7 @@ def test_flipped_statements_join_with_their_prompt_label(setup, finished):
     assert sorted((e.text, e.label) for e in added) == fooled
     assert all(e.method == "ALICE" for e in added)
     log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
-    assert log["train"]["n"] == 16 + len(added)  # the base data plus the additions (no held-out share)
+    assert log["train"]["n"] == base_rows(out) + len(added)  # --data less the guard slice, plus the additions
 
 
 def test_control_arm_adds_as_many_top_k_statements_per_label(finished):
@@ -227,7 +238,7 @@ def test_transfer_attack_is_made_once_on_c0_and_scored_by_every_round(setup, fin
     fooled = [f for _, f in rows]  # C_0 scored them in the run; re-scored in round 0, the same flips
     assert start["all"]["value"] == pytest.approx(np.mean(fooled))
     md = (out / "report.md").read_text()
-    assert "transfer flip %" in md and "| 0 | start | 0 | 16 |" in md  # round 0: C_0's 16 training rows
+    assert "transfer flip %" in md and f"| 0 | start | 0 | {base_rows(out)} |" in md  # round 0: the rows
 
 
 def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, varied_lm, tmp_path):
@@ -326,8 +337,16 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
     out = tmp_path / "h"
     generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
     job = Harden(config_for(setup, eval=()), out, generator, external_training=True)
-    with pytest.raises(TrainingPending) as stop:
+    with pytest.raises(TrainingPending) as stop:  # first the guard slice's reference: C_0's recipe, less the slice
         job.run()
+    assert len(stop.value.commands) == 1 and "round-0/reference/model" in stop.value.commands[0]
+    assert f"--data table:{out / 'data-less-guard-slice.jsonl'} " in stop.value.commands[0]
+    base = len((out / "data-less-guard-slice.jsonl").read_text().splitlines())
+    assert base < 16
+    for command in stop.value.commands:
+        assert runner.invoke(app, [*shlex.split(command)[1:], "--no-progress"]).exit_code == 0
+    with pytest.raises(TrainingPending) as stop:
+        Harden(config_for(setup, eval=()), out, generator, external_training=True).run(resume=True)
     assert len(stop.value.commands) == 2 and not (out / "round-1" / "alice" / "model").exists()
     assert f"table:{out / 'round-1' / 'alice' / 'added.jsonl'}" in stop.value.commands[0]
     for command in stop.value.commands:
@@ -335,7 +354,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
         assert result.exit_code == 0, result.output
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
-    assert log["train"]["n"] == 16 + len(added)
+    assert log["train"]["n"] == base + len(added)
     again = Harden(config_for(setup, eval=()), out, generator, external_training=True)
     again.run(resume=True)
     assert not any(step.startswith("train") for step in again.steps)
@@ -429,9 +448,12 @@ def test_cli_runs_a_round(setup, varied_lm, tmp_path, monkeypatch):
     args = ["harden", "--data", str(setup["data"]), "-c", str(setup["start"]), "-o", str(out), "--rounds", "1",
             "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
             str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
-            "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress"]  # C_0's base model: agreed
+            "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress",  # C_0's base model: agreed
+            "--auc-tolerance", "1", "--fpr-tolerance", "1"]  # the paired check off: this C_0 learnt nothing
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert "guard slice: 4 rows of --data kept apart" in result.output and "closing audit" in result.output
+    assert "**The classifier to ship: " in (out / "report.md").read_text() and (out / "audit" / "report.html").exists()
     assert "| 1 | alice |" in result.output and (out / "report.png").exists()
     again = runner.invoke(app, [*args, "--resume"])
     assert again.exit_code == 0 and "0 steps run" in again.output
@@ -489,7 +511,7 @@ def test_rounds_train_with_c0_recipe_and_stay_as_good(setup, good_start, varied_
     called every held-out text one class.)"""
     out = tmp_path / "h"
     job = harden(setup, out, varied_lm, classifier=str(good_start[0]), transfer=False, add="all",
-                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"))  # all: both labels join
+                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"), **CHECKED)  # all: both labels join
     for arm in ("alice", "control"):
         config = json.loads((out / "round-1" / arm / "model" / LOG_FILE).read_text())["config"]
         assert (config["learning_rate"], config["batch_size"], config["max_steps"], config["max_length"]) == \

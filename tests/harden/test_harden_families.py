@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from test_harden import GROUPS, config_for, fold, harden, kept, setup, training_texts, varied_lm, write_table  # noqa: F401 (fixtures)
+from test_harden import GROUPS, base_rows, config_for, fold, harden, kept, setup, training_texts, varied_lm, write_table  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
 from toxiforge.attacks.edits import ZERO_WIDTH_SPACE
@@ -100,7 +100,7 @@ def test_attacks_obfuscate_adds_its_fooling_statements_to_training(setup, traine
     metrics = json.loads((out / "round-1" / "metrics.json").read_text())
     assert metrics["alice"]["added_by_method"] == ({"obfuscate": len(added)} if added else {})
     log = json.loads((out / "round-1" / "alice" / "model" / "training_log.json").read_text())
-    assert log["train"]["n"] == 16 + len(added)
+    assert log["train"]["n"] == base_rows(out) + len(added)
     # a trained family is measured on the held-out set too, marked as trained
     assert metrics["alice"]["attacks"]["obfuscate"]["held_out"] is False
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import good_start, harden, setup, train_config, varied_lm  # noqa: F401, F811 (fixtures)
+from test_harden import CHECKED, good_start, harden, setup, train_config, varied_lm  # noqa: F401, F811 (fixtures)
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.harden.guard import HardenStopped, round_problems
@@ -32,7 +32,7 @@ def test_guard_slice_is_stratified_seeded_and_never_shares_a_text_with_training(
     _, small, note = split_guard(rows(500), seed=1)
     assert len(small) == 100 and note is None  # 15% is 75: at least 100 rows where they are a quarter at most
     _, tiny, note = split_guard(rows(200), seed=1)
-    assert len(tiny) == 30 and "guard slice is 30 rows (15%), not 100" in note
+    assert len(tiny) == 30 and "guard slice is 30 rows (about 15%), not 100" in note
 
 
 class Fixed:
@@ -103,7 +103,8 @@ def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start,
     out = tmp_path / "h"
     destructive = train_config(setup["base"], max_steps=4, learning_rate=5.0)
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse .*on guard-slice moved") as stop:
-        harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False, train=destructive)
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False, train=destructive,
+               **CHECKED)
     report = json.loads((out / "report.json").read_text())
     assert report["problems"]["1"] == stop.value.problems
     assert report["guard"]["slice"]["rows"] >= 2 and report["guard"]["reference"] == str(good_start[1])
@@ -122,3 +123,19 @@ def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start,
     assert trained and kept_apart and not trained & kept_apart
     assert report["rounds"][0]["alice"]["train_rows"] == len((out / "data-less-guard-slice.jsonl").read_text()
                                                              .splitlines()) < 16
+
+
+def test_over_blocking_on_hatecheck_non_hateful_tests_is_found_worse(tmp_path):
+    """On a set with HateCheck's functional tests, a round that calls more of the non-hateful cases hateful is worse
+    (over-blocking), while the same round's FPR on a set without them is not checked for it."""
+    tests = ["ident_neutral_nh", "counter_quote_nh", "derog_neg_emote_h", "threat_dir_h"]
+    data = LabeledData("hatecheck", [Example(f"placeholder case {i}", int(tests[i % 4].endswith("_h")), "women",
+                                             meta={"functionality": tests[i % 4]}) for i in range(160)],
+                       "hatecheck", "test")
+    start = {e.text: (0.8 if e.label else 0.2) for e in data.examples}
+    blocking = {e.text: (0.8 if e.label or i % 8 < 4 else 0.2) for i, e in enumerate(data.examples)}
+    guard = check_with(tmp_path, {"c0": start, "r1": blocking, "same": start})
+    problems = guard.check(1, {"alice": "r1", "control": "same"}, [data], None)
+    assert any("over-blocking (HateCheck's non-hateful tests called hateful) on hatecheck moved +" in p
+               for p in problems)
+    assert guard.results[1]["sets"]["hatecheck"]["arms"]["round-1-alice"]["over_blocking"]["worse"]

@@ -9,10 +9,10 @@
   when C_0's recipe is its own ``training_log.json``'s); where no such classifier can be made (C_0 a judge, trained
   here, or its recipe unknown) the reference on the slice is C_0 itself, and the report says so.
 * **A paired check** (:class:`GuardCheck`): per round and arm, on every eval set (against C_0) and on the guard slice
-  (against the reference), the audit's paired bootstrap difference on the same rows (``toxiforge audit``'s own code:
-  :func:`~toxiforge.audit.run.run_audit`'s sections, :func:`~toxiforge.intervals.paired_difference`) of ROC AUC, FPR on benign
-  rows, FPR_NOI (benign rows naming a group, tagged as ``bias measure`` tags them) and, on a HateCheck set,
-  over-blocking (its non-hateful functional tests predicted hateful). A round is *worse* when one of these
+  (against the reference), the paired bootstrap difference on the same rows, by ``toxiforge audit``'s own code
+  (:func:`~toxiforge.audit.run.run_audit`'s sections, :func:`~toxiforge.intervals.paired_difference`), of ROC AUC,
+  FPR on benign rows, FPR_NOI (benign rows naming a group, tagged as ``bias measure`` tags them) and, on a HateCheck
+  set, over-blocking (its non-hateful functional tests predicted hateful). A round is *worse* when one of these
   intervals lies wholly on the worse side of its tolerance (:class:`Tolerance`: ROC AUC -0.01, the rates +2
   points); the loop stops there.
 
@@ -62,8 +62,8 @@ class Tolerance:
 
     def __post_init__(self) -> None:
         for name, value in (("--auc-tolerance", self.auc), ("--fpr-tolerance", self.rate)):
-            if not 0.0 <= value < 1.0:
-                raise InputError(f"{name} {value} is outside [0, 1)", hint=f"e.g. {name} 0.01")
+            if not 0.0 <= value <= 1.0:  # 1: no difference is beyond it (the check is off)
+                raise InputError(f"{name} {value} is outside [0, 1]", hint=f"e.g. {name} 0.01")
 
     def worse(self, difference: Any, higher_is_better: bool) -> bool:
         """Whether a paired difference's interval lies wholly on the worse side of the tolerance."""
@@ -72,15 +72,11 @@ class Tolerance:
         return difference.high < -self.auc if higher_is_better else difference.low > self.rate
 
 
-def guard_size(n: int) -> tuple[int, str | None]:
-    """Rows in the slice of ``n`` rows, and a note when they are fewer than :data:`GUARD_MIN_ROWS`."""
+def guard_size(n: int) -> int:
+    """Rows in the slice of ``n`` rows: :data:`GUARD_SHARE`, at least :data:`GUARD_MIN_ROWS` where they are a
+    quarter of ``n`` at most."""
     share = math.ceil(GUARD_SHARE * n)
-    if share >= GUARD_MIN_ROWS:
-        return share, None
-    if GUARD_MIN_ROWS <= n // 4:
-        return GUARD_MIN_ROWS, None
-    return share, (f"--data has {n} rows, so the guard slice is {share} rows ({100 * GUARD_SHARE:.0f}%), not "
-                   f"{GUARD_MIN_ROWS}: its intervals are wide and only large damage shows; add --eval sets or rows")
+    return GUARD_MIN_ROWS if share < GUARD_MIN_ROWS <= n // 4 else share
 
 
 def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], LabeledData, str | None]:
@@ -89,7 +85,7 @@ def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], Labe
     by_text: dict[str, list[Example]] = {}
     for e in rows:
         by_text.setdefault(fold(e.text), []).append(e)
-    size, note = guard_size(len(by_text))
+    size = guard_size(len(by_text))
     labels = {k: round(sum(e.label for e in v) / len(v)) for k, v in by_text.items()}
     chosen: set[str] = set()
     rng = random.Random(seed)
@@ -102,10 +98,32 @@ def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], Labe
         take = min(len(texts) - 1, max(1, round(size * len(texts) / len(labels))))
         chosen.update(texts[:take])
     guard = [by_text[k][0] for k in sorted(chosen)]
+    note = None if len(guard) >= GUARD_MIN_ROWS else (
+        f"--data has {len(by_text)} distinct texts, so the guard slice is {len(guard)} rows (about "
+        f"{100 * GUARD_SHARE:.0f}%), not {GUARD_MIN_ROWS}: its intervals are wide and only large damage shows; add "
+        "--eval sets or --data rows")
     train = [e for e in rows if fold(e.text) not in chosen]
     data = LabeledData(GUARD_SET, guard, "harden-guard-slice", f"{len(guard)} rows of --data, seed {seed}",
                        notes=["a stratified slice of --data that no round trained on"])
     return train, data, note
+
+
+def keep_apart(out: Path, guard: LabeledData | None, note: str | None, train: Sequence[Example], config: Any,
+               ledger: Any, say: Callable[[str], None]) -> list[str]:
+    """With a guard slice: its texts join ``ledger`` (no generated statement equal to one is kept), the slice and
+    ``train`` (--data less it) are written to ``out``, and the run says so. The data specs the rounds train on
+    (none without a slice)."""
+    if guard is None:
+        return []
+    from toxiforge.harden.data import write_examples
+
+    ledger.train_on(guard.texts, GUARD_SET)
+    write_examples(out / TRAIN_FILE, train)
+    write_examples(out / GUARD_FILE, guard.examples)
+    alone = " (no --eval: the rounds are checked on it alone, even with --no-guard-slice)" if not config.eval else ""
+    say(f"guard slice: {len(guard)} rows of --data kept apart, never trained on{alone}"
+        + (f"; note: {note}" if note else ""))
+    return [f"table:{out / TRAIN_FILE}"]
 
 
 def slice_reference(config: Any, recipe_source: str) -> str | None:

@@ -12,7 +12,9 @@ then C_r is trained on the base data plus every addition so far, with C_0's reci
 model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
 C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
-AUC interval stops the loop (``keep_going``: a warning). With ``transfer``, one more attack on C_0 is scored by every
+AUC interval, or that a paired check on the eval sets or the guard slice of --data (never trained on) finds worse
+than round 0 (guardset.py), stops the loop (``keep_going``: a warning); the report names the classifier to ship and
+the closing audit compares it with C_0 (ship.py). With ``transfer``, one more attack on C_0 is scored by every
 C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
 (``validate_with="people"``) the run's annotators do, in a study per round (people.py).
 Prompts and statements never repeat across the run's generated sets (sets.py), and no ``--eval`` text is trained on
@@ -24,6 +26,8 @@ Everything is the existing pieces called as the CLI calls them (:class:`~toxifor
 
     harden.json                      the settings (a resumed run must match them; --rounds may grow)
     data-apart-from-eval.jsonl       --external-training: --data less its --eval rows, when it has some
+    guard-slice.jsonl  data-less-guard-slice.jsonl   the guard slice of --data, and the rest (guardset.py)
+    round-0/reference/model/         C_0's recipe on --data less the slice: the rounds' reference on the slice
     round-0/model/                   C_0 when trained from --data
     round-0/attack/  metrics.json    the attack on C_0, its metrics
     round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
@@ -37,6 +41,8 @@ Everything is the existing pieces called as the CLI calls them (:class:`~toxifor
     round-N/{alice,control}/model/   C_N of each arm
     round-N/{alice,control}/attack/  the new attack on it
     round-N/metrics.json             {"alice": ..., "control": ...}
+    round-N/guard.json               the paired check of round N against round 0 (guardset.py)
+    audit/                           the closing audit, toxiforge audit's report (ship.py); audit/scores/ its cache
     round-N/alice/train-FAMILY/      --attacks FAMILY (not alice): its attack on C_{N-1} (families.py)
     round-0/attacks/FAMILY/  round-N/{alice,control}/attacks/FAMILY/   each family's attack on the held-out set
     report.md  report.json  report.png
@@ -163,15 +169,8 @@ class Harden:
         if self.recipe.note:
             self.say(f"note: {self.recipe.note}")
         self.out.mkdir(parents=True, exist_ok=True)
-        self._data_specs = list(self.config.data)
-        if self.guard_slice is not None:
-            self._ledger.train_on(self.guard_slice.texts, GUARD_SET)  # no generated statement equal to its rows
-            write_examples(self.out / TRAIN_FILE, base)
-            write_examples(self.out / GUARD_FILE, self.guard_slice.examples)
-            self._data_specs = [f"table:{self.out / TRAIN_FILE}"]
-            self.say(f"guard slice: {len(self.guard_slice)} rows of --data kept apart, never trained on"
-                     + (" (no --eval: the rounds are checked on it alone)" if not eval_sets else "")
-                     + (f"; note: {self.guard_note}" if self.guard_note else ""))
+        self._data_specs = keep_apart(self.out, self.guard_slice, self.guard_note, base, self.config, self._ledger,
+                                      self.say)
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only

@@ -31,7 +31,8 @@ def guard_auc(check: Mapping[str, Any], name: str) -> tuple[float | None, str]:
 def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: int, arms: Sequence[str],
               out: Path, start: str) -> dict[str, Any]:
     """The classifier to ship (module docstring): ``{"round", "arm", "name", "folder", "why", "candidates"}``."""
-    candidates, rejected = [], []
+    candidates: list[dict[str, Any]] = []
+    rejected: list[str] = []
     for r in range(1, rounds + 1):
         check = guard.results.get(r)
         if check is None:
@@ -49,12 +50,12 @@ def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: 
                else "no round was measured")
         return {"round": 0, "arm": None, "name": START, "folder": start, "why": f"C_0 itself: {why}",
                 "candidates": []}
-    best = max(candidates, key=lambda c: (c["auc"], -c["round"]))
-    others = [c for c in candidates if c is not best]
+    ranked = sorted(candidates, key=lambda c: (-c["auc"], c["round"]))
+    best = ranked[0]
     why = (f"the best {best['measure']} ({best['auc']:.3f}) among the {len(candidates)} round(s) and arm(s) that no "
-           "check found worse than round 0" + (f" (next: {others[0]['name']}, {others[0]['auc']:.3f})" if others
-                                               and (others := sorted(others, key=lambda c: -c["auc"])) else "")
-           + (f"; found worse: {', '.join(rejected)}" if rejected else ""))
+           "check found worse than round 0")
+    why += f" (next: {ranked[1]['name']}, {ranked[1]['auc']:.3f})" if len(ranked) > 1 else ""
+    why += f"; found worse: {', '.join(rejected)}" if rejected else ""
     return {**{k: best[k] for k in ("round", "arm", "name", "folder")}, "why": why, "candidates": candidates}
 
 

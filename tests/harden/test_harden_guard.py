@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import CHECKED, good_start, harden, setup, train_config, varied_lm  # noqa: F401, F811 (fixtures)
+from test_harden import CHECKED, good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.harden.guard import HardenStopped, round_problems
@@ -101,10 +101,11 @@ def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start,
     with a destructive learning rate. Before, nothing was measured and harden finished; now the guard slice stops
     the loop at round 1, the report names C_0 as the classifier to ship, and OUT/audit/ holds the audit."""
     out = tmp_path / "h"
-    destructive = train_config(setup["base"], max_steps=4, learning_rate=5.0)
+    destructive = {"base_model": str(setup["base"]), "max_steps": 4, "learning_rate": 5.0, "batch_size": 8,
+                   "eval_fraction": 0.0, "debias": "none"}  # the whole recipe, as a C_0 without its log needs
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse .*on guard-slice moved") as stop:
-        harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False, train=destructive,
-               **CHECKED)
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False,
+               train_options=destructive, **CHECKED)
     report = json.loads((out / "report.json").read_text())
     assert report["problems"]["1"] == stop.value.problems
     assert report["guard"]["slice"]["rows"] >= 2 and report["guard"]["reference"] == str(good_start[1])

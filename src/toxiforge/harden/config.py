@@ -11,8 +11,8 @@ from toxiforge.attacks.validation import Validation, check_keeper, weights_diges
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
-from toxiforge.harden.inputs import DEFAULT_MAX_EVAL_OVERLAP, check_max_overlap
 from toxiforge.harden.guardset import Tolerance
+from toxiforge.harden.inputs import DEFAULT_MAX_EVAL_OVERLAP, check_max_overlap
 from toxiforge.harden.people import DEFAULT_FORM, PEOPLE, check_people
 from toxiforge.harden.recipe import OBJECTIVE_FIELDS, RECIPE_FIELDS
 from toxiforge.pipeline.plan import GenerationPlan

@@ -77,8 +77,8 @@ from toxiforge.harden.guard import (
     round_problems,
     train_command,
 )
-from toxiforge.harden.inputs import data_specs, load_inputs
 from toxiforge.harden.guardset import GuardCheck, keep_apart, make_check, slice_reference, split_guard
+from toxiforge.harden.inputs import data_specs, load_inputs
 from toxiforge.harden.people import People, people_report, read_labels
 from toxiforge.harden.recipe import Recipe, round_recipe, train_round
 from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report

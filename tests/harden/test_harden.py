@@ -209,6 +209,7 @@ def test_layout_metrics_and_report(setup, finished):
     assert "| 1 | control |" in md and "AUC held" in md
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert job.steps == [
+        "train round-0/reference/model",  # the guard slice's reference: C_0's recipe, less the slice (issue 48)
         "generate round-0/attack", "generate round-0/transfer", "measure round-0/metrics.json",
         "generate round-1/control/topk", "select round-1/alice/added.jsonl",
         "select round-1/control/added.jsonl", "train round-1/alice/model",

@@ -14,6 +14,6 @@ def test_a_rounds_classifier_has_a_model_card_with_its_data_and_train_command(se
     added = out / "round-1" / "alice" / "added.jsonl"
     assert card.data.to_dict()["pipeline_tag"] == "text-classification"
     assert f"`{setup['data']}`" in card.text and f"`table:{added}`" in card.text  # the sources: base + additions
-    assert f"toxiforge train --data {setup['data']} --data table:{added} -o {out / 'round-1' / 'alice' / 'model'}" \
-        in card.text
+    data = f"table:{out / 'data-less-guard-slice.jsonl'}"  # --data less the guard slice (issue 48)
+    assert f"toxiforge train --data {data} --data table:{added} -o {out / 'round-1' / 'alice' / 'model'}" in card.text
     assert "Content warning" in card.text and "placeholder sentence" not in card.content

@@ -10,12 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_harden import CHECKED, good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
+from typer.testing import CliRunner
 
+from audit.test_audit_cli import hatecheck  # noqa: F401 (fixtures)
+from toxiforge.cli import app
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.harden.guard import HardenStopped, round_problems
 from toxiforge.harden.guardset import GUARD_SET, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.sets import fold
 from toxiforge.harden.ship import recommend
+
+runner = CliRunner()
 
 
 def rows(n: int, start: int = 0) -> list[Example]:
@@ -140,3 +145,30 @@ def test_over_blocking_on_hatecheck_non_hateful_tests_is_found_worse(tmp_path):
     assert any("over-blocking (HateCheck's non-hateful tests called hateful) on hatecheck moved +" in p
                for p in problems)
     assert guard.results[1]["sets"]["hatecheck"]["arms"]["round-1-alice"]["over_blocking"]["worse"]
+
+
+def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_start, varied_lm,  # noqa: F811
+                                                                    hatecheck, tmp_path, monkeypatch):  # noqa: F811
+    """The documented command on the tiny models: `harden -c C_0 --eval hatecheck:FILE` keeps a guard slice too, the
+    round's check has over-blocking on the HateCheck set and every check on the slice (against C_0's recipe retrained
+    without it), report.md names the classifier to ship and OUT/audit/ has the audit of C_0, the retrained
+    reference and both arms."""
+    import toxiforge.models
+
+    monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: varied_lm)
+    out = tmp_path / "h"
+    result = runner.invoke(app, [
+        "harden", "--data", str(setup["data"]), "-c", str(good_start[0]), "-o", str(out), "--rounds", "1",
+        "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
+        "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
+        "--no-progress"])
+    assert result.exit_code in (0, 1), result.output  # 1: a round the check found worse (the report says which)
+    assert "guard slice: " in result.output and "closing audit" in result.output
+    check = json.loads((out / "round-1" / "guard.json").read_text())
+    (name,) = [s for s in check["sets"] if s != GUARD_SET]
+    assert "over_blocking" in check["sets"][name]["arms"]["round-1-alice"]
+    assert check["sets"][GUARD_SET]["reference"] == "round-0-retrained"
+    assert set(check["sets"][GUARD_SET]["arms"]["round-1-control"]) >= {"roc_auc", "fpr"}
+    assert "**The classifier to ship: " in (out / "report.md").read_text()
+    audit = json.loads((out / "audit" / "report.json").read_text())
+    assert {"C_0", "round-0-retrained", "round-1-alice", "round-1-control"} <= set(audit["results"])

@@ -67,7 +67,7 @@ def test_eval_rows_never_join_training_and_an_overlap_is_refused_above_a_share(s
     left out of its set (here round 0's attack, with --add all), and a --data row equal to one is left out of every
     round's training set. The overlap of --data with --eval is reported, and refused above --max-eval-overlap (5%)
     with the numbers."""
-    from test_harden import eval_rows, fold, kept, placeholder_rows, training_texts, write_table
+    from test_harden import base_rows, eval_rows, fold, kept, placeholder_rows, training_texts, write_table
 
     from toxiforge.harden.data import read_examples
 
@@ -89,8 +89,10 @@ def test_eval_rows_never_join_training_and_an_overlap_is_refused_above_a_share(s
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     assert added and fold(text) not in {fold(e.text) for e in added}
     log = json.loads((out / "round-1" / "alice" / "model" / "training_log.json").read_text())
-    assert log["train"]["n"] == 14 + len(added)  # --data less its two eval rows, plus the additions
-    assert json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["train_rows"] == 14
+    assert log["train"]["n"] == base_rows(out) + len(added)  # --data less its eval rows and guard slice, + additions
+    assert base_rows(out) <= 14 and not {fold(e.text) for e in read_examples(out / "data-less-guard-slice.jsonl")} \
+        & {fold(data_text), fold(text)}
+    assert json.loads((out / "round-0" / "metrics.json").read_text())["alice"]["train_rows"] == base_rows(out)
     assert "--data and --eval: 2 of the 16 --data rows (12.5%) are --eval rows" in (out / "report.md").read_text()
     assert job.eval_overlap["per_set"] == {"held": 2}
 

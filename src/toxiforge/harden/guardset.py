@@ -117,7 +117,7 @@ def keep_apart(out: Path, guard: LabeledData | None, note: str | None, train: Se
         return []
     from toxiforge.harden.data import write_examples
 
-    ledger.train_on(guard.texts, GUARD_SET)
+    ledger.train_on(guard.texts)  # rows of --data: a statement equal to one counts as one of the training data
     write_examples(out / TRAIN_FILE, train)
     write_examples(out / GUARD_FILE, guard.examples)
     alone = " (no --eval: the rounds are checked on it alone, even with --no-guard-slice)" if not config.eval else ""

@@ -139,8 +139,6 @@ class Harden:
         config = self.config
         inputs = load_inputs(config.data, config.eval, config.label_rule, config.max_eval_overlap)
         base, eval_sets, self.eval_overlap = inputs.train, inputs.eval_sets, inputs.overlap  # base: no eval row
-        if config.keeps_guard_slice:  # no round trains on it
-            base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed)
         self._validation = Validation(None if config.people else config.validate_with, config.device)
         self._validation.load()  # a bad --validate-with fails here
         if self.accept_partial and not config.people:
@@ -156,6 +154,8 @@ class Harden:
             if not self._held_out and config.eval_attacks:
                 raise InputError(f"--eval {', '.join(config.eval)} has no toxic row outside --data for "
                                  "--eval-attacks to attack", hint="add an --eval set with toxic rows")
+        if config.keeps_guard_slice:  # no round trains on it
+            base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed)
         self._inputs = base, eval_sets
         return self._inputs
 

@@ -150,6 +150,9 @@ def adapt(command: str, tiny_llama: str = "TINY_LLAMA", tiny_bert: str = "TINY_B
         args += ["--base-model", tiny_bert, "--epochs", "2" if head in ("bias datamap", "experiment debias") else "1",
                  "--max-length", "16"]
         tags.append("tiny-bert")
+    if args[0] == "harden":  # the tiny BERT, trained 1 epoch on a few rows, calls every text one class in some
+        args += ["--auc-tolerance", "1", "--fpr-tolerance", "1"]  # rounds: the paired check (off here) stops those
+        tags.append("paired-check-off")                             # (tests/harden/test_harden_guard.py tests it)
     if head == "experiment debias":
         args += ["--methods", "Vanilla"]
         tags.append("one-method")

@@ -98,6 +98,25 @@ def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
     assert rows_["round-1-alice"]["fpr"]["worse"] and not any(r["worse"] for r in rows_["round-1-control"].values())
     assert json.loads((tmp_path / "round-1" / "guard.json").read_text())["problems"] == problems
     ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
+    # the control arm scores as C_0 does: not worse, but not above round 0 either, so C_0 is shipped
+    assert ship["name"] == "C_0" and "no round scores above round 0" in ship["why"]
+    assert "found worse: round-1-alice" in ship["why"]
+
+
+def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_is_shipped(tmp_path):
+    """A collapsed round that calls every row benign lowers FPR (seen on toxigen-dev: FPR -0.13 and not found worse
+    while only FPR was checked): its FNR is checked too. A round that ranks better than C_0 and is no worse on any
+    check is the classifier to ship; one that is not above round 0 is not (C_0 is)."""
+    data = balanced()
+    start, _ = moderate_damage(data)
+    y = dict(zip(data.texts, data.labels))
+    benign = {t: 0.2 + 0.1 * start[t] for t in data.texts}               # C_0's ranking, every row below 0.5
+    better = {t: 0.9 if y[t] else 0.1 for t in data.texts}               # perfect
+    guard = check_with(tmp_path, {"c0": start, "collapsed": benign, "better": better})
+    problems = guard.check(1, {"alice": "collapsed", "control": "better"}, [data], None)
+    assert problems and all(p.startswith("round-1-alice's") for p in problems)
+    assert any("FNR (toxic rows called benign) on balanced moved +" in p for p in problems)
+    ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
     assert ship["name"] == "round-1-control" and "found worse: round-1-alice" in ship["why"]
 
 

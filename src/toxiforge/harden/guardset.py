@@ -47,6 +47,9 @@ START, REFERENCE = "C_0", "round-0-retrained"
 CHECKS: tuple[tuple[str, str, str, bool], ...] = (
     ("accuracy", "roc_auc", "ROC AUC", True),
     ("accuracy", "fpr", "FPR (benign rows called toxic)", False),
+    # both error directions: a round that calls everything benign lowers FPR and raises FNR (seen on toxigen-dev:
+    # a collapsed round, FPR -0.13, was not found worse while only FPR was checked)
+    ("accuracy", "fnr", "FNR (toxic rows called benign)", False),
     ("lexical", "fpr.noi", "FPR_NOI (benign rows naming a group called toxic)", False),
     ("hatecheck", "over_blocking", "over-blocking (HateCheck's non-hateful tests called hateful)", False),
 )

@@ -6,7 +6,9 @@ paired against C_0. Harden calls the audit's code (:func:`~toxiforge.audit.run.r
 
 **The classifier to ship** (:func:`recommend`): among the rounds and arms that no check found worse than round 0
 (guardset.py's paired check, and guard.py's degenerate-classifier check), the one with the best ROC AUC on the guard
-slice (without a slice: the mean ROC AUC over the eval sets); C_0 itself when there is none.
+slice (without a slice: the mean ROC AUC over the eval sets), if it is above round 0's on the same rows (the slice's
+reference, or C_0); C_0 itself otherwise: a round that no check found worse but that scores below round 0 is not
+worth shipping.
 """
 
 from __future__ import annotations
@@ -26,6 +28,20 @@ def guard_auc(check: Mapping[str, Any], name: str) -> tuple[float | None, str]:
         return sets[GUARD_SET]["auc"].get(name), "guard-slice ROC AUC"
     values = [s["auc"].get(name) for s in sets.values() if s["auc"].get(name) is not None]
     return (sum(values) / len(values) if values else None), "mean ROC AUC over the eval sets"
+
+
+def _round0_auc(guard: GuardCheck) -> tuple[float | None, str]:
+    """Round 0's AUC in the first round's check, measured as :func:`guard_auc` measures a round's: the slice's
+    reference on the guard slice, else C_0's mean over the eval sets."""
+    check = guard.results.get(min(guard.results)) if guard.results else None
+    if check is None:
+        return None, ""
+    sets = check.get("sets", {})
+    if GUARD_SET in sets:
+        entry = sets[GUARD_SET]
+        return entry["auc"].get(entry["reference"]), f"{entry['reference']}'s guard-slice ROC AUC"
+    values = [s["auc"].get(s["reference"]) for s in sets.values() if s["auc"].get(s["reference"]) is not None]
+    return (sum(values) / len(values) if values else None), "C_0's mean ROC AUC over the eval sets"
 
 
 def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: int, arms: Sequence[str],
@@ -52,6 +68,12 @@ def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: 
                 "candidates": []}
     ranked = sorted(candidates, key=lambda c: (-c["auc"], c["round"]))
     best = ranked[0]
+    base, base_what = _round0_auc(guard)
+    if base is not None and best["auc"] <= base:
+        return {"round": 0, "arm": None, "name": START, "folder": start, "candidates": candidates,
+                "why": f"C_0 itself: no round scores above round 0 on the same rows (best: {best['name']}, "
+                       f"{best['measure']} {best['auc']:.3f}; {base_what} {base:.3f})"
+                       + (f"; found worse: {', '.join(rejected)}" if rejected else "")}
     why = (f"the best {best['measure']} ({best['auc']:.3f}) among the {len(candidates)} round(s) and arm(s) that no "
            "check found worse than round 0")
     why += f" (next: {ranked[1]['name']}, {ranked[1]['auc']:.3f})" if len(ranked) > 1 else ""
@@ -103,12 +125,12 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
                       f"eval sets the rounds are compared with C_0; on the guard slice with "
                       f"{'C_0 itself' if guard['reference'] == guard['start'] else REFERENCE}"
                       + (f" ({guard['reference_note']})" if guard.get("reference_note") else "") + ".", "",
-                  "| round | arm | set | vs | ROC AUC | Δ ROC AUC [95% CI] | Δ FPR | Δ FPR_NOI | Δ over-blocking | "
-                  "worse |", "|---|---|---|---|---:|---|---|---|---|---|"]
+                  "| round | arm | set | vs | ROC AUC | Δ ROC AUC [95% CI] | Δ FPR | Δ FNR | Δ FPR_NOI | "
+                  "Δ over-blocking | worse |", "|---|---|---|---|---:|---|---|---|---|---|---|"]
         for r, check in guard["rounds"].items():
             for name, entry in check["sets"].items():
                 for arm, rows in entry["arms"].items():
-                    cells = [_delta(rows.get(m)) for m in ("roc_auc", "fpr", "fpr.noi", "over_blocking")]
+                    cells = [_delta(rows.get(m)) for m in ("roc_auc", "fpr", "fnr", "fpr.noi", "over_blocking")]
                     worse = "**yes**" if any(v["worse"] for v in rows.values()) else "no"
                     auc = entry["auc"].get(arm)
                     lines.append(f"| {r} | {arm.rsplit('-', 1)[-1]} | {name} | {entry['reference']} | "

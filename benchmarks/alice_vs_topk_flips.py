@@ -27,15 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alice_classifier_speed import DATA, train_minilm  # noqa: E402
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n."""
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return ((centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n))
+from toxiforge.intervals import proportion_interval  # noqa: E402
 
 
 def method_key(method: str, lambda_clf: float) -> str:
@@ -106,7 +98,7 @@ def report(out: Path, lm_name: str | None) -> None:
             if not sel:
                 continue
             flips = sum(is_toxic(r["p_toxic"]) != bool(label) for r in sel)
-            low, high = wilson(flips, len(sel))
+            low, high = proportion_interval(flips, len(sel))
             med_ppl = statistics.median([ppl[r["text"]] for r in sel if r["text"] in ppl]) if ppl else float("nan")
             print(f"| {method} | {'toxic' if label else 'benign'} | {len(sel)} | {flips} | {flips / len(sel):.0%} "
                   f"[{low:.0%}, {high:.0%}] | {statistics.median(r['p_toxic'] for r in sel):.2f} | {med_ppl:.1f} |")

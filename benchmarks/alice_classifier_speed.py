@@ -29,10 +29,11 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
 
 
-def train_minilm(out: Path, groups: list[str] | None = None, *, epochs: float = 10.0, learning_rate: float = 1e-4,
-                 seed: int = 0) -> Path:
-    """Fine-tune the embedded MiniLM on the human-written toxigen-dev sentences of ``groups`` (all: None) with
-    ``toxiforge train``'s :func:`~toxiforge.training.trainer.train_classifier`; reuse ``out`` if it exists.
+def train_minilm(out: Path, groups: list[str] | None = None, *, rows: list | None = None, epochs: float = 10.0,
+                 learning_rate: float = 1e-4, max_steps: int = -1, seed: int = 0) -> Path:
+    """Fine-tune the embedded MiniLM on the human-written toxigen-dev sentences of ``groups`` (all: None), or on
+    ``rows`` when given, with ``toxiforge train``'s :func:`~toxiforge.training.trainer.train_classifier`; reuse
+    ``out`` if it exists.
 
     10 epochs at 1e-4: with ``toxiforge train``'s defaults (3 epochs, 2e-5) the ~200 sentences give ~20 steps
     and a classifier whose P(toxic) stays within 0.48-0.50 for everything (training loss 0.687, ln 2 = 0.693),
@@ -42,9 +43,10 @@ def train_minilm(out: Path, groups: list[str] | None = None, *, epochs: float = 
     from toxiforge.data.toxigen import load_demonstration_data
     from toxiforge.training.trainer import TrainConfig, train_classifier
 
-    data = load_demonstration_data(DATA)
-    rows = [e for e in data.examples if groups is None or e.group in groups]
-    train_classifier(rows, out, TrainConfig(epochs=epochs, learning_rate=learning_rate, seed=seed), progress=False)
+    if rows is None:
+        rows = [e for e in load_demonstration_data(DATA).examples if groups is None or e.group in groups]
+    train_classifier(rows, out, TrainConfig(epochs=epochs, learning_rate=learning_rate, max_steps=max_steps,
+                                            seed=seed), progress=False)
     return out
 
 

@@ -44,7 +44,7 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alice_classifier_speed import DATA  # noqa: E402
+from alice_classifier_speed import DATA, train_minilm  # noqa: E402
 
 
 class TfidfValidator:
@@ -70,16 +70,10 @@ def half(text: str) -> int:
     return zlib.crc32(text.encode()) % 2
 
 
-def train_minilm(rows, out: Path, args: argparse.Namespace) -> Path:
-    """A MiniLM fine-tuned on ``rows`` (10 epochs at 1e-4, as ``alice_classifier_speed.train_minilm``, unless
+def _train(rows, out: Path, args: argparse.Namespace) -> Path:
+    """A MiniLM fine-tuned on ``rows`` (``alice_classifier_speed.train_minilm``: 10 epochs at 1e-4, unless
     ``--train-epochs``/``--train-max-steps``); ``out`` is reused if it holds one."""
-    if (out / "config.json").is_file():
-        return out
-    from toxiforge.training.trainer import TrainConfig, train_classifier
-
-    train_classifier(rows, out, TrainConfig(epochs=args.train_epochs, max_steps=args.train_max_steps,
-                                            learning_rate=1e-4, seed=args.seed), progress=False)
-    return out
+    return train_minilm(out, rows=rows, epochs=args.train_epochs, max_steps=args.train_max_steps, seed=args.seed)
 
 
 def classifiers(args: argparse.Namespace, train_groups: list[str]):
@@ -88,8 +82,8 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]):
 
     examples = load_demonstration_data(DATA).examples
     held = [e for e in examples if e.group not in train_groups]
-    c0 = train_minilm([e for e in examples if e.group in train_groups], args.work / "c0", args)
-    keeper = train_minilm([e for e in held if half(e.text) == 0], args.work / "keeper", args)
+    c0 = _train([e for e in examples if e.group in train_groups], args.work / "c0", args)
+    keeper = _train([e for e in held if half(e.text) == 0], args.work / "keeper", args)
     v_rows = [e for e in held if half(e.text) == 1]
     validator = TfidfValidator([e.text for e in v_rows], [int(e.label) for e in v_rows])
     print(f"C_0: {sum(e.group in train_groups for e in examples)} sentences of {train_groups}; K: "

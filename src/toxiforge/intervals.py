@@ -184,6 +184,14 @@ class Estimate:
         """Whether the interval lies wholly on one side of 0 (a difference is shown)."""
         return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
 
+    def worse_beyond(self, tolerance: float, higher_is_better: bool) -> bool:
+        """Whether this difference's interval lies wholly beyond ``tolerance`` on the worse side (higher is better:
+        ``high < -tolerance``; lower is better: ``low > +tolerance``): the one rule of the audit's gate and harden's
+        round check. No interval: not worse."""
+        if self.low is None or self.high is None:
+            return False
+        return self.high < -tolerance if higher_is_better else self.low > tolerance
+
     def to_dict(self) -> dict[str, Any]:
         """``{value, low, high}``, and for a proportion its ``n`` and ``small_n``."""
         out: dict[str, Any] = {"value": self.value, "low": self.low, "high": self.high}

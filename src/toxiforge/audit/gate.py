@@ -103,10 +103,8 @@ class Check:
 
     @property
     def failed(self) -> bool:
-        d, tol = self.difference, self.rule.tolerance
-        if d is None or d.low is None or d.high is None:
-            return False
-        return d.high < -tol if self.higher_is_better else d.low > tol
+        d = self.difference
+        return d is not None and d.worse_beyond(self.rule.tolerance, self.higher_is_better)
 
     @property
     def title(self) -> str:

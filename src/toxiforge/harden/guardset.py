@@ -70,9 +70,7 @@ class Tolerance:
 
     def worse(self, difference: Any, higher_is_better: bool) -> bool:
         """Whether a paired difference's interval lies wholly on the worse side of the tolerance."""
-        if difference.low is None or difference.high is None:
-            return False
-        return difference.high < -self.auc if higher_is_better else difference.low > self.rate
+        return bool(difference.worse_beyond(self.auc if higher_is_better else self.rate, higher_is_better))
 
 
 def guard_size(n: int) -> int:

@@ -37,11 +37,9 @@ def _round0_auc(guard: GuardCheck) -> tuple[float | None, str]:
     if check is None:
         return None, ""
     sets = check.get("sets", {})
-    if GUARD_SET in sets:
-        entry = sets[GUARD_SET]
-        return entry["auc"].get(entry["reference"]), f"{entry['reference']}'s guard-slice ROC AUC"
-    values = [s["auc"].get(s["reference"]) for s in sets.values() if s["auc"].get(s["reference"]) is not None]
-    return (sum(values) / len(values) if values else None), "C_0's mean ROC AUC over the eval sets"
+    name = sets[GUARD_SET]["reference"] if GUARD_SET in sets else START
+    auc, what = guard_auc(check, name)
+    return auc, f"{name}'s {what}"
 
 
 def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: int, arms: Sequence[str],

@@ -9,19 +9,21 @@ import torch
 
 class KeywordClassifier:
     """P(toxic) = ``base`` + the weights of the whitespace-separated words present, clipped to [0.01, 0.99]. An edited
-    word ("alhpa", "al pha", a homoglyph) no longer matches, so the effect of every edit is known by hand."""
+    word ("alhpa", "al pha", a homoglyph) no longer matches, so the effect of every edit is known by hand. Counts the
+    texts it scored (``texts_scored``) and its calls (``calls``), through either scoring method."""
 
     num_classes, toxic_index, benign_index = 2, 1, 0
 
     def __init__(self, weights: dict[str, float], base: float = 0.3, name: str = "keywords"):
         self.weights, self.base, self.name = weights, base, name
-        self.texts_scored = 0
+        self.texts_scored = self.calls = 0
 
     def score(self, text: str) -> float:
         return float(min(0.99, max(0.01, self.base + sum(self.weights.get(w, 0.0) for w in text.split()))))
 
     def predict_proba(self, texts):
         self.texts_scored += len(texts)
+        self.calls += 1
         return np.array([self.score(t) for t in texts])
 
     def class_log_probs(self, texts):

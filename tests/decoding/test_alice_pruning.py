@@ -125,6 +125,23 @@ def test_one_classifier_call_per_round_for_every_prompt(tiny_tokenizer):
     _same(batched, alone)  # the scores depend only on the text: bit for bit the per-prompt searches' results
 
 
+def test_the_texts_scored_per_prompt_are_what_each_prompt_alone_makes_the_classifier_score(tiny_tokenizer):
+    """PruningStats.scored_by_prompt (the alice attack family's per-statement queries): a text two prompts share
+    (prompts 1 and 4 are the same) is scored once in the batch but counts for each, as in their searches alone."""
+    lm = _lm(tiny_tokenizer, 0, newline_bias=1.5)
+    config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=5)
+    prompts, targets = PROMPTS + [PROMPTS[1]], [1, 0, 1, 0, 0]
+    stats = PruningStats()
+    alice_search(lm, prompts, targets, config, classifier=HashClassifier(), pruning_stats=stats)
+    alone = []
+    for p, t in zip(prompts, targets):
+        single = HashClassifier()
+        alice_search(lm, [p], [t], config, classifier=single)
+        alone.append(len(single.texts))
+    assert [stats.scored_by_prompt[i] for i in range(len(prompts))] == alone and alone[1] == alone[4] > 0
+    assert stats.scored < sum(alone)
+
+
 def test_best_first_breaks_ties_by_column_and_kth_best():
     values = torch.tensor([[1.0, 3.0, 3.0, float("-inf"), 3.0, 2.0]])
     scores, columns = best_first(values, 4)

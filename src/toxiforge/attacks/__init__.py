@@ -1,6 +1,6 @@
 """Attack families: ways to make a classifier miss a statement's label, behind one protocol.
 
-A family (:class:`~toxiforge.attacks.base.AttackFamily`) attacks one labelled statement at a time and returns an
+A family (:class:`~toxiforge.attacks.base.AttackFamily`) attacks labelled statements and returns, for each, an
 :class:`~toxiforge.attacks.base.Attempt` (the attacked text, its edits, the classifier queries spent, P(toxic)
 before and after). :data:`~toxiforge.attacks.registry.FAMILIES` holds them by name: ``obfuscate`` (character
 edits), ``substitute`` (word substitution within a similarity budget) and ``alice`` (the ALICE generation attack

@@ -3,13 +3,20 @@ protocol, so ``toxiforge attack --family alice`` writes the rows the other famil
 
 ALICE writes a *new* statement rather than editing the source: it continues the source's own prompt when the
 source came from a generation run (its ``prompt`` column), else the prompt ``"- SOURCE\\n-"`` (the source as the
-one demonstration), steering toward the class opposite the source's label, one prompt at a time so the queries
-are counted per statement (every text the classifier scores during the beam search counts one, and so do the
-source and the final statement). The new statement keeps the source's label as its intended label, as ALICE's
-rows keep their prompt's; nothing guarantees it, so check with ``--validate-with``. ``edits`` are empty and
-``similarity`` is not measured. With ``--keep-label-with K`` the search also keeps the source's label in K's view
-(:mod:`toxiforge.decoding.alice`); K's queries are the attacker's own, not counted, and its P(toxic) of the statement
-is the row's ``keeper_score``.
+one demonstration), steering toward the class opposite the source's label. The sources of one call (``toxiforge
+attack`` gives ``batch_size`` of them, :func:`~toxiforge.attacks.job.attack_calls`) are scored in one classifier
+call, and those the classifier gets right are decoded in one batched search (:func:`~toxiforge.decoding.alice.
+alice_search`: every prompt's candidates of a pruning round in one classifier call). Queries are still counted per
+statement, as a search of that source alone counts them: the source, the final statement, and every text the
+search scored for its prompt (:class:`~toxiforge.decoding.pruning.PruningStats` ``scored_by_prompt``: a text two
+prompts share is scored once but counts for each). With a classifier whose scores depend only on the text, each
+attempt is what attacking its source alone gives (``tests/attacks/test_alice_family.py``); a padded transformer
+classifier's scores move in the last bits with the batch a text is scored in (:mod:`toxiforge.decoding.pruning`).
+
+The new statement keeps the source's label as its intended label, as ALICE's rows keep their prompt's; nothing
+guarantees it, so check with ``--validate-with``. ``edits`` are empty and ``similarity`` is not measured. With
+``--keep-label-with K`` the search also keeps the source's label in K's view (:mod:`toxiforge.decoding.alice`);
+K's queries are the attacker's own, not counted, and its P(toxic) of the statement is the row's ``keeper_score``.
 """
 
 from __future__ import annotations
@@ -18,11 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-import torch
-
 from toxiforge.attacks.base import Attempt, Source, flipped_label, untouched
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.types import as_hypotheses, postprocess
 from toxiforge.errors import InputError
 
@@ -32,28 +37,6 @@ class AliceAttackConfig(AliceConfig):
     """ALICE's own settings (:class:`~toxiforge.decoding.alice.AliceConfig`, the paper's defaults)."""
 
     family: ClassVar[str] = "alice"
-
-
-class CountingClassifier:
-    """``classifier`` with a count of the texts it scored (:attr:`queries`), through either scoring method."""
-
-    def __init__(self, classifier: Any):
-        self.inner = classifier
-        self.name = classifier.name
-        self.num_classes, self.toxic_index, self.benign_index = (
-            classifier.num_classes, classifier.toxic_index, classifier.benign_index)
-        self.queries = 0
-
-    def class_log_probs(self, texts: Sequence[str]) -> torch.Tensor:
-        self.queries += len(texts)
-        return self.inner.class_log_probs(texts)
-
-    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        self.queries += len(texts)
-        return self.inner.predict_proba(texts)
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
 
 
 def source_prompt(source: Source) -> str:
@@ -77,15 +60,15 @@ class AliceAttack:
 
     family = "alice"
     method = "ALICE"
-    together = False  # one statement at a time, so that queries are counted per statement
+    together = False  # a batch of batch_size sources per call (one search), not a whole shard: the LM holds every beam
     config_type = AliceAttackConfig
 
     def __init__(self, classifier: Any, lm: Any, config: AliceConfig = AliceAttackConfig()):
         if config.num_return != 1:
             raise InputError(f"num_return={config.num_return}: an attack writes one statement per source",
                              hint="leave --num-return out")
-        self.counting = CountingClassifier(classifier)
-        self.decoder = AliceDecoder(self.counting, config)
+        self.classifier = classifier
+        self.decoder = AliceDecoder(classifier, config)
         self.lm = lm
 
     @classmethod
@@ -96,27 +79,41 @@ class AliceAttack:
         return {"family": self.family, **self.decoder.settings(), "model": self.lm.name}
 
     def attack(self, sources: Sequence[Source]) -> list[Attempt]:
-        return [self.attack_one(s) for s in sources]
+        """One attempt per source, in order (module docstring): the sources the classifier gets right are decoded
+        together, in one search."""
+        if not sources:
+            return []
+        before = [float(p) for p in self.classifier.predict_proba([s.text for s in sources])]
+        todo = [i for i, s in enumerate(sources) if not flipped_label(before[i], s.label)]
+        attempts = [untouched(s, p, 1, model=self.lm.name) for s, p in zip(sources, before)]
+        for i, attempt in zip(todo, self._decode([sources[i] for i in todo], [before[i] for i in todo])):
+            attempts[i] = attempt
+        return attempts
 
-    def attack_one(self, source: Source) -> Attempt:
-        """The attempt on one statement (module docstring)."""
-        counting = self.counting
-        counting.queries = 0
-        score = float(counting.predict_proba([source.text])[0])
-        if flipped_label(score, source.label):
-            return untouched(source, score, counting.queries, model=self.lm.name)
-        prompt = source_prompt(source)
-        group = _group(source.group)
-        groups = None if group is None else [group]
-        output = self.decoder.decode(self.lm, [prompt], [source.seed], [source.label], groups)
-        sample = as_hypotheses(output[0], 1)[0]
-        statement = postprocess(sample.raw_output)
-        after = float(counting.predict_proba([statement.text])[0]) if statement.text else None
+    def _decode(self, sources: Sequence[Source], before: Sequence[float]) -> list[Attempt]:
+        """The attempts on ``sources`` (each one the classifier gets right, P(toxic) ``before``), one search."""
+        if not sources:
+            return []
+        prompts = [source_prompt(s) for s in sources]
+        stats = PruningStats()
+        outputs = self.decoder.decode(self.lm, prompts, [s.seed for s in sources], [s.label for s in sources],
+                                      [_group(s.group) for s in sources], pruning_stats=stats)
+        samples = [as_hypotheses(output, 1)[0] for output in outputs]
+        statements = [postprocess(sample.raw_output) for sample in samples]
+        texts = [st.text for st in statements if st.text]
+        after = self._scores(self.classifier, texts)
         keeper = self.decoder.keeper
-        kept = float(keeper.predict_proba([statement.text])[0]) if keeper is not None and statement.text else None
-        return Attempt(text=statement.text, queries=counting.queries, score_before=score, score_after=after,
-                       prompt=prompt, raw_output=sample.raw_output, finish_reason=sample.finish_reason,
-                       error=statement.error, model=self.lm.name, keeper_score=kept)
+        kept = self._scores(keeper, texts) if keeper is not None else {}
+        return [Attempt(text=st.text, queries=1 + stats.scored_by_prompt[i] + bool(st.text), score_before=score,
+                        score_after=after.get(st.text), prompt=prompt, raw_output=sample.raw_output,
+                        finish_reason=sample.finish_reason, error=st.error, model=self.lm.name,
+                        keeper_score=kept.get(st.text))
+                for i, (st, score, prompt, sample) in enumerate(zip(statements, before, prompts, samples))]
+
+    @staticmethod
+    def _scores(classifier: Any, texts: Sequence[str]) -> dict[str, float]:
+        """P(toxic) of each text by ``classifier``, in one call (none for no text)."""
+        return dict(zip(texts, map(float, classifier.predict_proba(list(texts))))) if texts else {}
 
 
-__all__ = ["AliceAttack", "AliceAttackConfig", "CountingClassifier", "source_prompt"]
+__all__ = ["AliceAttack", "AliceAttackConfig", "source_prompt"]

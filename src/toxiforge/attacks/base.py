@@ -67,9 +67,9 @@ class Attempt:
 class AttackFamily(Protocol):
     """What ``toxiforge attack`` needs from a family: its ``family`` name (the registry's) and ``method`` (the
     rows' ``generation_method``), the settings recorded in every row and the manifest, and :meth:`attack`.
-    ``together``: whether :meth:`attack` gains from many statements at once (one classifier call per step for
-    all of them, :func:`run_together`); :func:`~toxiforge.attacks.job.run_attack` then gives it a whole shard per
-    call."""
+    ``together``: whether :meth:`attack` gains from a whole shard at once (one classifier call per step for all
+    of them, :func:`run_together`); :func:`~toxiforge.attacks.job.run_attack` then gives it a whole shard per
+    call, else the job's ``batch_size`` statements per call (:func:`~toxiforge.attacks.job.attack_calls`)."""
 
     family: str
     method: str

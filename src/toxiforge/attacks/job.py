@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -169,6 +169,17 @@ def attack_counts(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "validated_flips": sum(bool(r["validator_agrees"]) for r in validated) if validated else None}
 
 
+def attack_calls(family: AttackFamily, sources: Sequence[Source], config: JobConfig = JobConfig()
+                 ) -> Iterator[tuple[list[Source], list[Attempt]]]:
+    """``family``'s attempts on ``sources`` (one shard), a ``family.attack`` call at a time: all of them in one call
+    when the family attacks them ``together`` (obfuscate: one classifier call per step for all), else
+    ``config.batch_size`` per call (ALICE: one batched search each; substitute: one statement after another)."""
+    size = max(1, len(sources) if family.together else config.batch_size)
+    for start in range(0, len(sources), size):
+        batch = list(sources[start:start + size])
+        yield batch, family.attack(batch)
+
+
 def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | Path, *, classifier_name: str,
                fingerprint: dict, config: JobConfig = JobConfig(), resume: bool = False, overwrite: bool = False,
                validator: Any = None, progress: bool = False,
@@ -176,7 +187,8 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     """Attack every source with ``family`` into ``out_dir`` (module docstring); ``fingerprint`` is what a resumed
     run must share (sources, family settings, classifier, validator), ``validator`` a loaded classifier for
     ``--validate-with``. Statements are attacked ``config.batch_size`` at a time, a whole shard at a time when the
-    family attacks them ``together`` (each as alone). ``on_shard(index, path)`` runs after each shard is written."""
+    family attacks them ``together`` (:func:`attack_calls`; each as alone). ``on_shard(index, path)`` runs after
+    each shard is written."""
     import pyarrow as pa
 
     from toxiforge.pipeline.card import write_dataset_card
@@ -191,10 +203,8 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     done = sum(len(s) for i, s in enumerate(job.shards) if i not in job.todo)
     with marks_interruption(job), _progress(progress, total=len(sources), done=done, verb="attacking") as advance:
         for index in job.todo:
-            rows, shard = [], job.shards[index]
-            for start in range(0, len(shard), config.batch_size):
-                batch = shard[start:start + config.batch_size]
-                attempts = family.attack(batch)
+            rows = []
+            for batch, attempts in attack_calls(family, job.shards[index], config):
                 rows += [attack_row(source, attempt, family, settings=settings, classifier=classifier_name,
                                     run_id=job.manifest["run_id"]) for source, attempt in zip(batch, attempts)]
                 advance(len(batch))
@@ -216,5 +226,6 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     return AttackResult(job.out_dir, manifest, written, seconds)
 
 
-__all__ = ["ATTACK_COLUMNS", "AttackJob", "AttackResult", "attack_counts", "attack_row", "attack_schema",
-           "clear_run", "is_attack_table", "open_attack", "run_attack", "sources_digest", "validate_rows"]
+__all__ = ["ATTACK_COLUMNS", "AttackJob", "AttackResult", "attack_calls", "attack_counts", "attack_row",
+           "attack_schema", "clear_run", "is_attack_table", "open_attack", "run_attack", "sources_digest",
+           "validate_rows"]

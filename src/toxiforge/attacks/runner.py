@@ -5,9 +5,11 @@ run_attack`.
 A family that attacks its statements ``together`` (``obfuscate``) is given a whole shard per call by
 :func:`~toxiforge.attacks.job.run_attack`, one classifier call per step for all its statements: larger calls,
 which a classifier sorts by length into fuller batches and ``ray`` splits evenly across its workers
-(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). ``substitute`` and ALICE attack one statement at a time
-(ALICE so that queries are counted per statement), so for them ``job.batch_size`` only sets how often the
-progress bar moves."""
+(:class:`~toxiforge.pipeline.ray_runner.RayClassifier`). The others are given ``job.batch_size`` statements per
+call: ALICE decodes them in one batched search (a pruning round scores every prompt's candidates in one classifier
+call; its queries are still counted per statement, :mod:`toxiforge.attacks.alice`), not a whole shard, because
+the language model holds every prompt's beams at once; ``substitute`` attacks them one after another, so for it
+``job.batch_size`` only sets how often the progress bar moves."""
 
 from __future__ import annotations
 

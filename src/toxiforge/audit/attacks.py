@@ -43,6 +43,7 @@ def attack_record(data: LabeledData, scores: np.ndarray, classifier: Any, famili
     (how many were flagged), ``threshold``, and per family the row-level ``success``, ``queries`` and ``edits`` (lists
     in ``rows`` order)."""
     from toxiforge.attacks.base import Source
+    from toxiforge.attacks.job import attack_calls
     from toxiforge.attacks.registry import family_config, make_family
 
     flagged = np.flatnonzero((np.asarray(data.labels) == 1) & (np.asarray(scores) > threshold))
@@ -52,7 +53,8 @@ def attack_record(data: LabeledData, scores: np.ndarray, classifier: Any, famili
                       seed=seed + int(i)) for i in rows]
     outcomes: dict[str, dict[str, list]] = {}
     for family in families:
-        attempts = make_family(family_config(family, {}), classifier).attack(sources) if sources else []
+        attacker = make_family(family_config(family, {}), classifier)
+        attempts = [a for _, part in attack_calls(attacker, sources) for a in part]  # as `toxiforge attack` calls it
         outcomes[family] = {"success": [bool(a.error is None and a.score_after is not None and a.text
                                              and a.score_after <= threshold) for a in attempts],
                             "queries": [int(a.queries) for a in attempts],

@@ -435,7 +435,10 @@ class AliceDecoder:
         return out
 
     def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],
-               groups: Sequence[str] | None = None) -> list[list[Sample]]:
+               groups: Sequence[str | None] | None = None,
+               pruning_stats: PruningStats | None = None) -> list[list[Sample]]:
+        """The protocol's ``decode``; ``pruning_stats`` collects the search's counts (:class:`~toxiforge.decoding.
+        pruning.PruningStats`: the ``alice`` attack family reads the texts scored per prompt from it)."""
         if id(lm) not in self._checked:
             check_lm(lm, self.config)
             self._checked.add(id(lm))
@@ -446,7 +449,8 @@ class AliceDecoder:
         pool = replace(self.config, num_return=self.config.num_beams)
         keeper = self.keeper
         results = alice_search(lm, prompts, targets, pool, classifier=clf, groups=groups, keeper=keeper,
-                               keep_targets=None if keeper is None else keeper_classes(labels, keeper))
+                               keep_targets=None if keeper is None else keeper_classes(labels, keeper),
+                               pruning_stats=pruning_stats)
         return [self._distinct(lm, hyps) for hyps in results]
 
     def _distinct(self, lm: LanguageModel, hyps: list[Hypothesis]) -> list[Sample]:

@@ -43,6 +43,7 @@ holds and pruning stays exact; the keeper scores the same new texts of a round r
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
@@ -54,13 +55,17 @@ from toxiforge.decoding.scorers import MASKED, ClassifierTerm, complete_text, we
 @dataclass
 class PruningStats:
     """Counts over a search: candidates that could have been scored, texts the classifier scored, rounds; per step,
-    the texts scored (``calls_by_step``) and the eligible candidates (``eligible_by_step``)."""
+    the texts scored (``calls_by_step``) and the eligible candidates (``eligible_by_step``); per prompt (its index
+    in the search's batch), the texts scored for it (``scored_by_prompt``): each step, the distinct texts of its own
+    candidates that went to the classifier, which is what the classifier scores when that prompt is searched alone
+    (a text two prompts share is scored once, but counts for each)."""
 
     eligible: int = 0
     scored: int = 0
     rounds: int = 0
     calls_by_step: list[int] = field(default_factory=list)
     eligible_by_step: list[int] = field(default_factory=list)
+    scored_by_prompt: Counter[int] = field(default_factory=Counter)
 
 
 def kth_best(values: torch.Tensor, k: int) -> torch.Tensor:
@@ -99,6 +104,7 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     keep_targets = None if term.keeper_log_probs is None or state.keep_targets is None else state.keep_targets.tolist()
     index: dict[str, int] = {}                                   # text -> its row in ``scored`` (one per step)
     scored: list[torch.Tensor] = []
+    sent: set[tuple[int, str]] = set()                           # (prompt slot, text) sent this step: scored_by_prompt
     kept: list[torch.Tensor] = []                                # the keeper's log-probs, rows as ``scored``
     everything = exhaustive
     if stats is not None:
@@ -140,6 +146,9 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
                 stats.calls_by_step[-1] += len(new)
         if stats is not None:
             stats.rounds += 1
+            mine = {(r // width, text) for r, text in zip(rows, texts)} - sent
+            sent |= mine
+            stats.scored_by_prompt.update(state.prompts[slot] for slot, _ in mine)
         table = torch.cat(scored) if len(scored) > 1 else scored[0]
         scored = [table]
         at = torch.tensor([index[t] for t in texts])

@@ -37,8 +37,12 @@ per step. A classifier that returns a positive log-probability breaks the bound;
 candidate.
 
 *With a keeper* (issue 50) the total gains ``λK · log p_K(prompt's class | text)``, also ``≤ 0``, so the same bound
-holds and pruning stays exact; the keeper scores the same new texts of a round right after the attacked classifier
-(one more call per round), and a positive keeper log-probability turns pruning off as well.
+holds and pruning stays exact. The keeper is asked second: once the attacked classifier has scored a candidate, its
+bound with that term (``running + λL·log p_LM + λC·log p_CLF``) is still ``≥`` its total, and only the candidates
+whose bound with the term can still reach their threshold go to the keeper (each prompt's ``num_beams`` best in its
+first keeper round, then doubling as above; one more call per round), so the keeper scores a subset of the texts
+the attacked classifier scored. Unpruned, it scores all of them, in the same order and one call. A positive keeper
+log-probability turns pruning off as well.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ from toxiforge.decoding.scorers import MASKED, ClassifierTerm, complete_text, we
 
 @dataclass
 class PruningStats:
-    """Counts over a search: candidates that could have been scored, texts the classifier scored, rounds; per step,
+    """Counts over a search: candidates that could have been scored, texts the classifier scored, texts a keeper
+    scored (``kept``), rounds; per step,
     the texts scored (``calls_by_step``) and the eligible candidates (``eligible_by_step``); per prompt (its index
     in the search's batch), the texts scored for it (``scored_by_prompt``): each step, the distinct texts of its own
     candidates that went to the classifier, which is what the classifier scores when that prompt is searched alone
@@ -62,6 +67,7 @@ class PruningStats:
 
     eligible: int = 0
     scored: int = 0
+    kept: int = 0
     rounds: int = 0
     calls_by_step: list[int] = field(default_factory=list)
     eligible_by_step: list[int] = field(default_factory=list)
@@ -73,6 +79,18 @@ def kth_best(values: torch.Tensor, k: int) -> torch.Tensor:
     if values.shape[1] < k:
         return torch.full((values.shape[0],), float("-inf"), dtype=values.dtype, device=values.device)
     return torch.topk(values, k, dim=1).values[:, k - 1]
+
+
+def _take(need: torch.Tensor, order: torch.Tensor, size: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per prompt (row), the first ``size`` needed candidates in ``order``: their rows and flat positions."""
+    need_sorted = need.gather(1, order)
+    slot_idx, position = (need_sorted & (need_sorted.cumsum(dim=1) <= size)).nonzero(as_tuple=True)
+    return slot_idx, order[slot_idx, position]
+
+
+def _round_size(rounds: torch.Tensor, first: int, follow_up: int) -> torch.Tensor:
+    """Candidates a prompt sends to a round: ``first`` in its first, then ``follow_up``, doubling each round."""
+    return torch.where(rounds == 0, first, follow_up * torch.pow(2, (rounds - 1).clamp(min=0, max=24)))
 
 
 def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: torch.Tensor, token_ids: torch.Tensor,
@@ -90,7 +108,7 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     running = state.running.view(-1, 1).to(device)
     live = torch.isfinite(scores) & (running > MASKED / 2)
     bound = (running + scores).view(slots, width * n)           # = the total when the classifier term is 0
-    pending = live.view(slots, width * n).clone()
+    pending = live.view(slots, width * n).clone()               # the attacked classifier not yet asked
     known = bound.masked_fill(pending, float("-inf"))           # totals known so far (-inf: not yet)
     finishing = finishes.view(slots, width * n).to(device)
     flat_out = scores.clone().view(slots, width * n)
@@ -105,7 +123,8 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     index: dict[str, int] = {}                                   # text -> its row in ``scored`` (one per step)
     scored: list[torch.Tensor] = []
     sent: set[tuple[int, str]] = set()                           # (prompt slot, text) sent this step: scored_by_prompt
-    kept: list[torch.Tensor] = []                                # the keeper's log-probs, rows as ``scored``
+    keeper = None if keep_targets is None else _KeeperStage(term, keep_targets, bound, width, follow_up)
+    texts_by_row: list[str] = []                                 # the texts of ``index``, in its order
     everything = exhaustive
     if stats is not None:
         stats.eligible += int(pending.sum())
@@ -113,55 +132,113 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
         stats.calls_by_step.append(0)
     while True:
         if everything:
-            need = pending
+            threshold = torch.full_like(bound, float("-inf"))
         else:
             threshold_all = kth_best(known, width)
             threshold_running = kth_best(known.masked_fill(finishing, float("-inf")), width)
             threshold = torch.where(finishing, threshold_all.view(-1, 1), threshold_running.view(-1, 1))
-            need = pending & (bound >= threshold)
         # this round: each prompt's best needed candidates, ``first`` in its first round, then ``follow_up``,
         # doubling every round (all of them when scoring everything); every prompt's picks go to one classifier call
-        need_sorted = need.gather(1, order)
-        doubling = follow_up * torch.pow(2, (rounds - 1).clamp(min=0, max=24))
-        size = torch.where(rounds == 0, first, doubling) if not everything else torch.full_like(rounds, width * n)
-        take = need_sorted & (need_sorted.cumsum(dim=1) <= size)
-        slot_idx, position = take.nonzero(as_tuple=True)
-        if slot_idx.numel() == 0:                                # the round's one host-device sync
-            break
-        rounds += need.any(dim=1, keepdim=True)
-        flat_idx = order[slot_idx, position]
-        rows_t = slot_idx * width + flat_idx // n
-        rows, toks = torch.stack([rows_t, tokens[slot_idx, flat_idx]]).tolist()
-        if prefixes is None:
-            prefixes = state.generated.tolist()
-        texts = [complete_text(t) for t in term.batch_decode([prefixes[r] + [tok] for r, tok in zip(rows, toks)])]
-        new = [text for text in dict.fromkeys(texts) if text not in index]
-        if new:  # one call for every prompt's texts; the classifier batches them by length
-            index.update({text: len(index) + i for i, text in enumerate(new)})
-            scored.append(term.class_log_probs(new).float().cpu())
-            if keep_targets is not None:  # the keeper: the same texts, one more call
-                kept.append(term.keeper_log_probs(new).float().cpu())  # type: ignore[misc]
+        need = pending & (bound >= threshold)
+        size = _round_size(rounds, first, follow_up) if not everything else torch.full_like(rounds, width * n)
+        slot_idx, flat_idx = _take(need, order, size)
+        picked = slot_idx.numel() > 0                            # the round's host-device sync
+        if picked:
+            rounds += need.any(dim=1, keepdim=True)
+            rows_t = slot_idx * width + flat_idx // n
+            rows, toks = torch.stack([rows_t, tokens[slot_idx, flat_idx]]).tolist()
+            if prefixes is None:
+                prefixes = state.generated.tolist()
+            texts = [complete_text(t)
+                     for t in term.batch_decode([prefixes[r] + [tok] for r, tok in zip(rows, toks)])]
+            new = [text for text in dict.fromkeys(texts) if text not in index]
+            if new:  # one call for every prompt's texts; the classifier batches them by length
+                index.update({text: len(index) + i for i, text in enumerate(new)})
+                texts_by_row.extend(new)
+                scored.append(term.class_log_probs(new).float().cpu())
+                if stats is not None:
+                    stats.scored += len(new)
+                    stats.calls_by_step[-1] += len(new)
             if stats is not None:
-                stats.scored += len(new)
-                stats.calls_by_step[-1] += len(new)
-        if stats is not None:
+                mine = {(r // width, text) for r, text in zip(rows, texts)} - sent
+                sent |= mine
+                stats.scored_by_prompt.update(state.prompts[slot] for slot, _ in mine)
+            table = torch.cat(scored) if len(scored) > 1 else scored[0]
+            scored = [table]
+            at = torch.tensor([index[t] for t in texts])
+            clf = table[at, torch.tensor([targets[r] for r in rows])]
+            everything = everything or bool((clf > 0).any())            # host tensor: no device sync
+            step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf.to(scores))
+            flat_out[slot_idx, flat_idx] = step
+            pending[slot_idx, flat_idx] = False
+            if keeper is None:
+                known[slot_idx, flat_idx] = running.view(-1)[rows_t] + step
+            else:  # the keeper's term is still to come: the candidate's bound now includes the classifier's
+                keeper.add(slot_idx, flat_idx, running.view(-1)[rows_t] + step, at)
+        keeper_picked = keeper is not None and keeper.score(threshold, everything, texts_by_row, flat_out, known,
+                                                            running.view(-1), stats)
+        if keeper is not None and keeper.positive:              # a positive keeper log-prob breaks the bound
+            everything = True
+        if stats is not None and (picked or keeper_picked):
             stats.rounds += 1
-            mine = {(r // width, text) for r, text in zip(rows, texts)} - sent
-            sent |= mine
-            stats.scored_by_prompt.update(state.prompts[slot] for slot, _ in mine)
-        table = torch.cat(scored) if len(scored) > 1 else scored[0]
-        scored = [table]
-        at = torch.tensor([index[t] for t in texts])
-        clf = table[at, torch.tensor([targets[r] for r in rows])]
-        everything = everything or bool((clf > 0).any())            # host tensor: no device sync
-        step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf.to(scores))
-        if keep_targets is not None:
-            keeper_table = torch.cat(kept) if len(kept) > 1 else kept[0]
-            kept = [keeper_table]
-            keep = keeper_table[at, torch.tensor([keep_targets[r] for r in rows])]
-            everything = everything or bool((keep > 0).any())
-            step = step + weighted(term.keeper_weight, keep.to(scores))
+        if not picked and not keeper_picked:
+            break
+    left_out = pending if keeper is None else pending | keeper.halfway
+    return flat_out.masked_fill(left_out, float("-inf")).view_as(scores)
+
+
+class _KeeperStage:
+    """The keeper's part of the pruning rounds (issue 50). A candidate the attacked classifier has scored is
+    *halfway*: its bound now includes that term (``running + λL·log p_LM + λC·log p_CLF``, still ``≥`` its total
+    since the keeper term is ``≤ 0``). Each round, of the halfway candidates whose bound reaches their threshold,
+    each prompt's best (``num_beams`` in its first keeper round, then ``follow_up`` doubling) go to one keeper call
+    and their totals become known; the rest never need the keeper. Identical texts are scored once per step."""
+
+    def __init__(self, term: ClassifierTerm, keep_targets: list[int], bound: torch.Tensor, width: int,
+                 follow_up: int):
+        self.term, self.keep_targets, self.width, self.follow_up = term, keep_targets, width, follow_up
+        self.halfway = torch.zeros_like(bound, dtype=torch.bool)
+        self.bound = torch.full_like(bound, float("-inf"))
+        self.text_row = torch.full(bound.shape, -1, dtype=torch.long)  # the text's row in the classifier's table
+        self.rounds = torch.zeros((bound.shape[0], 1), dtype=torch.long, device=bound.device)
+        self.index: dict[str, int] = {}
+        self.table: torch.Tensor | None = None
+        self.positive = False
+
+    def add(self, slot_idx: torch.Tensor, flat_idx: torch.Tensor, bound: torch.Tensor, text_row: torch.Tensor):
+        self.halfway[slot_idx, flat_idx] = True
+        self.bound[slot_idx, flat_idx] = bound
+        self.text_row[slot_idx, flat_idx] = text_row
+
+    def score(self, threshold: torch.Tensor, everything: bool, texts_by_row: list[str], flat_out: torch.Tensor,
+              known: torch.Tensor, running: torch.Tensor, stats: PruningStats | None) -> bool:
+        """One keeper round (class docstring); False if no candidate needed the keeper."""
+        need = self.halfway if everything else self.halfway & (self.bound >= threshold)
+        # best bound first; scoring everything, in the attacked classifier's order (the same texts, the same call)
+        key = -self.text_row.to(self.bound) if everything else self.bound
+        order = torch.sort(key.masked_fill(~need, float("-inf")), dim=1, descending=True, stable=True).indices
+        size = (_round_size(self.rounds, self.width, self.follow_up) if not everything
+                else torch.full_like(self.rounds, need.shape[1]))
+        slot_idx, flat_idx = _take(need, order, size)
+        if slot_idx.numel() == 0:
+            return False
+        self.rounds += need.any(dim=1, keepdim=True)
+        rows_t = slot_idx * self.width + flat_idx // (need.shape[1] // self.width)
+        texts = [texts_by_row[i] for i in self.text_row[slot_idx, flat_idx].tolist()]
+        new = [text for text in dict.fromkeys(texts) if text not in self.index]
+        if new:
+            self.index.update({text: len(self.index) + i for i, text in enumerate(new)})
+            scores = self.term.keeper_log_probs(new).float().cpu()  # type: ignore[misc]
+            self.table = scores if self.table is None else torch.cat([self.table, scores])
+            if stats is not None:
+                stats.kept += len(new)
+        assert self.table is not None
+        keep = self.table[torch.tensor([self.index[t] for t in texts]),
+                          torch.tensor([self.keep_targets[r] for r in rows_t.tolist()])]
+        self.positive = self.positive or bool((keep > 0).any())
+        step = flat_out[slot_idx, flat_idx] + weighted(self.term.keeper_weight, keep.to(flat_out))
         flat_out[slot_idx, flat_idx] = step
-        known[slot_idx, flat_idx] = running.view(-1)[rows_t] + step
-        pending[slot_idx, flat_idx] = False
-    return flat_out.masked_fill(pending, float("-inf")).view_as(scores)
+        known[slot_idx, flat_idx] = running[rows_t] + step
+        self.halfway[slot_idx, flat_idx] = False
+        return True
+

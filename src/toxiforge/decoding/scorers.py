@@ -217,8 +217,9 @@ class ClassifierTerm:
     ``batch_decode`` turns token ids into text (the LM's tokenizer); the classifier sees only the continuation,
     never the prompt, with incomplete trailing characters removed (:func:`complete_text`).
     ``class_log_probs`` is the classifier's batched method (see
-    :class:`toxiforge.classifiers.base.ToxicityClassifier`); ``keeper_log_probs`` the keeper's, called on the same
-    texts right after it (one more call per pruning round), its class per row in ``BeamState.keep_targets``.
+    :class:`toxiforge.classifiers.base.ToxicityClassifier`); ``keeper_log_probs`` the keeper's, called on the texts
+    the attacked classifier scored whose candidates can still be chosen with its term (:mod:`.pruning`), its class
+    per row in ``BeamState.keep_targets``.
     """
 
     class_log_probs: Callable[[Sequence[str]], torch.Tensor]

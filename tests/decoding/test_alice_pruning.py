@@ -142,6 +142,51 @@ def test_the_texts_scored_per_prompt_are_what_each_prompt_alone_makes_the_classi
     assert stats.scored < sum(alone)
 
 
+class StubServerLM:
+    """``--model openai:URL#MODEL`` without a server: an :class:`~toxiforge.models.openai_lm.OpenAILM` whose
+    ``/v1/completions`` answers come from a function of the prompt (top-N log-probs over a few placeholder words)."""
+
+    WORDS = (" alpha", " beta", " gamma", " delta", " quiet", " river", " stone", " word", ".", "\n")
+
+    @classmethod
+    def open(cls):
+        from toxiforge.models.api_client import ApiClient
+        from toxiforge.models.openai_lm import OpenAILM
+
+        lm = OpenAILM(ApiClient("http://127.0.0.1:9/v1", concurrency=16), "stub", top_logprobs=6)
+
+        async def post(path, payload, **_):
+            logits = 2.0 * np.random.default_rng(zlib.crc32(payload["prompt"].encode())).normal(size=len(cls.WORDS))
+            top = sorted(zip(cls.WORDS, logits - np.logaddexp.reduce(logits)), key=lambda w: -w[1])
+            return {"choices": [{"text": top[0][0], "finish_reason": "length",
+                                 "logprobs": {"top_logprobs": [dict(top[:payload["logprobs"]])]}}]}
+
+        lm.client.post = post  # type: ignore[method-assign]
+        return lm
+
+
+def test_one_classifier_call_per_round_for_every_prompt_through_a_server():
+    """The server path (issue 47 item 4) runs the same batched pruning: each round's texts of every prompt go to one
+    classifier call, and the statements equal each prompt searched alone (the stub's answers and the classifier's
+    scores depend only on the text)."""
+    config = AliceConfig(num_beams=3, candidates=20, max_new_tokens=5)
+    lm, clf, stats = StubServerLM.open(), HashClassifier(), PruningStats()
+    try:
+        batched = alice_search(lm, PROMPTS, [1, 0, 1, 0], config, classifier=clf, pruning_stats=stats)
+        assert 0 < len(clf.calls) <= stats.rounds and len(clf.texts) == stats.scored
+        assert max(len(call) for call in clf.calls) > 2 * config.num_beams  # a round held several prompts' texts
+        single = HashClassifier()
+        alone = [alice_search(lm, [p], [t], config, classifier=single)[0] for p, t in zip(PROMPTS, [1, 0, 1, 0])]
+        assert len(single.calls) > len(clf.calls)
+    finally:
+        lm.close()
+
+    def statements(results):  # the stub's token ids depend on the order strings were first seen: compare texts
+        return [[(lm.decode(h.token_ids), h.finish_reason, h.score) for h in hyps] for hyps in results]
+
+    assert statements(batched) == statements(alone) and all(hyps[0].token_ids for hyps in batched)
+
+
 def test_best_first_breaks_ties_by_column_and_kth_best():
     values = torch.tensor([[1.0, 3.0, 3.0, float("-inf"), 3.0, 2.0]])
     scores, columns = best_first(values, 4)

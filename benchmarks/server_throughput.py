@@ -41,11 +41,11 @@ def start(command: list[str], port: int, log: Path) -> tuple[subprocess.Popen, s
     return proc, url
 
 
-def llama_cpp_python(threads: int, log: Path):
+def llama_cpp_python(threads: int, log: Path, extra: tuple[str, ...] = ()):
     port = free_port()
     return start([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--model_alias",
                   "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads",
-                  str(threads), "--verbose", "False"], port, log)
+                  str(threads), "--verbose", "False", *extra], port, log)
 
 
 def llama_server(binary: str, threads: int, parallel: int, log: Path):

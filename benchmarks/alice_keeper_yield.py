@@ -149,10 +149,20 @@ def distinct(texts: list[str], n: int) -> float:
     return len(set(grams)) / len(grams) if grams else float("nan")
 
 
-def report(out: Path, lm_name: str | None) -> None:
+def report(out: Path, lm_name: str | None, second: str | None = None, skip_first: int = 0) -> None:
+    """The table (module docstring, step 4). ``second``: another validator (any classifier ``-c`` takes) whose
+    confirmed count is added as a column; ``skip_first``: leave out each method's statements with a lower index
+    (e.g. a first batch timed with another thread count)."""
     from toxiforge.records import is_toxic
 
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = [r for r in map(json.loads, out.read_text().splitlines()) if r["index"] >= skip_first]
+    if second:
+        from toxiforge.classifiers import load_classifier
+
+        texts = sorted({r["text"] for r in rows if r["text"]})
+        p2 = dict(zip(texts, load_classifier(second).predict_proba(texts)))
+        for r in rows:
+            r["p_second"] = float(p2[r["text"]]) if r["text"] else None
     ppl: dict[str, float] = {}
     if lm_name:
         from toxiforge.models import load_language_model
@@ -164,14 +174,17 @@ def report(out: Path, lm_name: str | None) -> None:
     print("Per 100 statements: flips of C_0, kept by K, flipped and kept by K, confirmed (flipped, and V gives the "
           "prompt's label); per CPU-minute: confirmed, flips.\n")
     print("| method | statements | flips | kept by K | flipped & kept | confirmed | confirmed / CPU-min | "
-          "flips / CPU-min | median perplexity | distinct-1 | distinct-2 | CPU s / statement |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "flips / CPU-min | median perplexity | distinct-1 | distinct-2 | CPU s / statement |"
+          + (" confirmed by the second validator |" if second else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if second else ""))
     for method in dict.fromkeys(r["method"] for r in rows):
         sel = [r for r in rows if r["method"] == method]
         flips = [is_toxic(r["p_c0"]) != bool(r["label"]) for r in sel]
         kept = [is_toxic(r["p_keeper"]) == bool(r["label"]) for r in sel]
         valid = [is_toxic(r["p_validator"]) == bool(r["label"]) and bool(r["text"]) for r in sel]
         confirmed = sum(f and v for f, v in zip(flips, valid))
+        second_confirmed = sum(f and bool(r["text"]) and is_toxic(r["p_second"]) == bool(r["label"])
+                               for f, r in zip(flips, sel)) if second else 0
         minutes = sum(r["cpu_seconds"] for r in sel) / 60
         per100 = [100 * c / len(sel) for c in (sum(flips), sum(kept), sum(f and k for f, k in zip(flips, kept)),
                                               confirmed)]
@@ -179,7 +192,8 @@ def report(out: Path, lm_name: str | None) -> None:
         texts = [r["text"] for r in sel if r["text"]]
         print(f"| {method} | {len(sel)} | " + " | ".join(f"{x:.0f}" for x in per100)
               + f" | {confirmed / minutes:.2f} | {sum(flips) / minutes:.2f} | {med:.1f} | {distinct(texts, 1):.2f} | "
-              f"{distinct(texts, 2):.2f} | {60 * minutes / len(sel):.1f} |")
+              f"{distinct(texts, 2):.2f} | {60 * minutes / len(sel):.1f} |"
+              + (f" {100 * second_confirmed / len(sel):.0f} |" if second else ""))
 
 
 def main() -> None:
@@ -199,6 +213,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
+    parser.add_argument("--second-validator", help="report: another validator (a classifier directory, ...) whose "
+                        "confirmed failures per 100 statements are added as a column")
+    parser.add_argument("--skip-first", type=int, default=0,
+                        help="report: leave out statements with a lower index (e.g. a first batch timed otherwise)")
     args = parser.parse_args()
     from toxiforge.demonstrations.sets import load_demonstrations
 
@@ -214,7 +232,7 @@ def main() -> None:
         c0, keeper, validator = classifiers(args, train_groups)
         print(f"statements for {eval_groups}", flush=True)
         generate(args, eval_groups, c0, keeper, validator, out)
-    report(out, args.perplexity_lm or None)
+    report(out, args.perplexity_lm or None, args.second_validator, args.skip_first)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,13 @@ QUICK = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0, deadline=30.0
 
 
 class StatusServer:
-    """Answers every POST with ``status`` and counts the requests."""
+    """Answers every POST with ``status`` (or the n-th POST with ``status[n]``, the last one from then on) and
+    counts the requests; ``on_request`` runs before each answer."""
 
-    def __init__(self, status: int):
+    def __init__(self, status: int | list[int], on_request=lambda: None):
         self.requests = 0
         owner = self
+        statuses = status if isinstance(status, list) else [status]
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -31,8 +33,9 @@ class StatusServer:
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 owner.requests += 1
+                on_request()
                 body = json.dumps({"error": {"message": "placeholder refusal"}}).encode()
-                self.send_response(status)
+                self.send_response(statuses[min(owner.requests, len(statuses)) - 1])
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -82,6 +85,71 @@ def test_a_transient_status_is_retried_until_the_policy_ends():
     finally:
         client.close()
         server.close()
+
+
+class FakeClock:
+    """Seconds that pass only when the stand-in server says so: a request "takes" ``per_request`` seconds."""
+
+    def __init__(self, per_request: float):
+        self.now, self.per_request = 0.0, per_request
+
+    def __call__(self) -> float:
+        return self.now
+
+    def answer(self) -> None:
+        self.now += self.per_request
+
+
+def test_the_deadline_counts_from_when_a_request_is_sent_not_while_it_waits_for_a_concurrency_slot():
+    # one slot, two requests, each answer 200 s: the second is sent at 200 s, gets a 503 at 400 s (200 s after it
+    # was sent, within its 300-s deadline) and is retried; counted from when it was queued it would give up
+    clock = FakeClock(per_request=200.0)
+    server = StatusServer([200, 503, 200], on_request=clock.answer)
+    policy = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0, deadline=300.0, timeout=10.0)
+    client = ApiClient(server.url, concurrency=1, retry=policy, clock=clock)
+    try:
+        client.gather([lambda: client.post("/completions", {"prompt": "placeholder 1"}),
+                       lambda: client.post("/completions", {"prompt": "placeholder 2"})])
+        assert server.requests == 3 and client.retries == 1 and clock.now == 600.0
+    finally:
+        client.close()
+        server.close()
+
+
+def test_a_request_out_of_its_deadline_says_how_long_it_waited_for_a_slot_and_was_sent():
+    clock = FakeClock(per_request=200.0)
+    server = StatusServer([200, 503], on_request=clock.answer)
+    policy = RetryPolicy(max_attempts=5, base_delay=0.0, max_delay=0.0, deadline=300.0, timeout=10.0)
+    client = ApiClient(server.url, concurrency=1, retry=policy, clock=clock)
+    try:
+        with pytest.raises(ServerError, match=r"failed after 2 attempts in 400\.0 s \(not counting 200\.0 s "
+                                              r"waiting for a free --concurrency slot\); last error: HTTP 503"):
+            client.gather([lambda: client.post("/completions", {"prompt": "placeholder 1"}),
+                           lambda: client.post("/completions", {"prompt": "placeholder 2"})])
+    finally:
+        client.close()
+        server.close()
+
+
+def test_a_timeout_behind_the_clients_other_requests_says_to_lower_the_concurrency(monkeypatch):
+    client = ApiClient("http://127.0.0.1:9/v1", concurrency=16, retry=QUICK)
+
+    async def server_never_answers_in_time(method, path, **kwargs):
+        if path == "/first":
+            await asyncio.Event().wait()  # still computing when the second fails (then cancelled)
+        raise httpx.ReadTimeout("")
+
+    monkeypatch.setattr(client._client, "request", server_never_answers_in_time)
+    try:
+        with pytest.raises(ServerError, match=r"ReadTimeout: no response\. The server did not answer within 10 s, "
+                                              r"which counts .* queue behind the 1 other requests .*"
+                                              r"Fix: lower --concurrency"):
+            client.gather([lambda: client.post("/first", {}), lambda: client.post("/second", {})])
+        with pytest.raises(ServerError, match=r"did not answer within 10 s\. Fix: use a faster server or give "
+                                              r"RetryPolicy\(timeout=\.\.\.\)"):
+            client.run(client.post("/alone", {}))  # alone, the queue is not the cause
+    finally:
+        client.close()
 
 
 def test_a_request_that_cannot_be_sent_fails_at_once():

@@ -9,9 +9,13 @@ or dropped connections, a server that closed the connection mid-answer) are retr
 full jitter (a random wait in ``[0, min(max_delay, base_delay * 2**attempt)]``); a ``Retry-After`` header
 (seconds or an HTTP date) is honoured as a lower bound. A request keeps retrying until ``max_attempts`` or
 ``deadline`` seconds, whichever comes first, so a run survives an inference server that is restarted (the
-defaults allow five minutes). Nothing else is retried: any other 4xx is a mistake in the request (wrong model
-name, wrong key) and becomes a :class:`~toxiforge.errors.InputError` that quotes the server, and a request httpx
-cannot send (a local protocol error, an unsupported URL scheme) fails at once.
+defaults allow five minutes). The deadline counts from when the request is sent: the time it waits for one of
+the client's own ``concurrency`` slots (behind the batch's other requests) does not count. The time it waits in
+the server's queue does, and counts towards ``timeout`` too (the client cannot tell it from a slow answer), so a
+server that runs fewer requests at once than ``concurrency`` (llama-cpp-python's runs one) can time out the last
+of them; the error then says to lower ``--concurrency``. Nothing else is retried: any other 4xx is a mistake in
+the request (wrong model name, wrong key) and becomes a :class:`~toxiforge.errors.InputError` that quotes the
+server, and a request httpx cannot send (a local protocol error, an unsupported URL scheme) fails at once.
 
 :meth:`ApiClient.gather` runs a batch's requests concurrently; when one fails for good, the others are cancelled
 (none keeps loading the server or retrying after the batch has failed). The load on one server is the number of
@@ -122,7 +126,7 @@ class ApiClient:
     """JSON over HTTP to one OpenAI-compatible base URL, with retries, bounded concurrency and a sync bridge."""
 
     def __init__(self, base_url: str, *, api_key: str | None = None, concurrency: int = 8,
-                 retry: RetryPolicy = RetryPolicy()):
+                 retry: RetryPolicy = RetryPolicy(), clock: Callable[[], float] = time.monotonic):
         if concurrency < 1:
             raise InputError(f"concurrency={concurrency} must be at least 1", hint="use --concurrency 8")
         self.base_url = base_url.rstrip("/")
@@ -130,6 +134,8 @@ class ApiClient:
         self.concurrency = concurrency
         self.retry = retry
         self.retries = 0  # requests retried so far (for tests and logs)
+        self._clock = clock  # seconds, for deadlines (tests pass a fake one)
+        self._sending = 0  # requests sent and not yet answered
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._rng = random.Random()
         self._loop = asyncio.new_event_loop()
@@ -181,18 +187,29 @@ class ApiClient:
         import httpx
 
         policy = retry or self.retry
-        started = time.monotonic()
+        clock = self._clock
+        started = clock()
+        queued = 0.0  # waiting for one of the client's own concurrency slots: not part of the deadline
         last = "no attempt was made"
+        timed_out, beside = False, 0
         for attempt in range(policy.max_attempts):
             retry_after = None
             try:
+                asked = clock()
                 async with self._semaphore:
-                    response = await self._client.request(method, path, json=payload)
+                    queued += clock() - asked
+                    beside = self._sending  # this client's requests the server has before this one
+                    self._sending += 1
+                    try:
+                        response = await self._client.request(method, path, json=payload)
+                    finally:
+                        self._sending -= 1
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 if not is_transient(exc):
                     raise ServerError(f"{method} {self.url}{path} cannot be sent ({type(exc).__name__}: {exc}). "
                                       "Fix: check the --model openai:URL") from None
                 last = f"{type(exc).__name__}: {str(exc) or 'no response'}"
+                timed_out = isinstance(exc, httpx.TimeoutException)
             else:
                 if response.status_code < 300:
                     try:
@@ -204,22 +221,41 @@ class ApiClient:
                 if response.status_code not in RETRY_STATUS:
                     raise _client_error(self.url, path, response)
                 last = f"HTTP {response.status_code}: {_server_message(response)}"
+                timed_out = False
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
-            elapsed = time.monotonic() - started
+            elapsed = clock() - started - queued
             if attempt + 1 == policy.max_attempts or elapsed >= policy.deadline:
                 break
             wait = min(policy.delay(attempt, retry_after, self._rng), max(0.0, policy.deadline - elapsed))
             self.retries += 1
             await asyncio.sleep(wait)
-        raise ServerError(f"{method} {self.url}{path} failed after {attempt + 1} attempts in "
-                          f"{time.monotonic() - started:.1f} s; last error: {last}. Fix: check that the server is "
-                          f"running and reachable: curl {self.url}/models")
+        head = (f"{method} {self.url}{path} failed after {attempt + 1} attempts in {clock() - started - queued:.1f} s"
+                + (f" (not counting {queued:.1f} s waiting for a free --concurrency slot)" if queued >= 0.05 else "")
+                + f"; last error: {last}.")
+        raise ServerError(f"{head} {_timeout_fix(policy.timeout, beside) if timed_out else _unreachable_fix(self.url)}")
 
     async def post(self, path: str, payload: dict, *, retry: RetryPolicy | None = None) -> dict:
         return await self.request("POST", path, payload, retry=retry)
 
     async def get(self, path: str, *, retry: RetryPolicy | None = None) -> dict:
         return await self.request("GET", path, retry=retry)
+
+
+def _unreachable_fix(url: str) -> str:
+    return f"Fix: check that the server is running and reachable: curl {url}/models"
+
+
+def _timeout_fix(timeout: float, beside: int) -> str:
+    """Why a request timed out and what to change: the server's queue when the client had other requests in flight
+    (lower --concurrency), else the server's speed (a longer timeout)."""
+    longer = f"give RetryPolicy(timeout=...) more than {timeout:g} s (Python API)"
+    if beside == 0:
+        return f"The server did not answer within {timeout:g} s. Fix: use a faster server or {longer}"
+    return (f"The server did not answer within {timeout:g} s, which counts the time the request waited in the "
+            f"server's queue behind the {beside} other requests this client had in flight (a server that runs "
+            "fewer requests at once than --concurrency, like llama-cpp-python's with one slot, queues the rest). "
+            "Fix: lower --concurrency to the number of requests the server runs at once (1 for llama-cpp-python's "
+            f"server), or {longer}")
 
 
 def _client_error(url: str, path: str, response) -> InputError:

@@ -48,9 +48,11 @@ from alice_classifier_speed import DATA, train_minilm  # noqa: E402
 
 
 class TfidfValidator:
-    """V: a TF-IDF (words and word pairs) logistic regression, with ``predict_proba`` returning P(toxic)."""
+    """V: a TF-IDF (words and word pairs) logistic regression, with ``predict_proba`` returning P(toxic) and
+    ``class_log_probs`` (so it can also be the keeper: ``--keeper tfidf``)."""
 
     name = "tfidf-lr"
+    num_classes, toxic_index, benign_index = 2, 1, 0
 
     def __init__(self, texts: list[str], labels: list[int]):
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -63,6 +65,14 @@ class TfidfValidator:
 
     def predict_proba(self, texts: list[str]):
         return self.model.predict_proba(texts)[:, 1]
+
+    def class_log_probs(self, texts: list[str]):
+        import torch
+
+        return torch.from_numpy(self.model.predict_log_proba(list(texts))).float()
+
+    def describe(self) -> dict:
+        return {"name": self.name}
 
 
 def half(text: str) -> int:
@@ -83,7 +93,9 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]):
     examples = load_demonstration_data(DATA).examples
     held = [e for e in examples if e.group not in train_groups]
     c0 = _train([e for e in examples if e.group in train_groups], args.work / "c0", args)
-    keeper = _train([e for e in held if half(e.text) == 0], args.work / "keeper", args)
+    k_rows = [e for e in held if half(e.text) == 0]
+    keeper = (_train(k_rows, args.work / "keeper", args) if args.keeper == "minilm"
+              else TfidfValidator([e.text for e in k_rows], [int(e.label) for e in k_rows]))
     v_rows = [e for e in held if half(e.text) == 1]
     validator = TfidfValidator([e.text for e in v_rows], [int(e.label) for e in v_rows])
     print(f"C_0: {sum(e.group in train_groups for e in examples)} sentences of {train_groups}; K: "
@@ -96,8 +108,8 @@ def method_keys(args: argparse.Namespace) -> list[tuple[str, float | None]]:
     return [("top-k", None), ("ALICE", None)] + [(f"ALICE+K λK={lam:g}", lam) for lam in args.lambda_keep]
 
 
-def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, keeper_dir: Path, validator,
-             out: Path) -> None:
+def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, keeper_dir: Path | TfidfValidator,
+             validator, out: Path) -> None:
     from toxiforge.classifiers import load_classifier
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.decoding.topk import TopKConfig, TopKDecoder
@@ -106,14 +118,16 @@ def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, kee
     from toxiforge.demonstrations.sets import load_demonstrations
     from toxiforge.models import load_language_model
 
-    lm, c0, keeper = load_language_model(args.lm), load_classifier(str(c0_dir)), load_classifier(str(keeper_dir))
+    lm, c0 = load_language_model(args.lm), load_classifier(str(c0_dir))
+    keeper = load_classifier(str(keeper_dir)) if isinstance(keeper_dir, Path) else keeper_dir
+    keeper_name = str(keeper_dir) if isinstance(keeper_dir, Path) else keeper.name
     sets = load_demonstrations(DATA)
     paper = {k: v for k, v in {"num_beams": args.beams, "candidates": args.candidates,
                                "max_new_tokens": args.max_new_tokens}.items() if v is not None}
     budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}  # top-k's too
     decoders = {"top-k": TopKDecoder(TopKConfig(**budget)), "ALICE": AliceDecoder(c0, AliceConfig(**paper))}
     for key, lam in method_keys(args)[2:]:
-        decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=str(keeper_dir), lambda_keep=lam),
+        decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=keeper_name, lambda_keep=lam),
                                      keeper=keeper)
     done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
         if out.exists() else set()
@@ -213,6 +227,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
+    parser.add_argument("--keeper", choices=["minilm", "tfidf"], default="minilm",
+                        help="K's family: a MiniLM like C_0, or a TF-IDF logistic regression like V (on K's half)")
     parser.add_argument("--second-validator", help="report: another validator (a classifier directory, ...) whose "
                         "confirmed failures per 100 statements are added as a column")
     parser.add_argument("--skip-first", type=int, default=0,

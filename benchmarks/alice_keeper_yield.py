@@ -163,13 +163,38 @@ def distinct(texts: list[str], n: int) -> float:
     return len(set(grams)) / len(grams) if grams else float("nan")
 
 
-def report(out: Path, lm_name: str | None, second: str | None = None, skip_first: int = 0) -> None:
-    """The table (module docstring, step 4). ``second``: another validator (any classifier ``-c`` takes) whose
-    confirmed count is added as a column; ``skip_first``: leave out each method's statements with a lower index
-    (e.g. a first batch timed with another thread count)."""
+def read_rows(out: Path, merge: list[Path], first: int, end: int | None) -> list[dict]:
+    """The statements of ``out`` and, of each ``merge`` work directory, those of methods ``out`` lacks (e.g. one
+    λK run per process), with indices in ``[first, end)``."""
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for other in merge:
+        have = {r["method"] for r in rows}
+        rows += [r for r in map(json.loads, (other / "statements.jsonl").read_text().splitlines())
+                 if r["method"] not in have]
+    return [r for r in rows if r["index"] >= first and (end is None or r["index"] < end)]
+
+
+def paired(rows: list[dict], method: str, outcome, base: str = "ALICE", n_boot: int = 2000) -> str:
+    """Per 100 statements, ``method`` minus ``base`` in ``outcome(row)`` over the (label, index) both have, with a
+    95% bootstrap interval over those pairs."""
+    import numpy as np
+
+    by = {(r["method"], r["label"], r["index"]): bool(outcome(r)) for r in rows}
+    keys = [(lab, i) for m, lab, i in by if m == method and (base, lab, i) in by]
+    if not keys:
+        return "n/a"
+    diff = np.array([by[(method, *k)] - by[(base, *k)] for k in keys], dtype=float)
+    boot = np.random.default_rng(0).choice(diff, (n_boot, len(diff))).mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return f"{100 * diff.mean():+.0f} [{100 * lo:+.0f}, {100 * hi:+.0f}] (n={len(diff)})"
+
+
+def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> None:
+    """The table (module docstring, step 4) and each method against plain ALICE on the same prompts. ``second``:
+    another validator (any classifier ``-c`` takes) whose confirmed count is added as a column."""
+    from toxiforge.intervals import proportion_interval
     from toxiforge.records import is_toxic
 
-    rows = [r for r in map(json.loads, out.read_text().splitlines()) if r["index"] >= skip_first]
     if second:
         from toxiforge.classifiers import load_classifier
 
@@ -204,10 +229,29 @@ def report(out: Path, lm_name: str | None, second: str | None = None, skip_first
                                               confirmed)]
         med = statistics.median([ppl[r["text"]] for r in sel if r["text"] in ppl]) if ppl else float("nan")
         texts = [r["text"] for r in sel if r["text"]]
+        low, high = proportion_interval(confirmed, len(sel))
         print(f"| {method} | {len(sel)} | " + " | ".join(f"{x:.0f}" for x in per100)
+              + f" [{100 * low:.0f}, {100 * high:.0f}]"
               + f" | {confirmed / minutes:.2f} | {sum(flips) / minutes:.2f} | {med:.1f} | {distinct(texts, 1):.2f} | "
               f"{distinct(texts, 2):.2f} | {60 * minutes / len(sel):.1f} |"
               + (f" {100 * second_confirmed / len(sel):.0f} |" if second else ""))
+
+    def flip(r):
+        return is_toxic(r["p_c0"]) != bool(r["label"])
+
+    def gives_label(column):
+        return lambda r: bool(r["text"]) and r.get(column) is not None and is_toxic(r[column]) == bool(r["label"])
+
+    outcomes = {"flips": flip, "flipped & kept by K": lambda r: flip(r) and gives_label("p_keeper")(r),
+                "confirmed": lambda r: flip(r) and gives_label("p_validator")(r)}
+    if second:
+        outcomes["confirmed by the second validator"] = lambda r: flip(r) and gives_label("p_second")(r)
+    print("\nAgainst plain ALICE on the same prompts (label, index), per 100 statements, 95% bootstrap interval:\n")
+    print("| method | " + " | ".join(outcomes) + " |")
+    print("|---|" + "---|" * len(outcomes))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        if method != "ALICE":
+            print(f"| {method} | " + " | ".join(paired(rows, method, f) for f in outcomes.values()) + " |")
 
 
 def main() -> None:
@@ -233,6 +277,9 @@ def main() -> None:
                         "confirmed failures per 100 statements are added as a column")
     parser.add_argument("--skip-first", type=int, default=0,
                         help="report: leave out statements with a lower index (e.g. a first batch timed otherwise)")
+    parser.add_argument("--end", type=int, help="report: leave out statements with this index or a higher one")
+    parser.add_argument("--merge", type=Path, nargs="*", default=[],
+                        help="report: other --work directories whose methods this one lacks join the table")
     args = parser.parse_args()
     from toxiforge.demonstrations.sets import load_demonstrations
 
@@ -248,7 +295,8 @@ def main() -> None:
         c0, keeper, validator = classifiers(args, train_groups)
         print(f"statements for {eval_groups}", flush=True)
         generate(args, eval_groups, c0, keeper, validator, out)
-    report(out, args.perplexity_lm or None, args.second_validator, args.skip_first)
+    report(read_rows(out, args.merge, args.skip_first, args.end), args.perplexity_lm or None,
+           args.second_validator)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,14 @@ Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
    the method's statements (a keeper that makes ALICE repeat one safe phrase shows there); CPU seconds per
    statement.
 
-Full run (not yet measured; hours on a CPU):
+Run of 2026-11-28 (docs/generation.md, "Measured"): one λK per process, one thread each (with two threads on a
+loaded machine idle threads spin and the process CPU time doubled to quintupled), the reports merged:
 
-    nice -n 5 python benchmarks/alice_keeper_yield.py --work /tmp/keeper -n 50 --lambda-keep 0.5 1 2
-    python benchmarks/alice_keeper_yield.py --work /tmp/keeper --report         # the table from what is there
+    python benchmarks/alice_keeper_yield.py --work W -n 48 --lambda-keep 0.5
+    python benchmarks/alice_keeper_yield.py --work W1 -n 24 --lambda-keep 1       # W1, W2: copies of W's c0/, keeper/
+    python benchmarks/alice_keeper_yield.py --work W2 -n 24 --lambda-keep 2
+    python benchmarks/alice_keeper_yield.py --work W --report --end 24 --merge W1 W2 --second-validator MINILM_V
+    python benchmarks/alice_keeper_yield.py --work WT -n 24 --lambda-keep 0.5 2 --keeper tfidf
 
 Smoke run (minutes; shows the script works, says nothing about the keeper):
 
@@ -267,7 +271,8 @@ def main() -> None:
     parser.add_argument("--train-max-steps", type=int, default=-1, help="cap the classifiers' training (smoke runs)")
     parser.add_argument("--lm", default="smollm2-135m", help="the language model, as generate --model")
     parser.add_argument("--batch", type=int, default=4, help="prompts decoded together")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (CPU time is only comparable at one thread on a shared machine)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")

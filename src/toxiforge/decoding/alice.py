@@ -19,9 +19,9 @@ With a keeper classifier K (``keep_label_with``, ``--keep-label-with``) the step
     λL · log p_LM(token | prefix) + λC · log p_CLF(target class | text) + λK · log p_K(prompt's class | text)
 
 (``lambda_keep``, default 0.5: the classifier term's weight, so a token that moves C toward its target by as much
-log-probability as it moves K away from the prompt's class gains nothing; provisional until the keeper benchmark,
-docs/generation.md, is run at scale). K scores the same candidate texts as C, in the same pruning rounds (one more
-call per round), and both terms are ≤ 0, so exact pruning stays exact. The keeper needs the prompt's label, so only
+log-probability as it moves K away from the prompt's class gains nothing; docs/generation.md measures 0.5, 1 and 2:
+none raised independently confirmed failures, 0.5 cost the least). K scores the texts C scored that can still be
+chosen, in the same pruning rounds (one more call per round), and both terms are ≤ 0, so exact pruning stays exact. The keeper needs the prompt's label, so only
 ``mode="auto"`` takes one. What K kept is no evidence by K: a validator must be another classifier (or people).
 
 The loop is plain batched beam search — the same candidate selection, finished-hypothesis bookkeeping and early

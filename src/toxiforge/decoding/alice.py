@@ -21,8 +21,9 @@ With a keeper classifier K (``keep_label_with``, ``--keep-label-with``) the step
 (``lambda_keep``, default 0.5: the classifier term's weight, so a token that moves C toward its target by as much
 log-probability as it moves K away from the prompt's class gains nothing; docs/generation.md measures 0.5, 1 and 2:
 none raised independently confirmed failures, 0.5 cost the least). K scores the texts C scored that can still be
-chosen, in the same pruning rounds (one more call per round), and both terms are ≤ 0, so exact pruning stays exact. The keeper needs the prompt's label, so only
-``mode="auto"`` takes one. What K kept is no evidence by K: a validator must be another classifier (or people).
+chosen, in the same pruning rounds (one more call per round), and both terms are ≤ 0, so exact pruning stays
+exact. The keeper needs the prompt's label, so only ``mode="auto"`` takes one. What K kept is no evidence by K: a
+validator must be another classifier (or people).
 
 The loop is plain batched beam search — the same candidate selection, finished-hypothesis bookkeeping and early
 stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; pieces in :mod:`.beam`), so with

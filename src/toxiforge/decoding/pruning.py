@@ -48,6 +48,7 @@ log-probability turns pruning off as well.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -59,11 +60,11 @@ from toxiforge.decoding.scorers import MASKED, ClassifierTerm, complete_text, we
 @dataclass
 class PruningStats:
     """Counts over a search: candidates that could have been scored, texts the classifier scored, texts a keeper
-    scored (``kept``), rounds; per step,
-    the texts scored (``calls_by_step``) and the eligible candidates (``eligible_by_step``); per prompt (its index
-    in the search's batch), the texts scored for it (``scored_by_prompt``): each step, the distinct texts of its own
-    candidates that went to the classifier, which is what the classifier scores when that prompt is searched alone
-    (a text two prompts share is scored once, but counts for each)."""
+    scored (``kept``), rounds; per step, the texts scored (``calls_by_step``) and the eligible candidates
+    (``eligible_by_step``); per prompt (its index in the search's batch), the texts scored for it
+    (``scored_by_prompt``): each step, the distinct texts of its own candidates that went to the classifier, which is
+    what the classifier scores when that prompt is searched alone (a text two prompts share is scored once, but
+    counts for each)."""
 
     eligible: int = 0
     scored: int = 0
@@ -120,11 +121,9 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
     targets = state.targets.tolist()                            # host tensor: no device sync
     prefixes: list[list[int]] | None = None                     # the generated ids, copied once when first needed
     keep_targets = None if term.keeper_log_probs is None or state.keep_targets is None else state.keep_targets.tolist()
-    index: dict[str, int] = {}                                   # text -> its row in ``scored`` (one per step)
-    scored: list[torch.Tensor] = []
+    clf_scores = _TextScores(term.class_log_probs)               # each text scored once per step
     sent: set[tuple[int, str]] = set()                           # (prompt slot, text) sent this step: scored_by_prompt
     keeper = None if keep_targets is None else _KeeperStage(term, keep_targets, bound, width, follow_up)
-    texts_by_row: list[str] = []                                 # the texts of ``index``, in its order
     everything = exhaustive
     if stats is not None:
         stats.eligible += int(pending.sum())
@@ -151,22 +150,14 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
                 prefixes = state.generated.tolist()
             texts = [complete_text(t)
                      for t in term.batch_decode([prefixes[r] + [tok] for r, tok in zip(rows, toks)])]
-            new = [text for text in dict.fromkeys(texts) if text not in index]
-            if new:  # one call for every prompt's texts; the classifier batches them by length
-                index.update({text: len(index) + i for i, text in enumerate(new)})
-                texts_by_row.extend(new)
-                scored.append(term.class_log_probs(new).float().cpu())
-                if stats is not None:
-                    stats.scored += len(new)
-                    stats.calls_by_step[-1] += len(new)
+            # one call for every prompt's new texts; the classifier batches them by length
+            clf, at, fresh = clf_scores.lookup(texts, [targets[r] for r in rows])
             if stats is not None:
+                stats.scored += fresh
+                stats.calls_by_step[-1] += fresh
                 mine = {(r // width, text) for r, text in zip(rows, texts)} - sent
                 sent |= mine
                 stats.scored_by_prompt.update(state.prompts[slot] for slot, _ in mine)
-            table = torch.cat(scored) if len(scored) > 1 else scored[0]
-            scored = [table]
-            at = torch.tensor([index[t] for t in texts])
-            clf = table[at, torch.tensor([targets[r] for r in rows])]
             everything = everything or bool((clf > 0).any())            # host tensor: no device sync
             step = flat_out[slot_idx, flat_idx] + weighted(term.weight, clf.to(scores))
             flat_out[slot_idx, flat_idx] = step
@@ -175,7 +166,7 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
                 known[slot_idx, flat_idx] = running.view(-1)[rows_t] + step
             else:  # the keeper's term is still to come: the candidate's bound now includes the classifier's
                 keeper.add(slot_idx, flat_idx, running.view(-1)[rows_t] + step, at)
-        keeper_picked = keeper is not None and keeper.score(threshold, everything, texts_by_row, flat_out, known,
+        keeper_picked = keeper is not None and keeper.score(threshold, everything, clf_scores.texts, flat_out, known,
                                                             running.view(-1), stats)
         if keeper is not None and keeper.positive:              # a positive keeper log-prob breaks the bound
             everything = True
@@ -185,6 +176,30 @@ def pruned_classifier_scores(term: ClassifierTerm, state: BeamState, scores: tor
             break
     left_out = pending if keeper is None else pending | keeper.halfway
     return flat_out.masked_fill(left_out, float("-inf")).view_as(scores)
+
+
+class _TextScores:
+    """One classifier's log-probs of a step's texts, each distinct text scored once (one call per batch of new
+    texts); row ``i`` of the table is ``texts[i]``."""
+
+    def __init__(self, score: Callable[[Sequence[str]], torch.Tensor]):
+        self.score = score
+        self.index: dict[str, int] = {}
+        self.texts: list[str] = []
+        self.table: torch.Tensor | None = None
+
+    def lookup(self, texts: list[str], classes: list[int]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The log-probability of class ``classes[i]`` for ``texts[i]`` (scoring the texts not seen yet this step),
+        the texts' rows in the table, and how many texts were new."""
+        new = [text for text in dict.fromkeys(texts) if text not in self.index]
+        if new:
+            self.index.update({text: len(self.index) + i for i, text in enumerate(new)})
+            self.texts += new
+            scores = self.score(new).float().cpu()
+            self.table = scores if self.table is None else torch.cat([self.table, scores])
+        assert self.table is not None
+        rows = torch.tensor([self.index[t] for t in texts])
+        return self.table[rows, torch.tensor(classes)], rows, len(new)
 
 
 class _KeeperStage:
@@ -199,18 +214,18 @@ class _KeeperStage:
         self.term, self.keep_targets, self.width, self.follow_up = term, keep_targets, width, follow_up
         self.halfway = torch.zeros_like(bound, dtype=torch.bool)
         self.bound = torch.full_like(bound, float("-inf"))
-        self.text_row = torch.full(bound.shape, -1, dtype=torch.long)  # the text's row in the classifier's table
+        # the candidate's text: its row in the attacked classifier's table
+        self.text_row = torch.full(bound.shape, -1, dtype=torch.long, device=bound.device)
         self.rounds = torch.zeros((bound.shape[0], 1), dtype=torch.long, device=bound.device)
-        self.index: dict[str, int] = {}
-        self.table: torch.Tensor | None = None
+        self.scores = _TextScores(term.keeper_log_probs)  # type: ignore[arg-type]
         self.positive = False
 
     def add(self, slot_idx: torch.Tensor, flat_idx: torch.Tensor, bound: torch.Tensor, text_row: torch.Tensor):
         self.halfway[slot_idx, flat_idx] = True
         self.bound[slot_idx, flat_idx] = bound
-        self.text_row[slot_idx, flat_idx] = text_row
+        self.text_row[slot_idx, flat_idx] = text_row.to(self.text_row.device)
 
-    def score(self, threshold: torch.Tensor, everything: bool, texts_by_row: list[str], flat_out: torch.Tensor,
+    def score(self, threshold: torch.Tensor, everything: bool, clf_texts: list[str], flat_out: torch.Tensor,
               known: torch.Tensor, running: torch.Tensor, stats: PruningStats | None) -> bool:
         """One keeper round (class docstring); False if no candidate needed the keeper."""
         need = self.halfway if everything else self.halfway & (self.bound >= threshold)
@@ -224,17 +239,10 @@ class _KeeperStage:
             return False
         self.rounds += need.any(dim=1, keepdim=True)
         rows_t = slot_idx * self.width + flat_idx // (need.shape[1] // self.width)
-        texts = [texts_by_row[i] for i in self.text_row[slot_idx, flat_idx].tolist()]
-        new = [text for text in dict.fromkeys(texts) if text not in self.index]
-        if new:
-            self.index.update({text: len(self.index) + i for i, text in enumerate(new)})
-            scores = self.term.keeper_log_probs(new).float().cpu()  # type: ignore[misc]
-            self.table = scores if self.table is None else torch.cat([self.table, scores])
-            if stats is not None:
-                stats.kept += len(new)
-        assert self.table is not None
-        keep = self.table[torch.tensor([self.index[t] for t in texts]),
-                          torch.tensor([self.keep_targets[r] for r in rows_t.tolist()])]
+        texts = [clf_texts[i] for i in self.text_row[slot_idx, flat_idx].tolist()]
+        keep, _, fresh = self.scores.lookup(texts, [self.keep_targets[r] for r in rows_t.tolist()])
+        if stats is not None:
+            stats.kept += fresh
         self.positive = self.positive or bool((keep > 0).any())
         step = flat_out[slot_idx, flat_idx] + weighted(self.term.keeper_weight, keep.to(flat_out))
         flat_out[slot_idx, flat_idx] = step

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -49,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alice_classifier_speed import DATA, train_minilm  # noqa: E402
+from alice_vs_topk_flips import group_split, pending_batches, perplexities  # noqa: E402
 
 
 class TfidfValidator:
@@ -118,14 +118,11 @@ def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, kee
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.decoding.topk import TopKConfig, TopKDecoder
     from toxiforge.decoding.types import postprocess
-    from toxiforge.demonstrations.prompts import build_prompts
-    from toxiforge.demonstrations.sets import load_demonstrations
     from toxiforge.models import load_language_model
 
     lm, c0 = load_language_model(args.lm), load_classifier(str(c0_dir))
     keeper = load_classifier(str(keeper_dir)) if isinstance(keeper_dir, Path) else keeper_dir
     keeper_name = str(keeper_dir) if isinstance(keeper_dir, Path) else keeper.name
-    sets = load_demonstrations(DATA)
     paper = {k: v for k, v in {"num_beams": args.beams, "candidates": args.candidates,
                                "max_new_tokens": args.max_new_tokens}.items() if v is not None}
     budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}  # top-k's too
@@ -133,32 +130,22 @@ def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, kee
     for key, lam in method_keys(args)[2:]:
         decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=keeper_name, lambda_keep=lam),
                                      keeper=keeper)
-    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
-        if out.exists() else set()
-    per_group = math.ceil(args.n / len(eval_groups))
-    plan = [(i, g) for i in range(per_group) for g in eval_groups][:args.n]  # statement index, group
     with out.open("a") as sink:
-        for start in range(0, len(plan), args.batch):
-            for key, decoder in decoders.items():
-                for label in (0, 1):
-                    batch = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + args.batch], start)
-                             if (key, label, j) not in done]
-                    if not batch:
-                        continue
-                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=args.seed)[-1] for _, i, g in batch]
-                    cpu, wall = time.process_time(), time.perf_counter()
-                    samples = decoder.decode(lm, [p.text for p in prompts], [args.seed + j for j, _, _ in batch],
-                                             [label] * len(batch), [g for _, _, g in batch])
-                    cpu, wall = (time.process_time() - cpu) / len(batch), (time.perf_counter() - wall) / len(batch)
-                    texts = [postprocess(s[0].raw_output).text for s in samples]
-                    scores = [c0.predict_proba(texts), keeper.predict_proba(texts), validator.predict_proba(texts)]
-                    for (j, _, g), text, p, k, v in zip(batch, texts, *scores):
-                        sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
-                                               "p_c0": float(p), "p_keeper": float(k), "p_validator": float(v),
-                                               "cpu_seconds": cpu, "wall_seconds": wall}) + "\n")
-                    sink.flush()
-                    print(f"{key} label {label}: {start + len(batch)}/{len(plan)} ({cpu:.1f} CPU s, {wall:.1f} s "
-                          "per statement)", flush=True)
+        for start, total, key, label, batch, prompts in pending_batches(out, list(decoders), eval_groups, args.n,
+                                                                        args.batch, args.seed):
+            cpu, wall = time.process_time(), time.perf_counter()
+            samples = decoders[key].decode(lm, prompts, [args.seed + j for j, _, _ in batch], [label] * len(batch),
+                                           [g for _, _, g in batch])
+            cpu, wall = (time.process_time() - cpu) / len(batch), (time.perf_counter() - wall) / len(batch)
+            texts = [postprocess(s[0].raw_output).text for s in samples]
+            scores = [c0.predict_proba(texts), keeper.predict_proba(texts), validator.predict_proba(texts)]
+            for (j, _, g), text, p, k, v in zip(batch, texts, *scores):
+                sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
+                                       "p_c0": float(p), "p_keeper": float(k), "p_validator": float(v),
+                                       "cpu_seconds": cpu, "wall_seconds": wall}) + "\n")
+            sink.flush()
+            print(f"{key} label {label}: {start + len(batch)}/{total} ({cpu:.1f} CPU s, {wall:.1f} s per statement)",
+                  flush=True)
 
 
 def distinct(texts: list[str], n: int) -> float:
@@ -206,14 +193,7 @@ def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> 
         p2 = dict(zip(texts, load_classifier(second).predict_proba(texts)))
         for r in rows:
             r["p_second"] = float(p2[r["text"]]) if r["text"] else None
-    ppl: dict[str, float] = {}
-    if lm_name:
-        from toxiforge.models import load_language_model
-
-        lm = load_language_model(lm_name)
-        texts = sorted({r["text"] for r in rows if r["text"]})
-        ppl = {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(texts, lm.loglikelihood([("", t)
-                                                                                                   for t in texts]))}
+    ppl = perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name else {}
     print("Per 100 statements: flips of C_0, kept by K, flipped and kept by K, confirmed (flipped, and V gives the "
           "prompt's label); per CPU-minute: confirmed, flips.\n")
     print("| method | statements | flips | kept by K | flipped & kept | confirmed | confirmed / CPU-min | "
@@ -286,11 +266,7 @@ def main() -> None:
     parser.add_argument("--merge", type=Path, nargs="*", default=[],
                         help="report: other --work directories whose methods this one lacks join the table")
     args = parser.parse_args()
-    from toxiforge.demonstrations.sets import load_demonstrations
-
-    groups = sorted({g for g, _ in load_demonstrations(DATA)})
-    train_groups = args.train_groups or groups[::2]
-    eval_groups = [g for g in groups if g not in train_groups]
+    train_groups, eval_groups = group_split(args.train_groups)
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "statements.jsonl"
     if not args.report:

@@ -30,6 +30,49 @@ from alice_classifier_speed import DATA, train_minilm  # noqa: E402
 from toxiforge.intervals import proportion_interval  # noqa: E402
 
 
+def group_split(train_groups: list[str] | None) -> tuple[list[str], list[str]]:
+    """toxigen-dev's groups split into the classifier's (``train_groups``; default every other group in sorted
+    order) and the others, whose prompts are decoded."""
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    groups = sorted({g for g, _ in load_demonstrations(DATA)})
+    train = train_groups or groups[::2]
+    return train, [g for g in groups if g not in train]
+
+
+def pending_batches(out: Path, keys: list[str], eval_groups: list[str], n: int, batch: int, seed: int):
+    """What is left to decode, a batch at a time: ``(start, total, key, label, items, prompts)`` where ``items`` are
+    ``(statement index, demonstration index, group)`` that ``out`` lacks for method ``key`` and prompt ``label`` and
+    ``prompts`` their prompt texts (5 demonstrations of one group and label). The ``n`` statements per key and
+    label go over ``eval_groups`` in turn; each batch of them is decoded by every key, both labels, before the next,
+    so a run stopped early has the same prompts for every method."""
+    from toxiforge.demonstrations.prompts import build_prompts
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    sets = load_demonstrations(DATA)
+    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
+        if out.exists() else set()
+    per_group = math.ceil(n / len(eval_groups))
+    plan = [(i, g) for i in range(per_group) for g in eval_groups][:n]  # demonstration index, group
+    for start in range(0, len(plan), batch):
+        for key in keys:
+            for label in (0, 1):
+                items = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + batch], start)
+                         if (key, label, j) not in done]
+                if items:
+                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=seed)[-1].text for _, i, g in items]
+                    yield start, len(plan), key, label, items, prompts
+
+
+def perplexities(lm_name: str, texts: set[str]) -> dict[str, float]:
+    """Each text's perplexity under ``lm_name`` (``exp`` of minus its mean token log-probability)."""
+    from toxiforge.models import load_language_model
+
+    ordered = sorted(texts)
+    scores = load_language_model(lm_name).loglikelihood([("", t) for t in ordered])
+    return {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(ordered, scores)}
+
+
 def method_key(method: str, lambda_clf: float) -> str:
     return method if method == "top-k" else f"ALICE λC={lambda_clf:g}"
 
@@ -42,54 +85,33 @@ def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], ou
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.decoding.topk import TopKDecoder
     from toxiforge.decoding.types import postprocess
-    from toxiforge.demonstrations.prompts import build_prompts
-    from toxiforge.demonstrations.sets import load_demonstrations
     from toxiforge.models import load_language_model
 
     lm, clf = load_language_model(), load_classifier(str(clf_dir))
-    sets = load_demonstrations(DATA)
     decoders = {"top-k": TopKDecoder(),
                 "alice": AliceDecoder(clf, AliceConfig(lambda_clf=args.lambda_clf))}  # λL stays 0.5
-    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
-        if out.exists() else set()
-    per_group = math.ceil(args.n / len(eval_groups))
-    plan = [(i, g) for i in range(per_group) for g in eval_groups][:args.n]  # statement index, group
+    by_key = {method_key(method, args.lambda_clf): decoders[method] for method in args.methods}
     with out.open("a") as sink:
-        for start in range(0, len(plan), args.batch):
-            for method in args.methods:
-                key = method_key("top-k" if method == "top-k" else "alice", args.lambda_clf)
-                for label in (0, 1):
-                    batch = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + args.batch], start)
-                             if (key, label, j) not in done]
-                    if not batch:
-                        continue
-                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=args.seed)[-1] for _, i, g in batch]
-                    started = time.perf_counter()
-                    samples = decoders[method].decode(lm, [p.text for p in prompts], [args.seed + j for j, _, _ in
-                                                      batch], [label] * len(batch), [g for _, _, g in batch])
-                    seconds = (time.perf_counter() - started) / len(batch)
-                    texts = [postprocess(s[0].raw_output).text for s in samples]
-                    probs = clf.predict_proba(texts)
-                    for (j, _, g), text, p in zip(batch, texts, probs):
-                        sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
-                                               "p_toxic": float(p), "seconds": seconds}) + "\n")
-                    sink.flush()
-                    print(f"{key} label {label}: {start + len(batch)}/{len(plan)} ({seconds:.1f} s/statement)",
-                          flush=True)
+        for start, total, key, label, batch, prompts in pending_batches(out, list(by_key), eval_groups, args.n,
+                                                                        args.batch, args.seed):
+            started = time.perf_counter()
+            samples = by_key[key].decode(lm, prompts, [args.seed + j for j, _, _ in batch], [label] * len(batch),
+                                         [g for _, _, g in batch])
+            seconds = (time.perf_counter() - started) / len(batch)
+            texts = [postprocess(s[0].raw_output).text for s in samples]
+            probs = clf.predict_proba(texts)
+            for (j, _, g), text, p in zip(batch, texts, probs):
+                sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
+                                       "p_toxic": float(p), "seconds": seconds}) + "\n")
+            sink.flush()
+            print(f"{key} label {label}: {start + len(batch)}/{total} ({seconds:.1f} s/statement)", flush=True)
 
 
 def report(out: Path, lm_name: str | None) -> None:
     from toxiforge.records import is_toxic
 
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    ppl: dict[str, float] = {}
-    if lm_name is not None:
-        from toxiforge.models import load_language_model
-
-        lm = load_language_model(lm_name)
-        texts = sorted({r["text"] for r in rows if r["text"]})
-        scores = lm.loglikelihood([("", t) for t in texts])
-        ppl = {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(texts, scores)}
+    ppl = perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name is not None else {}
     print("| method | prompts | statements | flips | flip rate [95% CI] | median P(toxic) | median perplexity |")
     print("|---|---|---:|---:|---|---:|---:|")
     for method in sorted({r["method"] for r in rows}, key=lambda m: (m != "top-k", m)):
@@ -117,11 +139,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only print the tables of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     args = parser.parse_args()
-    from toxiforge.demonstrations.sets import load_demonstrations
-
-    groups = sorted({g for g, _ in load_demonstrations(DATA)})
-    train_groups = args.train_groups or groups[::2]
-    eval_groups = [g for g in groups if g not in train_groups]
+    train_groups, eval_groups = group_split(args.train_groups)
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "statements.jsonl"
     if not args.report:

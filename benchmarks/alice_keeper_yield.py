@@ -90,21 +90,66 @@ def _train(rows, out: Path, args: argparse.Namespace) -> Path:
     return train_minilm(out, rows=rows, epochs=args.train_epochs, max_steps=args.train_max_steps, seed=args.seed)
 
 
-def classifiers(args: argparse.Namespace, train_groups: list[str]):
-    """C_0's and K's directories and V (step 1 and 2 of the module docstring)."""
+def hatecheck_halves() -> tuple[list, list]:
+    """HateCheck's cases (``../shared/data/hatecheck``; 3,728 human-validated, 7 groups) in two halves by a hash of
+    their template id (``templ_id``), so that no template (the same sentence with another group) is in both:
+    ``--extra-data hatecheck`` adds the first to K's rows and the second to V's."""
+    import csv
+
+    from toxiforge.data.hatecheck import load_hatecheck
+
+    path = DATA.parents[1] / "hatecheck" / "test_suite_cases.csv"
+    with path.open(newline="") as f:
+        templates = [row["templ_id"] for row in csv.DictReader(f)]
+    examples = load_hatecheck(path).examples
+    return ([e for e in examples if half(templates[e.row]) == 0],
+            [e for e in examples if half(templates[e.row]) == 1])
+
+
+def training_rows(args: argparse.Namespace, train_groups: list[str]) -> tuple[list, list, list, list, list]:
+    """C_0's rows; K's and V's rows (the other groups' sentences split by :func:`half`, plus a HateCheck half each
+    with ``--extra-data hatecheck``); and the toxigen-dev parts of K's and V's rows (held out of the other)."""
     from toxiforge.data.toxigen import load_demonstration_data
 
     examples = load_demonstration_data(DATA).examples
     held = [e for e in examples if e.group not in train_groups]
-    c0 = _train([e for e in examples if e.group in train_groups], args.work / "c0", args)
-    k_rows = [e for e in held if half(e.text) == 0]
+    k_dev, v_dev = [e for e in held if half(e.text) == 0], [e for e in held if half(e.text) == 1]
+    k_extra, v_extra = hatecheck_halves() if args.extra_data == "hatecheck" else ([], [])
+    return [e for e in examples if e.group in train_groups], k_dev + k_extra, v_dev + v_extra, k_dev, v_dev
+
+
+def second_validator(args: argparse.Namespace, train_groups: list[str]) -> str | None:
+    """``--second-validator``: ``minilm`` is a MiniLM fine-tuned on V's rows (``WORK/validator-minilm``, trained
+    once); anything else is a classifier as ``-c`` takes it."""
+    if args.second_validator != "minilm":
+        return args.second_validator
+    return str(_train(training_rows(args, train_groups)[2], args.work / "validator-minilm", args))
+
+
+def classifiers(args: argparse.Namespace, train_groups: list[str]):
+    """C_0's and K's directories and V (step 1 and 2 of the module docstring); prints each one's ROC AUC on the
+    toxigen-dev sentences it did not train on (K on V's, V on K's), so a reader sees how strong each is."""
+    from sklearn.metrics import roc_auc_score
+
+    from toxiforge.classifiers import load_classifier
+
+    c0_rows, k_rows, v_rows, k_dev, v_dev = training_rows(args, train_groups)
+    c0 = _train(c0_rows, args.work / "c0", args)
     keeper = (_train(k_rows, args.work / "keeper", args) if args.keeper == "minilm"
               else TfidfValidator([e.text for e in k_rows], [int(e.label) for e in k_rows]))
-    v_rows = [e for e in held if half(e.text) == 1]
     validator = TfidfValidator([e.text for e in v_rows], [int(e.label) for e in v_rows])
-    print(f"C_0: {sum(e.group in train_groups for e in examples)} sentences of {train_groups}; K: "
-          f"{sum(half(e.text) == 0 for e in held)} and V: {len(v_rows)} other sentences of the other groups",
-          flush=True)
+    print(f"C_0: {len(c0_rows)} sentences of {train_groups}; K: {len(k_rows)} and V: {len(v_rows)} other sentences "
+          f"({len(k_dev)} and {len(v_dev)} of toxigen-dev's other groups)", flush=True)
+    named = {"C_0": load_classifier(str(c0)), "K": load_classifier(str(keeper)) if isinstance(keeper, Path)
+             else keeper, "V": validator}
+    second = second_validator(args, train_groups)
+    if second:
+        named["second validator"] = load_classifier(second)
+    unseen = {"C_0": [("K's", k_dev), ("V's", v_dev)], "K": [("V's", v_dev)]}
+    for name, model in named.items():
+        aucs = [f"{part} {roc_auc_score([e.label for e in rows], model.predict_proba([e.text for e in rows])):.3f}"
+                for part, rows in unseen.get(name, [("K's", k_dev)])]
+        print(f"ROC AUC of {name} on toxigen-dev sentences it did not train on: {', '.join(aucs)}", flush=True)
     return c0, keeper, validator
 
 
@@ -258,8 +303,10 @@ def main() -> None:
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     parser.add_argument("--keeper", choices=["minilm", "tfidf"], default="minilm",
                         help="K's family: a MiniLM like C_0, or a TF-IDF logistic regression like V (on K's half)")
-    parser.add_argument("--second-validator", help="report: another validator (a classifier directory, ...) whose "
-                        "confirmed failures per 100 statements are added as a column")
+    parser.add_argument("--extra-data", choices=["none", "hatecheck"], default="none",
+                        help="hatecheck: K and V each also train on half of HateCheck's cases (split by template)")
+    parser.add_argument("--second-validator", help="report: another validator (a classifier directory, ...; "
+                        "'minilm': a MiniLM on V's rows) whose confirmed failures per 100 statements are a column")
     parser.add_argument("--skip-first", type=int, default=0,
                         help="report: leave out statements with a lower index (e.g. a first batch timed otherwise)")
     parser.add_argument("--end", type=int, help="report: leave out statements with this index or a higher one")
@@ -277,7 +324,7 @@ def main() -> None:
         print(f"statements for {eval_groups}", flush=True)
         generate(args, eval_groups, c0, keeper, validator, out)
     report(read_rows(out, args.merge, args.skip_first, args.end), args.perplexity_lm or None,
-           args.second_validator)
+           second_validator(args, train_groups))
 
 
 if __name__ == "__main__":

@@ -182,3 +182,14 @@ def test_classifiers_lists_known_training_data():
     assert "known training data" in result.output and "Davidson et al. 2017" in " ".join(result.output.split())
     assert "alt-profanity-check" in line
 
+
+
+def test_a_judges_concurrency_does_not_invalidate_its_cached_scores():
+    """--judge-concurrency changes how fast a server judge scores, not what: an audit resumed with another value
+    reuses the scores; a template changes the digest."""
+    from toxiforge.audit.scores import classifier_digest
+
+    spec = "judge:openai:http://127.0.0.1:8000/v1#guard"
+    assert classifier_digest(spec, {"concurrency": 1}) == classifier_digest(spec, {"concurrency": 16})
+    assert classifier_digest(spec, {"concurrency": 1}) == classifier_digest(spec, {})
+    assert classifier_digest(spec, {"template": "llama-guard"}) != classifier_digest(spec, {})

@@ -282,3 +282,31 @@ def test_classify_cli_with_a_judge_directory(lm, tmp_path):
     for word in ("judge:MODEL", "multi-label head", "detoxify-unbiased", "lexical", "llama-guard", "shieldgemma",
                  "granite-guardian-3.1", "the same as granite-guardian-3.1"):
         assert word in listing.output
+
+
+def test_judge_concurrency_reaches_the_server_client_and_is_refused_elsewhere(monkeypatch, tmp_path):
+    """``--judge-concurrency`` (load_classifier's ``concurrency``) goes to the judge's OpenAI-compatible client;
+    an in-process judge and a classification head refuse it, naming what it is for (the API timeout message tells
+    judge users to lower it)."""
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.classifiers.registry import check_classifier_options, option_flags
+    from toxiforge.models.openai_lm import OpenAILM
+
+    opened = {}
+
+    class Opened(Exception):
+        pass
+
+    def fake_open(name, **options):
+        opened.update(name=name, **options)
+        raise Opened
+
+    monkeypatch.setattr(OpenAILM, "open", staticmethod(fake_open))
+    with pytest.raises(Opened):
+        load_classifier("judge:openai:http://127.0.0.1:8000/v1#guard", concurrency=2)
+    assert opened == {"name": "openai:http://127.0.0.1:8000/v1#guard", "concurrency": 2}
+    with pytest.raises(InputError, match="openai:URL models only"):
+        load_classifier("judge:smollm2-135m", concurrency=2)
+    with pytest.raises(InputError, match="--judge-concurrency"):
+        check_classifier_options(str(tmp_path), {"concurrency": 2})
+    assert option_flags(["concurrency", "toxic_label"]) == "--judge-concurrency, --toxic-label"

@@ -71,7 +71,8 @@ def test_shared_option_blocks_read_the_same_in_every_command():
     shared = [(everywhere[:2], ["--beams", "--candidates", "--lambda-lm", "--lambda-clf", "--classifier-top-extensions",
                                 "--ray", "--ray-address", "--workers", "--cpus-per-worker", "--gpus-per-worker",
                                 "--ray-resources", "--ray-spread", "--ray-placement-timeout"]),
-              (everywhere, ["--concurrency", "--api-key-env", "--judge-template", "--judge-policy", "--toxic-label"])]
+              (everywhere, ["--concurrency", "--api-key-env", "--judge-template", "--judge-policy",
+                            "--judge-concurrency", "--toxic-label"])]
     for names, flags in shared:
         found = [options(commands[name]) for name in names]
         for flag in flags:

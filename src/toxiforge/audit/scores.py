@@ -41,9 +41,13 @@ def dataset_digest(data: LabeledData) -> str:
     return h.hexdigest()[:DIGEST_CHARS]
 
 
+SPEED_ONLY = frozenset({"concurrency"})  # load_classifier options that change how fast, not what, it scores
+
+
 def classifier_digest(spec: str, options: Mapping[str, Any]) -> str:
     h = hashlib.sha256(json.dumps({"spec": spec, "options": {k: v for k, v in sorted(options.items())
-                                                             if v is not None}}, default=str).encode())
+                                                             if v is not None and k not in SPEED_ONLY}},
+                                  default=str).encode())
     path = Path(spec.split(":", 1)[1] if spec.startswith("judge:") else spec).expanduser()
     if path.exists():
         files = sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())

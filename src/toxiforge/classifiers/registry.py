@@ -98,7 +98,7 @@ def contamination(spec: str | Path, kind: str) -> list[str]:
     return [t.describe() for t in known_training_sets(spec) if t.kind is not None and t.kind == kind]
 
 
-JUDGE_OPTIONS = ("template", "policy")   # load_classifier options that only a judge:MODEL takes
+JUDGE_OPTIONS = ("template", "policy", "concurrency")   # load_classifier options that only a judge:MODEL takes
 HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
 
 

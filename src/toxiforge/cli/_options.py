@@ -70,13 +70,18 @@ JUDGE_TEMPLATE = typer.Option(None, "--judge-template", help="Judge classifiers 
                               "Default: humanval.")
 JUDGE_POLICY = typer.Option(None, "--judge-policy", help="Judge classifiers: the policy TEXT (or a FILE holding it) "
                             "for templates with a {policy} slot (shieldgemma).")
+JUDGE_CONCURRENCY = typer.Option(None, "--judge-concurrency", min=1, help="Judge classifiers on a server "
+                                 "(-c judge:openai:URL#MODEL): requests in flight at once (default 8; 1 for a "
+                                 "one-slot server such as llama-cpp-python's).")
 TOXIC_LABEL = typer.Option(None, "--toxic-label", help="Transformers heads: the label whose probability (softmax) or "
                            "sigmoid (multi-label heads) is P(toxic). Default: from the labels (toxic, toxicity, ...).")
 
 
-def classifier_options(judge_template: str | None, judge_policy: str | None, toxic_label: str | None) -> dict:
-    """The three options above as load_classifier keyword arguments (None values are dropped there)."""
-    return {"template": judge_template, "policy": judge_policy, "toxic_label": toxic_label}
+def classifier_options(judge_template: str | None, judge_policy: str | None, toxic_label: str | None,
+                       judge_concurrency: int | None = None) -> dict:
+    """The options above as load_classifier keyword arguments (None values are dropped there)."""
+    return {"template": judge_template, "policy": judge_policy, "toxic_label": toxic_label,
+            "concurrency": judge_concurrency}
 
 
 # ALICE options generate and harden share (None = AliceConfig's default, the paper's value).

@@ -34,6 +34,7 @@ def audit(
                              "positions, and of the ALICE vs top-k section's prompts and sampling."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     lexicon: str | None = typer.Option(None, "--lexicon", help="TOXTRIG lexicon, as `bias measure` takes it."),
     oi_list: Path | None = typer.Option(None, "--oi-list", help="Zhou et al.'s word_based_bias_list.csv (OI), "
@@ -140,7 +141,7 @@ def audit(
                                      validate_with, device)
     require_empty_dir(out, resume or overwrite, option="-o", flag="--resume (reuse its scores) or --overwrite")
     options = {"device": device, "dtype": dtype, "batch_size": batch_size,
-               **opt.classifier_options(judge_template, judge_policy, toxic_label)}
+               **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency)}
     settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,

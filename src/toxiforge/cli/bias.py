@@ -45,6 +45,7 @@ def measure(
                                              "name, model directory or hub id)."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
@@ -91,7 +92,8 @@ def measure(
 
         with console.status(f"loading {classifier}"):
             clf = load_classifier(classifier, device=device, batch_size=batch_size,
-                                  **opt.classifier_options(judge_template, judge_policy, toxic_label))
+                                  **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                           judge_concurrency))
         with console.status(f"scoring {len(labelled)} texts with {clf.name}"):
             scores = score_texts(clf, labelled.texts)
         model_name = classifier

@@ -174,6 +174,7 @@ def relabel_command(
                                    "(registry name, model directory or hub id; Zhou et al.: the vanilla model)."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
                            "directory or hub id)."),
@@ -236,7 +237,7 @@ def relabel_command(
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, dtype=dtype, device=device)
         judge = load_classifier(classifier, device=device,
-                                **opt.classifier_options(judge_template, judge_policy, toxic_label))
+                                **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency))
     loaded = time.perf_counter()
     seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
     with console.status(f"translating the examples with {rule}"):

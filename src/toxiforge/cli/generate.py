@@ -144,6 +144,7 @@ def generate(
                                          "Registry name (profanity-check, toxigen-roberta, ...), dir or hub id."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     model: str = typer.Option(
         DEFAULT_LM, "--model", help="Embedded name, hub id, model dir, .gguf file, or openai:BASE_URL[#MODEL] "
@@ -239,7 +240,8 @@ def generate(
         if ray_run is not None:
             lm.close()  # each Ray worker opens its own client
     result = generator.run(plan, decoding, out, classifier=classifier,
-                           classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label))
+                           classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                                     judge_concurrency))
     clf_name = result.manifest["config"]["classifier"]
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s ({counts['rows']} in the dataset; "

@@ -28,6 +28,7 @@ def harden_command(
                                          "--base-model."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
                                                                     "FPR_NOI): human-written text, never trained on."),
@@ -172,7 +173,8 @@ def harden_command(
                           train=train, data=tuple(v for d in data for v in split_list(d)),
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
-                          classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label),
+                          classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                                    judge_concurrency),
                           validate_with=validate_with, transfer=transfer,
                           train_options={k: v for k, v in given.items() if v is not None},
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,

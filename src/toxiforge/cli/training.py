@@ -200,6 +200,7 @@ def evaluate_command(
                                    "profanity-check, ...), a model directory (e.g. from toxiforge train) or hub id."),
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
+    judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
     toxic_label: str | None = opt.TOXIC_LABEL,
     on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
     out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
@@ -224,7 +225,7 @@ def evaluate_command(
                           label_column=label_column, split=split)
     with console.status(f"loading {classifier}"):
         clf = load_classifier(classifier, device=device, batch_size=batch_size,
-                              **opt.classifier_options(judge_template, judge_policy, toxic_label))
+                              **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency))
     with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
         report = evaluate(clf, datasets)
     paths = write_report(report, out)

@@ -254,8 +254,8 @@ def _timeout_fix(timeout: float, beside: int) -> str:
     return (f"The server did not answer within {timeout:g} s, which counts the time the request waited in the "
             f"server's queue behind the {beside} other requests this client had in flight (a server that runs "
             "fewer requests at once than --concurrency, like llama-cpp-python's with one slot, queues the rest). "
-            "Fix: lower --concurrency to the number of requests the server runs at once (1 for llama-cpp-python's "
-            f"server), or {longer}")
+            "Fix: lower --concurrency (--judge-concurrency for a -c judge:openai: classifier) to the number of "
+            f"requests the server runs at once (1 for llama-cpp-python's server), or {longer}")
 
 
 def _client_error(url: str, path: str, response) -> InputError:

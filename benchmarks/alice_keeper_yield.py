@@ -128,48 +128,47 @@ def second_validator(args: argparse.Namespace, train_groups: list[str]) -> str |
     return str(_train(training_rows(args, train_groups)[2], args.work / "validator-minilm", args))
 
 
-def classifiers(args: argparse.Namespace, train_groups: list[str]):
-    """C_0's and K's directories and V (step 1 and 2 of the module docstring); prints each one's ROC AUC on the
-    toxigen-dev sentences it did not train on (K on V's, V on K's), so a reader sees how strong each is."""
+def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
+    """C_0, K and V, loaded, by those names (step 1 and 2 of the module docstring; ``--attacked tfidf`` makes C_0 a
+    TF-IDF model on C_0's rows, ``--keeper tfidf`` K one on K's); prints each one's ROC AUC on the toxigen-dev
+    sentences it did not train on (K on V's, V on K's), so a reader sees how strong each is."""
     from sklearn.metrics import roc_auc_score
 
     from toxiforge.classifiers import load_classifier
 
-    c0_rows, k_rows, v_rows, k_dev, v_dev = training_rows(args, train_groups)
-    c0 = _train(c0_rows, args.work / "c0", args)
-    keeper = (_train(k_rows, args.work / "keeper", args) if args.keeper == "minilm"
-              else TfidfValidator([e.text for e in k_rows], [int(e.label) for e in k_rows]))
-    validator = TfidfValidator([e.text for e in v_dev], [int(e.label) for e in v_dev])
+    c0_rows, k_rows, _, k_dev, v_dev = training_rows(args, train_groups)
+
+    def build(family: str, rows: list, name: str):
+        if family == "tfidf":
+            return TfidfValidator([e.text for e in rows], [int(e.label) for e in rows])
+        return load_classifier(str(_train(rows, args.work / name, args)))
+
+    named = {"C_0": build(args.attacked, c0_rows, "c0"), "K": build(args.keeper, k_rows, "keeper"),
+             "V": TfidfValidator([e.text for e in v_dev], [int(e.label) for e in v_dev])}
     print(f"C_0: {len(c0_rows)} sentences of {train_groups}; K: {len(k_rows)} ({len(k_dev)} of toxigen-dev's other "
           f"groups) and V: {len(v_dev)} other sentences of those groups", flush=True)
-    named = {"C_0": load_classifier(str(c0)), "K": load_classifier(str(keeper)) if isinstance(keeper, Path)
-             else keeper, "V": validator}
     second = second_validator(args, train_groups)
-    if second:
-        named["second validator"] = load_classifier(second)
     unseen = {"C_0": [("K's", k_dev), ("V's", v_dev)], "K": [("V's", v_dev)]}
-    for name, model in named.items():
+    for name, model in {**named, **({"second validator": load_classifier(second)} if second else {})}.items():
         aucs = [f"{part} {roc_auc_score([e.label for e in rows], model.predict_proba([e.text for e in rows])):.3f}"
                 for part, rows in unseen.get(name, [("K's", k_dev)])]
         print(f"ROC AUC of {name} on toxigen-dev sentences it did not train on: {', '.join(aucs)}", flush=True)
-    return c0, keeper, validator
+    return named
 
 
 def method_keys(args: argparse.Namespace) -> list[tuple[str, float | None]]:
     return [("top-k", None), ("ALICE", None)] + [(f"ALICE+K λK={lam:g}", lam) for lam in args.lambda_keep]
 
 
-def generate(args: argparse.Namespace, eval_groups: list[str], c0_dir: Path, keeper_dir: Path | TfidfValidator,
-             validator, out: Path) -> None:
-    from toxiforge.classifiers import load_classifier
+def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out: Path) -> None:
+    """Step 3 of the module docstring, with ``models`` from :func:`classifiers`."""
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.decoding.topk import TopKConfig, TopKDecoder
     from toxiforge.decoding.types import postprocess
     from toxiforge.models import load_language_model
 
-    lm, c0 = load_language_model(args.lm), load_classifier(str(c0_dir))
-    keeper = load_classifier(str(keeper_dir)) if isinstance(keeper_dir, Path) else keeper_dir
-    keeper_name = str(keeper_dir) if isinstance(keeper_dir, Path) else keeper.name
+    lm, c0, keeper, validator = load_language_model(args.lm), models["C_0"], models["K"], models["V"]
+    keeper_name = str(args.work / "keeper") if args.keeper == "minilm" else keeper.name
     paper = {k: v for k, v in {"num_beams": args.beams, "candidates": args.candidates,
                                "max_new_tokens": args.max_new_tokens}.items() if v is not None}
     budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}  # top-k's too
@@ -303,6 +302,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
+    parser.add_argument("--attacked", choices=["minilm", "tfidf"], default="minilm",
+                        help="C_0's family: a fine-tuned MiniLM, or a TF-IDF logistic regression (weaker than K)")
     parser.add_argument("--keeper", choices=["minilm", "tfidf"], default="minilm",
                         help="K's family: a MiniLM like C_0, or a TF-IDF logistic regression like V (on K's half)")
     parser.add_argument("--extra-data", choices=["none", "hatecheck"], default="none",
@@ -323,9 +324,9 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-        c0, keeper, validator = classifiers(args, train_groups)
+        models = classifiers(args, train_groups)
         print(f"statements for {eval_groups}", flush=True)
-        generate(args, eval_groups, c0, keeper, validator, out)
+        generate(args, eval_groups, models, out)
     report(read_rows(out, args.merge, args.skip_first, args.end), args.perplexity_lm or None,
            second_validator(args, train_groups))
 

@@ -130,8 +130,9 @@ def second_validator(args: argparse.Namespace, train_groups: list[str]) -> str |
 
 def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
     """C_0, K and V, loaded, by those names (step 1 and 2 of the module docstring; ``--attacked tfidf`` makes C_0 a
-    TF-IDF model on C_0's rows, ``--keeper tfidf`` K one on K's); prints each one's ROC AUC on the toxigen-dev
-    sentences it did not train on (K on V's, V on K's), so a reader sees how strong each is."""
+    TF-IDF model on C_0's rows, ``--attacked DIR`` the classifier in DIR, ``--keeper tfidf`` K one on K's); prints
+    each one's ROC AUC on the toxigen-dev sentences it did not train on (K on V's, V on K's), so a reader sees how
+    strong each is."""
     from sklearn.metrics import roc_auc_score
 
     from toxiforge.classifiers import load_classifier
@@ -139,6 +140,8 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
     c0_rows, k_rows, _, k_dev, v_dev = training_rows(args, train_groups)
 
     def build(family: str, rows: list, name: str):
+        if family not in ("minilm", "tfidf"):   # --attacked DIR: a classifier trained elsewhere
+            return load_classifier(family)
         if family == "tfidf":
             return TfidfValidator([e.text for e in rows], [int(e.label) for e in rows])
         return load_classifier(str(_train(rows, args.work / name, args)))
@@ -302,8 +305,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
-    parser.add_argument("--attacked", choices=["minilm", "tfidf"], default="minilm",
-                        help="C_0's family: a fine-tuned MiniLM, or a TF-IDF logistic regression (weaker than K)")
+    parser.add_argument("--attacked", default="minilm",
+                        help="C_0: minilm (fine-tuned on C_0's rows), tfidf (a TF-IDF logistic regression on them, "
+                        "weaker than K), or a classifier directory trained elsewhere")
     parser.add_argument("--keeper", choices=["minilm", "tfidf"], default="minilm",
                         help="K's family: a MiniLM like C_0, or a TF-IDF logistic regression like V (on K's half)")
     parser.add_argument("--extra-data", choices=["none", "hatecheck"], default="none",

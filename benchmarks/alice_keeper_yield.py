@@ -21,14 +21,22 @@ Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
    the method's statements (a keeper that makes ALICE repeat one safe phrase shows there); CPU seconds per
    statement.
 
-Run of 2026-11-28 (docs/generation.md, "Measured"): one λK per process, one thread each (with two threads on a
-loaded machine idle threads spin and the process CPU time doubled to quintupled), the reports merged:
+Runs of 2026-11-28 (docs/generation.md, "Measured"; one thread each: with two threads on a loaded machine idle
+threads spin and the process CPU time doubled to quintupled). A, K no more accurate than C_0, one λK per process, the
+reports merged; B and C, C_0 weaker than K; D, K trained with HateCheck (B, C, D reuse A's K, D A's C_0: copy the
+folders into the work directory first):
 
-    python benchmarks/alice_keeper_yield.py --work W -n 48 --lambda-keep 0.5
+    python benchmarks/alice_keeper_yield.py --work W -n 48 --lambda-keep 0.5                                 # A
     python benchmarks/alice_keeper_yield.py --work W1 -n 24 --lambda-keep 1       # W1, W2: copies of W's c0/, keeper/
     python benchmarks/alice_keeper_yield.py --work W2 -n 24 --lambda-keep 2
     python benchmarks/alice_keeper_yield.py --work W --report --end 24 --merge W1 W2 --second-validator MINILM_V
     python benchmarks/alice_keeper_yield.py --work WT -n 24 --lambda-keep 0.5 2 --keeper tfidf
+    python benchmarks/alice_keeper_yield.py --work WH -n 24 --lambda-keep 0.5 1 --extra-data hatecheck \\
+        --second-validator minilm --train-epochs 3                                                          # D
+    python benchmarks/alice_keeper_yield.py --work WB -n 24 --lambda-keep 0.5 1 2 --attacked tfidf \\
+        --second-validator WH/validator-minilm                                                              # B
+    python benchmarks/alice_keeper_yield.py --work WC -n 48 --lambda-keep 0.5 1 2 --attacked mixed \\
+        --second-validator WH/validator-minilm                                                              # C
 
 Smoke run (minutes; shows the script works, says nothing about the keeper):
 
@@ -128,9 +136,31 @@ def second_validator(args: argparse.Namespace, train_groups: list[str]) -> str |
     return str(_train(training_rows(args, train_groups)[2], args.work / "validator-minilm", args))
 
 
+def mixed_c0(work: Path, c0_rows: list, seed: int) -> Path:
+    """``--attacked mixed``: the embedded MiniLM fine-tuned (3 epochs at 1e-4) on 1,000 toxic (hate or offensive)
+    and 1,000 neither tweets of ``../shared/data/davidson2017`` (drawn with ``seed``) plus C_0's rows: a classifier
+    trained mostly on explicit abuse, weaker than K on implicit statements. Also writes its rows as a table
+    (``WORK/c0-mixed-train.csv``: text, label, target_group), harden's ``--data`` for this C_0."""
+    import csv
+    import random
+
+    from toxiforge.data.davidson import load_davidson
+
+    tweets = load_davidson(DATA.parents[1] / "davidson2017" / "labeled_data.csv").examples
+    rng = random.Random(seed)
+    toxic, benign = [e for e in tweets if e.label == 1], [e for e in tweets if e.label == 0]
+    rows = [*rng.sample(toxic, 1000), *rng.sample(benign, 1000), *c0_rows]
+    with (work / "c0-mixed-train.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label", "target_group"])
+        writer.writerows([e.text, int(e.label), e.group or ""] for e in rows)
+    return train_minilm(work / "c0-mixed", rows=rows, epochs=3.0, seed=seed)
+
+
 def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
     """C_0, K and V, loaded, by those names (step 1 and 2 of the module docstring; ``--attacked tfidf`` makes C_0 a
-    TF-IDF model on C_0's rows, ``--attacked DIR`` the classifier in DIR, ``--keeper tfidf`` K one on K's); prints
+    TF-IDF model on C_0's rows, ``--attacked mixed`` :func:`mixed_c0`, ``--attacked DIR`` the classifier in DIR,
+    ``--keeper tfidf`` K a TF-IDF model on K's rows); prints
     each one's ROC AUC on the toxigen-dev sentences it did not train on (K on V's, V on K's), so a reader sees how
     strong each is."""
     from sklearn.metrics import roc_auc_score
@@ -140,6 +170,8 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
     c0_rows, k_rows, _, k_dev, v_dev = training_rows(args, train_groups)
 
     def build(family: str, rows: list, name: str):
+        if family == "mixed":
+            return load_classifier(str(mixed_c0(args.work, rows, args.seed)))
         if family not in ("minilm", "tfidf"):   # --attacked DIR: a classifier trained elsewhere
             return load_classifier(family)
         if family == "tfidf":
@@ -148,7 +180,9 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
 
     named = {"C_0": build(args.attacked, c0_rows, "c0"), "K": build(args.keeper, k_rows, "keeper"),
              "V": TfidfValidator([e.text for e in v_dev], [int(e.label) for e in v_dev])}
-    print(f"C_0: {len(c0_rows)} sentences of {train_groups}; K: {len(k_rows)} ({len(k_dev)} of toxigen-dev's other "
+    c0_text = (f"{len(c0_rows)} sentences of {train_groups}" if args.attacked in ("minilm", "tfidf")
+               else "2,000 Davidson tweets + those sentences" if args.attacked == "mixed" else args.attacked)
+    print(f"C_0: {c0_text}; K: {len(k_rows)} ({len(k_dev)} of toxigen-dev's other "
           f"groups) and V: {len(v_dev)} other sentences of those groups", flush=True)
     second = second_validator(args, train_groups)
     unseen = {"C_0": [("K's", k_dev), ("V's", v_dev)], "K": [("V's", v_dev)]}
@@ -306,8 +340,8 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     parser.add_argument("--attacked", default="minilm",
-                        help="C_0: minilm (fine-tuned on C_0's rows), tfidf (a TF-IDF logistic regression on them, "
-                        "weaker than K), or a classifier directory trained elsewhere")
+                        help="C_0: minilm (fine-tuned on C_0's rows), tfidf (a TF-IDF logistic regression on them), "
+                        "mixed (a MiniLM on 2,000 Davidson tweets + C_0's rows), or a classifier directory")
     parser.add_argument("--keeper", choices=["minilm", "tfidf"], default="minilm",
                         help="K's family: a MiniLM like C_0, or a TF-IDF logistic regression like V (on K's half)")
     parser.add_argument("--extra-data", choices=["none", "hatecheck"], default="none",

@@ -80,7 +80,7 @@ def test_generate_refuses_a_keeper_without_auto_alice(dirs, tmp_path, extra, mes
 
 def test_lambda_keep_without_a_keeper_is_refused(dirs, tmp_path):
     result = runner.invoke(app, ["generate", "-o", str(tmp_path / "gen"), "--method", "alice", "-c",
-                                 str(dirs / "clf"), "--lambda-keep", "1"])
+                                 str(dirs / "clf"), "--lambda-keep", "2"])
     assert "without a keeper" in _error(result)
 
 

@@ -151,7 +151,7 @@ def test_a_positive_keeper_log_prob_turns_pruning_off(tiny_tokenizer):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(keep_label_with="k", mode="false-negatives"), "only auto mode"),
     (dict(keep_label_with="k", mode="false-positives"), "only auto mode"),
-    (dict(lambda_keep=1.0), "without a keeper"),
+    (dict(lambda_keep=2.0), "without a keeper"),
     (dict(keep_label_with="k", lambda_keep=-1.0), "finite number >= 0"),
     (dict(keep_label_with="k", lambda_keep=float("nan")), "finite number >= 0"),
     (dict(keep_label_with="k", lambda_clf=0.0, lambda_lm=1.0), "nothing is attacked"),
@@ -163,7 +163,7 @@ def test_keeper_config_refusals(kwargs, message):
 
 def test_settings_without_a_keeper_are_unchanged_and_with_one_name_it():
     assert "keep_label_with" not in AliceConfig().to_dict() and "lambda_keep" not in AliceConfig().to_dict()
-    assert AliceConfig(keep_label_with="k").to_dict()["lambda_keep"] == 0.5
+    assert AliceConfig(keep_label_with="k").to_dict()["lambda_keep"] == 1.0
 
 
 def test_generate_with_a_keeper_records_it_in_rows_and_manifest(tiny_lm, tmp_path):

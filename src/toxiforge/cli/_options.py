@@ -93,7 +93,7 @@ KEEP_LABEL_WITH = typer.Option(
     None, "--keep-label-with", help="ALICE: a keeper classifier K (any kind -c takes) whose log-probability of the "
     "prompt's label joins the step score (λK · log p_K), so statements flip -c while keeping their label in K's view "
     "(not in the paper; docs/generation.md). Only with --alice-mode auto; --validate-with must be another classifier.")
-LAMBDA_KEEP = typer.Option(None, "--lambda-keep", help="ALICE: weight of the keeper term (default 0.5; needs "
+LAMBDA_KEEP = typer.Option(None, "--lambda-keep", help="ALICE: weight of the keeper term (default 1; needs "
                            "--keep-label-with; docs/generation.md measures what it gets).")
 CLASSIFIER_TOP_EXTENSIONS = typer.Option(
     None, "--classifier-top-extensions",

@@ -1,0 +1,52 @@
+"""Two harden runs' round-0 attacks, paired by prompt and seed (issue 50: with and without a keeper).
+
+Both runs draw the same prompts when they share ``--seed``, groups, ``-n`` and data, so each of round 0's statements
+has a partner. Per run: flips of C_0, statements the validator gives their prompt label, and validated flips (the
+statements that join round 1); per 100 pairs, the second run minus the first, with a 95% bootstrap interval.
+
+    python benchmarks/harden_paired.py RUN_WITHOUT RUN_WITH
+
+Run of 2026-11-28 (docs/harden.md, "A keeper in harden"): 80 pairs, validated flips 31 -> 46, +18.8 [+5.0, +32.5].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def outcomes(run: Path) -> dict[tuple[str, int], tuple[bool, bool, bool]]:
+    """(prompt, seed) -> (flipped, flipped and validated, validated) of round 0's attack."""
+    import pandas as pd
+
+    rows = pd.concat(pd.read_parquet(p) for p in sorted((run / "round-0" / "attack" / "data").glob("*.parquet")))
+    validation = json.loads((run / "round-0" / "attack.validation.json").read_text())
+    p_toxic = dict(zip(validation["texts"], validation["scores"]))
+    out = {}
+    for r in rows.itertuples():
+        agrees = r.generation in p_toxic and (p_toxic[r.generation] > 0.5) == (r.prompt_label == 1)
+        out[(r.prompt, int(r.seed))] = (bool(r.fooled), bool(r.fooled) and agrees, agrees)
+    return out
+
+
+def main() -> None:
+    import numpy as np
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("first", type=Path, help="harden -o of the baseline run")
+    parser.add_argument("second", type=Path, help="harden -o of the run compared with it")
+    args = parser.parse_args()
+    a, b = outcomes(args.first), outcomes(args.second)
+    keys = sorted(set(a) & set(b))
+    print(f"{len(a)} and {len(b)} statements, {len(keys)} pairs")
+    for i, name in enumerate(["flips", "validated flips (added to round 1)", "validator agrees"]):
+        x, y = (np.array([o[k][i] for k in keys], dtype=float) for o in (a, b))
+        boot = np.random.default_rng(0).choice(y - x, (4000, len(keys))).mean(axis=1)
+        low, high = np.percentile(boot, [2.5, 97.5])
+        print(f"{name}: {int(x.sum())} -> {int(y.sum())}; per 100 pairs {100 * (y - x).mean():+.1f} "
+              f"[{100 * low:+.1f}, {100 * high:+.1f}]")
+
+
+if __name__ == "__main__":
+    main()

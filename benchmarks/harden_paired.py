@@ -6,7 +6,8 @@ statements that join round 1); per 100 pairs, the second run minus the first, wi
 
     python benchmarks/harden_paired.py RUN_WITHOUT RUN_WITH
 
-Run of 2026-11-28 (docs/harden.md, "A keeper in harden"): 80 pairs, validated flips 31 -> 46, +18.8 [+5.0, +32.5].
+Run of 2026-11-28 (docs/harden.md, "A keeper in harden"): 80 pairs, validated flips 31 -> 46 (harden's report counts
+45: one statement came from two prompts), +18.8 [+5.0, +32.5].
 """
 
 from __future__ import annotations

@@ -183,7 +183,6 @@ def test_classifiers_lists_known_training_data():
     assert "alt-profanity-check" in line
 
 
-
 def test_a_judges_concurrency_does_not_invalidate_its_cached_scores():
     """--judge-concurrency changes how fast a server judge scores, not what: an audit resumed with another value
     reuses the scores; a template changes the digest."""

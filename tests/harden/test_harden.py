@@ -664,3 +664,15 @@ def test_a_keeper_steers_every_attack_and_the_report_names_it(setup, varied_lm, 
             list(keeper.predict_proba([r.generation for r in rows])))
     md = " ".join((out / "report.md").read_text().split())
     assert "ALICE with the keeper profanity-check (--keep-label-with, λK 0.7" in md
+
+
+def test_a_judges_concurrency_is_not_part_of_what_a_resume_must_match(setup):
+    """--judge-concurrency changes how fast a server judge C_0 scores, not what: a run resumed with another value
+    (say 1, after a timeout) has the same fingerprint; a judge template does not."""
+    judge = "judge:openai:http://127.0.0.1:8000/v1#guard"
+    fast, slow = (config_for(setup, classifier=judge, classifier_options={"concurrency": n}).fingerprint()
+                  for n in (16, 1))
+    assert fast == slow == config_for(setup, classifier=judge).fingerprint()
+    assert fast["classifier_options"] is None  # as older judge runs recorded: they resume
+    templated = config_for(setup, classifier=judge, classifier_options={"template": "llama-guard"}).fingerprint()
+    assert templated["classifier_options"] == {"template": "llama-guard"}

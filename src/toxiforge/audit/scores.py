@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from toxiforge._io import atomic_write, atomic_write_text
+from toxiforge.classifiers.registry import scoring_options
 from toxiforge.data.examples import LabeledData
 
 SCORES_DIR = "scores"
@@ -41,12 +42,8 @@ def dataset_digest(data: LabeledData) -> str:
     return h.hexdigest()[:DIGEST_CHARS]
 
 
-SPEED_ONLY = frozenset({"concurrency"})  # load_classifier options that change how fast, not what, it scores
-
-
 def classifier_digest(spec: str, options: Mapping[str, Any]) -> str:
-    h = hashlib.sha256(json.dumps({"spec": spec, "options": {k: v for k, v in sorted(options.items())
-                                                             if v is not None and k not in SPEED_ONLY}},
+    h = hashlib.sha256(json.dumps({"spec": spec, "options": dict(sorted(scoring_options(options).items()))},
                                   default=str).encode())
     path = Path(spec.split(":", 1)[1] if spec.startswith("judge:") else spec).expanduser()
     if path.exists():

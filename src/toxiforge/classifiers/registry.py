@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
@@ -99,6 +99,13 @@ def contamination(spec: str | Path, kind: str) -> list[str]:
 
 
 JUDGE_OPTIONS = ("template", "policy", "concurrency")   # load_classifier options that only a judge:MODEL takes
+SPEED_OPTIONS = ("concurrency",)   # load_classifier options that change how fast a classifier scores, not what
+
+
+def scoring_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` a resumed run must share with the original: those set (not None) that can change the scores, so
+    a run resumed with another ``--judge-concurrency`` reuses what it has."""
+    return {k: v for k, v in options.items() if v is not None and k not in SPEED_OPTIONS}
 HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from toxiforge.attacks.validation import Validation, check_keeper, weights_digest
-from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags
+from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags, scoring_options
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.guardset import Tolerance
@@ -150,7 +150,7 @@ class HardenConfig:
                     "train": train, "data": self.data, "eval": self.eval, "classifier": self.classifier,
                     "add": self.add, "init": self.init, "label_rule": self.label_rule, "threshold": self.threshold,
                     # None when unset, as in the harden.json of runs from before these options (they resume)
-                    "classifier_options": self.start_options() or None,
+                    "classifier_options": scoring_options(self.start_options()) or None,
                     # likewise: runs from before --validate-with and the transfer attack resume with --no-transfer
                     "validate_with": self.validate_with, "transfer": self.transfer or None,
                     # issue 34: unique prompts and statements per set, rounds with C_0's recipe (older runs refused)

@@ -157,12 +157,12 @@ def mixed_c0(work: Path, c0_rows: list, seed: int) -> Path:
     return train_minilm(work / "c0-mixed", rows=rows, epochs=3.0, seed=seed)
 
 
-def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
+def classifiers(args: argparse.Namespace, train_groups: list[str], second: str | None) -> dict:
     """C_0, K and V, loaded, by those names (step 1 and 2 of the module docstring; ``--attacked tfidf`` makes C_0 a
     TF-IDF model on C_0's rows, ``--attacked mixed`` :func:`mixed_c0`, ``--attacked DIR`` the classifier in DIR,
-    ``--keeper tfidf`` K a TF-IDF model on K's rows); prints
-    each one's ROC AUC on the toxigen-dev sentences it did not train on (K on V's, V on K's), so a reader sees how
-    strong each is."""
+    ``--keeper tfidf`` K a TF-IDF model on K's rows); prints each one's ROC AUC, and the second validator's
+    (``second``, from :func:`second_validator`), on the toxigen-dev sentences it did not train on (K on V's, the
+    validators on K's), so a reader sees how strong each is."""
     from sklearn.metrics import roc_auc_score
 
     from toxiforge.classifiers import load_classifier
@@ -184,7 +184,6 @@ def classifiers(args: argparse.Namespace, train_groups: list[str]) -> dict:
                else "2,000 Davidson tweets + those sentences" if args.attacked == "mixed" else args.attacked)
     print(f"C_0: {c0_text}; K: {len(k_rows)} ({len(k_dev)} of toxigen-dev's other "
           f"groups) and V: {len(v_dev)} other sentences of those groups", flush=True)
-    second = second_validator(args, train_groups)
     unseen = {"C_0": [("K's", k_dev), ("V's", v_dev)], "K": [("V's", v_dev)]}
     for name, model in {**named, **({"second validator": load_classifier(second)} if second else {})}.items():
         aucs = [f"{part} {roc_auc_score([e.label for e in rows], model.predict_proba([e.text for e in rows])):.3f}"
@@ -358,15 +357,15 @@ def main() -> None:
     train_groups, eval_groups = group_split(args.train_groups)
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "statements.jsonl"
-    if not args.report:
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
-        models = classifiers(args, train_groups)
+    torch.set_num_threads(args.threads)  # also for the second validator's training and perplexity in --report
+    second = second_validator(args, train_groups)
+    if not args.report:
+        models = classifiers(args, train_groups, second)
         print(f"statements for {eval_groups}", flush=True)
         generate(args, eval_groups, models, out)
-    report(read_rows(out, args.merge, args.skip_first, args.end), args.perplexity_lm or None,
-           second_validator(args, train_groups))
+    report(read_rows(out, args.merge, args.skip_first, args.end), args.perplexity_lm or None, second)
 
 
 if __name__ == "__main__":

@@ -21,12 +21,14 @@ def outcomes(run: Path) -> dict[tuple[str, int], tuple[bool, bool, bool]]:
     """(prompt, seed) -> (flipped, flipped and validated, validated) of round 0's attack."""
     import pandas as pd
 
+    from toxiforge.records import is_toxic
+
     rows = pd.concat(pd.read_parquet(p) for p in sorted((run / "round-0" / "attack" / "data").glob("*.parquet")))
     validation = json.loads((run / "round-0" / "attack.validation.json").read_text())
     p_toxic = dict(zip(validation["texts"], validation["scores"]))
     out = {}
     for r in rows.itertuples():
-        agrees = r.generation in p_toxic and (p_toxic[r.generation] > 0.5) == (r.prompt_label == 1)
+        agrees = r.generation in p_toxic and is_toxic(p_toxic[r.generation]) == (r.prompt_label == 1)
         out[(r.prompt, int(r.seed))] = (bool(r.fooled), bool(r.fooled) and agrees, agrees)
     return out
 

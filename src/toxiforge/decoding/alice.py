@@ -20,10 +20,9 @@ With a keeper classifier K (``keep_label_with``, ``--keep-label-with``) the step
 
 (``lambda_keep``, default 1; docs/generation.md measures 0.5, 1 and 2: with a K more accurate than C, 0.5 confirmed
 no more failures than plain ALICE and 1 most of what 2 did at about 60% of its CPU; with a K no better than C none
-helped). K scores the texts C scored that can still be
-chosen, in the same pruning rounds (one more call per round), and both terms are ≤ 0, so exact pruning stays
-exact. The keeper needs the prompt's label, so only ``mode="auto"`` takes one. What K kept is no evidence by K: a
-validator must be another classifier (or people).
+helped). K scores the texts C scored that can still be chosen, in the same pruning rounds (one more call per
+round), and both terms are ≤ 0, so exact pruning stays exact. The keeper needs the prompt's label, so only
+``mode="auto"`` takes one. What K kept is no evidence by K: a validator must be another classifier (or people).
 
 The loop is plain batched beam search — the same candidate selection, finished-hypothesis bookkeeping and early
 stop as transformers' ``_beam_search`` (length_penalty=1, early_stopping=False; pieces in :mod:`.beam`), so with

@@ -305,7 +305,7 @@ def test_judge_concurrency_reaches_the_server_client_and_is_refused_elsewhere(mo
     with pytest.raises(Opened):
         load_classifier("judge:openai:http://127.0.0.1:8000/v1#guard", concurrency=2)
     assert opened == {"name": "openai:http://127.0.0.1:8000/v1#guard", "concurrency": 2}
-    with pytest.raises(InputError, match="openai:URL models only"):
+    with pytest.raises(InputError, match="--judge-concurrency sets the requests in flight to a judge on a server"):
         load_classifier("judge:smollm2-135m", concurrency=2)
     with pytest.raises(InputError, match="--judge-concurrency"):
         check_classifier_options(str(tmp_path), {"concurrency": 2})

@@ -69,8 +69,12 @@ class JudgeClassifier:
              **options: Any) -> JudgeClassifier:
         """Load the judge's LM by any name ``--model`` takes (``openai:URL#MODEL`` for a server; ``options`` go to
         it: ``concurrency``, ``api_key_env``, ``retry``) and check the template against it."""
-        from toxiforge.models.loader import load_language_model
+        from toxiforge.models.loader import API_PREFIX, load_language_model
 
+        if options.get("concurrency") is not None and not model.startswith(API_PREFIX):
+            raise InputError(f"--judge-concurrency sets the requests in flight to a judge on a server "
+                             f"(-c judge:openai:URL#MODEL); {model!r} runs in this process",
+                             hint="drop --judge-concurrency")
         template = load_template(template)     # bad templates and policies fail before the model loads
         template.resolve_policy(read_policy(policy))
         if not model or model.startswith(JUDGE_PREFIX):

@@ -12,6 +12,7 @@ import pytest
 import torch
 from test_alice_pruning import PROMPTS  # the same four placeholder prompts
 
+from floats import assert_same_hypotheses
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, keeper_classes
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.scorers import complete_text
@@ -56,9 +57,9 @@ def _lm(tokenizer, seed=0, newline_bias=None):
 
 
 def _same(a, b):
-    assert [[(h.token_ids, h.finish_reason) for h in hyps] for hyps in a] == \
-        [[(h.token_ids, h.finish_reason) for h in hyps] for hyps in b]
-    assert [[h.score for h in hyps] for hyps in a] == [[h.score for h in hyps] for hyps in b]  # bit for bit
+    """Searches of the same prompts (pruned or not, λK = 0 or no keeper): the LM runs the same shapes in both and the
+    classifiers' scores depend only on the text, so the scores are equal bit for bit."""
+    assert_same_hypotheses(a, b)
 
 
 def eq1_with_keeper(lm, prompt, hyp, clf, target, keeper, keep_target, config):

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import torch
 
+from floats import alice_depth, noise_tolerance
 from toxiforge.models.transformers_lm import TransformersLM, TransformersSession
 
 PROMPTS = ["- a plain line of placeholder text\n-", "- placeholder statement 3\n- another neutral line\n-"]
+
+
+def _close(a, b, steps):
+    """Log-probs after ``steps`` steps of the tiny 2-layer Llama, equal up to float noise."""
+    tol = noise_tolerance(alice_depth(steps))
+    return torch.allclose(a, b, rtol=tol, atol=tol)
 
 
 def _steps(lm, selections, partial=True, monkeypatch=None):
@@ -37,7 +44,9 @@ def test_a_beam_step_reorders_only_the_generated_cache(tiny_tokenizer, monkeypat
     partial = _steps(lm, selections)
     assert moved == [selections[0], selections[1], selections[2], selections[4]]  # not the drop, nor the repeat
     full = _steps(lm, selections, partial=False, monkeypatch=monkeypatch)
-    assert all(torch.equal(a, b) for a, b in zip(partial, full))
+    # the same values in caches of other strides (a part reordered in place, or the whole copied): equal up to the
+    # float noise of an attention kernel that may differ with the strides (bit for bit on some CPUs)
+    assert all(_close(a, b, len(selections)) for a, b in zip(partial, full))
     # and both are what a session of the same tokens without any reordering computes
     direct = lm.start([PROMPTS[0]] * 3)
     direct.advance(torch.tensor([3 * r + 5 for r in range(3)]))  # step 0's tokens of rows 0-2
@@ -46,8 +55,9 @@ def test_a_beam_step_reorders_only_the_generated_cache(tiny_tokenizer, monkeypat
 
 def test_the_kv_cache_grows_in_place_with_the_same_log_probs(tiny_tokenizer, monkeypatch):
     """A step writes its position into the layer's buffer (transformers' DynamicLayer copied the whole cache with
-    torch.cat each step), and the log-probs equal a plain DynamicCache's bit for bit, across buffer growth, beam
-    steps, dropped rows and repeated rows."""
+    torch.cat each step), and the log-probs equal a plain DynamicCache's up to float noise (the same values, read as a
+    view of a larger buffer instead of a compact tensor; bit for bit on some CPUs), across buffer growth, beam steps,
+    dropped rows and repeated rows."""
     from transformers import DynamicCache
 
     import toxiforge.models._kv_cache as kv
@@ -70,4 +80,4 @@ def test_the_kv_cache_grows_in_place_with_the_same_log_probs(tiny_tokenizer, mon
     monkeypatch.setattr(kv, "growing_cache", lambda config: DynamicCache(config=config))
     plain = _steps(lm, selections)
     assert not isinstance(lm.start(PROMPTS)._cache.layers[0], kv.GrowingLayer)
-    assert all(torch.equal(a, b) for a, b in zip(grown, plain))
+    assert all(_close(a, b, len(selections)) for a, b in zip(grown, plain))

@@ -35,7 +35,9 @@ constraints are tensor operations, and the host reads the device once per step f
 scores only the candidates that can still become a beam or a finished hypothesis, best LM bound first, every
 prompt's candidates of a round in one classifier call (exact pruning, :mod:`.pruning`: the results are those of
 scoring every candidate, as the paper does — bit for bit with a classifier whose scores depend only on the text,
-up to padding noise in the last bits of a score with a padded one — at a fraction of the cost).
+up to padding noise in the last bits of a score with a padded one — at a fraction of the cost). Prompts batched
+otherwise (each alone, or with others) give identical statements, their scores equal up to float noise: the LM's
+matmuls have other shapes, which a CPU's kernels may sum in another order.
 
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the
@@ -295,9 +297,9 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     ``class_log_probs``; it may be None only when ``lambda_clf == 0``. ``scorers`` are extra constraints
     (full-vocabulary :class:`~toxiforge.decoding.scorers.Scorer`s with one row per prompt), applied after the
     built-in ones. ``prune=False`` scores every candidate with the classifier, in the same batches (the reference that
-    exact pruning, :mod:`.pruning`, is tested against; the results are the same bit for bit); ``pruning_stats``
-    collects pruning counts. ``keeper`` (``class_log_probs``, weight ``config.lambda_keep``) adds the keeper term
-    for class ``keep_targets[i]`` of prompt ``i`` (:func:`keeper_classes`; module docstring).
+    exact pruning, :mod:`.pruning`, is tested against; for the same prompts the results are the same bit for bit);
+    ``pruning_stats`` collects pruning counts. ``keeper`` (``class_log_probs``, weight ``config.lambda_keep``) adds
+    the keeper term for class ``keep_targets[i]`` of prompt ``i`` (:func:`keeper_classes`; module docstring).
     """
     groups = list(groups) if groups is not None else [None] * len(prompts)
     if not len(prompts) == len(targets) == len(groups):

@@ -26,7 +26,8 @@ scores all of them in one ``class_log_probs`` call, which batches them by length
 (:class:`~toxiforge.classifiers.hf.HFClassifier` sorts by length and cuts batches of its ``batch_size``), so a
 step makes one classifier call per round, not one per prompt and round. The search's results do not depend on
 which candidates a round takes, only on their scores; with a classifier whose scores depend only on the text they
-equal the unpruned search's bit for bit (``tests/decoding/test_alice_pruning.py``). A padded transformer
+equal the unpruned search's of the same prompts bit for bit (``tests/decoding/test_alice_pruning.py``; each prompt
+searched alone: identical statements, scores equal up to float noise, as the LM's batches change). A padded transformer
 classifier's log-probs for a text move in the last bits with the batch it is scored in (padding length and batch
 size change the kernels: ~1e-7 for a tiny BERT on the CPU), and batches now mix prompts, so a score can differ
 from the unpruned search's (or from one prompt searched alone) by that float noise; a statement changes only where

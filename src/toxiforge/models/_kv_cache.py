@@ -5,7 +5,8 @@ whole cache every step: for the embedded SmolLM2-135M at ALICE's 160 rows (16 pr
 prompts) that copy was a quarter of a decoding step on the CPU (docs/benchmarks.md, "The CPU path"). A
 :class:`GrowingLayer` keeps its keys and values as views of buffers with room for :data:`SPARE_TOKENS` more
 positions, so a step writes its one position and copies the cache once every :data:`SPARE_TOKENS` steps. What the
-model reads is the same tensors' values, so the log-probs are the same bit for bit.
+model reads is the same tensors' values, so the log-probs are the same up to float noise (an attention kernel may
+read a view of a larger buffer in another order than a compact tensor; bit for bit on the CPUs measured).
 """
 
 from __future__ import annotations

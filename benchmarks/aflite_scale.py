@@ -12,13 +12,12 @@ defaults: m = 64, target n = N/2, t = n/2, k = 5% of N, tau = 0.75, ridge classi
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import numpy as np
 
-from toxiforge.bias.aflite import AFLiteConfig, aflite
+import _common
 
 
 def synthetic(rows: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -31,14 +30,16 @@ def synthetic(rows: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--rows", type=int, default=250_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--ensemble-size", type=int, default=64)
     parser.add_argument("--classifier", default="ridge")
     parser.add_argument("--embed", type=int, default=0, help="Also time the embedded MiniLM on this many texts.")
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_seed(parser)
     args = parser.parse_args()
+    from toxiforge.bias.aflite import AFLiteConfig, aflite
+
     X, y = synthetic(args.rows, args.dim, args.seed)
     config = AFLiteConfig(target_size=args.rows // 2, ensemble_size=args.ensemble_size, classifier=args.classifier,
                           seed=args.seed)

@@ -26,28 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
-
-
-def train_minilm(out: Path, groups: list[str] | None = None, *, rows: list | None = None, epochs: float = 10.0,
-                 learning_rate: float = 1e-4, max_steps: int = -1, seed: int = 0) -> Path:
-    """Fine-tune the embedded MiniLM on the human-written toxigen-dev sentences of ``groups`` (all: None), or on
-    ``rows`` when given, with ``toxiforge train``'s :func:`~toxiforge.training.trainer.train_classifier`; reuse
-    ``out`` if it exists.
-
-    10 epochs at 1e-4: with ``toxiforge train``'s defaults (3 epochs, 2e-5) the ~200 sentences give ~20 steps
-    and a classifier whose P(toxic) stays within 0.48-0.50 for everything (training loss 0.687, ln 2 = 0.693),
-    against which ALICE (and its pruning) would be measured on a near-constant term."""
-    if (out / "config.json").is_file():
-        return out
-    from toxiforge.data.toxigen import load_demonstration_data
-    from toxiforge.training.trainer import TrainConfig, train_classifier
-
-    if rows is None:
-        rows = [e for e in load_demonstration_data(DATA).examples if groups is None or e.group in groups]
-    train_classifier(rows, out, TrainConfig(epochs=epochs, learning_rate=learning_rate, max_steps=max_steps,
-                                            seed=seed), progress=False)
-    return out
+import _common
 
 
 def benchmark_prompts(n: int, seed: int = 0, groups: list[str] | None = None) -> list[dict]:
@@ -55,7 +34,7 @@ def benchmark_prompts(n: int, seed: int = 0, groups: list[str] | None = None) ->
     from toxiforge.demonstrations.prompts import build_prompts
     from toxiforge.demonstrations.sets import load_demonstrations
 
-    sets = load_demonstrations(DATA)
+    sets = load_demonstrations(_common.DEMONSTRATIONS)
     names = sorted({g for g, _ in sets if groups is None or g in groups})
     out = []
     for i in range(n):
@@ -67,9 +46,7 @@ def benchmark_prompts(n: int, seed: int = 0, groups: list[str] | None = None) ->
 
 def worker(args: argparse.Namespace) -> None:
     """Run ALICE on each prompt with the code on ``sys.path``; write rows and times as JSON."""
-    import torch
-
-    torch.set_num_threads(args.threads)
+    _common.set_torch_threads(args.threads)
     from toxiforge.classifiers import load_classifier
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.models import load_language_model
@@ -105,14 +82,14 @@ def same_rows(a: list, b: list) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--old-src", type=Path, help="src/ of the checkout to compare with (e.g. main at 8d4342c)")
-    parser.add_argument("--work", type=Path, default=Path("alice-classifier-speed"))
+    _common.add_work(parser, "alice-classifier-speed")
     parser.add_argument("--classifier", type=Path, help="a fine-tuned classifier directory (default: train one)")
     parser.add_argument("--old-prompts", type=int, default=2)
     parser.add_argument("--profanity-prompts", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
+    _common.add_repeats(parser, 3, help="runs of the new code over the same prompts; medians compared")
+    _common.add_threads(parser, 2)
     parser.add_argument("--max-new-tokens", type=int, default=30, help="the paper's 30; fewer for a quick run")
     parser.add_argument("--only", nargs="+", default=["minilm", "profanity-check"],
                         choices=["minilm", "profanity-check"])
@@ -125,10 +102,8 @@ def main() -> None:
     new_src = Path(__file__).resolve().parents[1] / "src"
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    clf_dir = args.classifier or (train_minilm(args.work / "minilm-toxigen-dev") if "minilm" in args.only else "-")
+    _common.set_torch_threads(args.threads)
+    clf_dir = args.classifier or (_common.train_minilm(args.work / "minilm-toxigen-dev") if "minilm" in args.only else "-")
     print(f"classifier: {clf_dir} (ready after {time.perf_counter() - started:.0f} s)", flush=True)
     for name, classifier, n in (("MiniLM", str(clf_dir), args.old_prompts),
                                 ("profanity-check", "profanity-check", args.profanity_prompts)):

@@ -20,17 +20,16 @@ text's unpadded tokens; its word embeddings are excluded, being a lookup).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+import _common
 
-from toxiforge._hf import resolve_device
-from toxiforge.classifiers.hf import HFClassifier
-from toxiforge.decoding.alice import AliceConfig, alice_search
-from toxiforge.models.transformers_lm import TransformersLM
+if TYPE_CHECKING:
+    import torch
+
+    from toxiforge.classifiers.hf import HFClassifier
 
 
 class CountingClassifier:
@@ -43,6 +42,8 @@ class CountingClassifier:
         self.seconds = 0.0
 
     def class_log_probs(self, texts):
+        import torch
+
         started = time.perf_counter()
         enc = self.inner.tokenizer(list(texts), truncation=True, max_length=self.inner.max_length)
         self.tokens += sum(max(1, len(ids)) for ids in enc["input_ids"])  # useful (unpadded) tokens
@@ -62,6 +63,7 @@ class CountingClassifier:
 
 
 def build(device: torch.device, small: bool, tokenizer: str | None):
+    import torch
     from transformers import (
         AutoTokenizer,
         LlamaConfig,
@@ -75,10 +77,13 @@ def build(device: torch.device, small: bool, tokenizer: str | None):
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
     else:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        sys.path.insert(0, str(_common.REPO / "tests"))
         from conftest import build_tokenizer
 
         tok = build_tokenizer()
+    from toxiforge.classifiers.hf import HFClassifier
+    from toxiforge.models.transformers_lm import TransformersLM
+
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(0)
     llama = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
@@ -103,7 +108,7 @@ def build(device: torch.device, small: bool, tokenizer: str | None):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--prompts", type=int, nargs="+", default=[32],
                         help="prompts in a timed batch; several counts: one batch of each, same models")
@@ -112,6 +117,11 @@ def main() -> None:
     parser.add_argument("--tokenizer",
                         help="a saved tokenizer's folder (LM vocabulary = its size); default: a tiny BPE")
     args = parser.parse_args()
+    import torch
+
+    from toxiforge._hf import resolve_device
+    from toxiforge.decoding.alice import AliceConfig, alice_search
+
     device = resolve_device(args.device)
     lm, clf = build(device, args.small, args.tokenizer)
     lm_params = sum(p.numel() for p in lm.model.parameters())

@@ -49,14 +49,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 import zlib
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alice_classifier_speed import DATA, train_minilm  # noqa: E402
-from alice_vs_topk_flips import group_split, pending_batches, perplexities  # noqa: E402
+import _common
 
 
 class TfidfValidator:
@@ -93,9 +90,10 @@ def half(text: str) -> int:
 
 
 def _train(rows, out: Path, args: argparse.Namespace) -> Path:
-    """A MiniLM fine-tuned on ``rows`` (``alice_classifier_speed.train_minilm``: 10 epochs at 1e-4, unless
+    """A MiniLM fine-tuned on ``rows`` (``_common.train_minilm``: 10 epochs at 1e-4, unless
     ``--train-epochs``/``--train-max-steps``); ``out`` is reused if it holds one."""
-    return train_minilm(out, rows=rows, epochs=args.train_epochs, max_steps=args.train_max_steps, seed=args.seed)
+    return _common.train_minilm(out, rows=rows, epochs=args.train_epochs, max_steps=args.train_max_steps,
+                                seed=args.seed)
 
 
 def hatecheck_halves() -> tuple[list, list]:
@@ -106,7 +104,7 @@ def hatecheck_halves() -> tuple[list, list]:
 
     from toxiforge.data.hatecheck import load_hatecheck
 
-    path = DATA.parents[1] / "hatecheck" / "test_suite_cases.csv"
+    path = _common.SHARED_DATA / "hatecheck" / "test_suite_cases.csv"
     with path.open(newline="") as f:
         templates = [row["templ_id"] for row in csv.DictReader(f)]
     examples = load_hatecheck(path).examples
@@ -121,7 +119,7 @@ def training_rows(args: argparse.Namespace, train_groups: list[str]) -> tuple[li
     as its words are HateCheck's templates')."""
     from toxiforge.data.toxigen import load_demonstration_data
 
-    examples = load_demonstration_data(DATA).examples
+    examples = load_demonstration_data(_common.DEMONSTRATIONS).examples
     held = [e for e in examples if e.group not in train_groups]
     k_dev, v_dev = [e for e in held if half(e.text) == 0], [e for e in held if half(e.text) == 1]
     k_extra, v_extra = hatecheck_halves() if args.extra_data == "hatecheck" else ([], [])
@@ -146,7 +144,7 @@ def mixed_c0(work: Path, c0_rows: list, seed: int) -> Path:
 
     from toxiforge.data.davidson import load_davidson
 
-    tweets = load_davidson(DATA.parents[1] / "davidson2017" / "labeled_data.csv").examples
+    tweets = load_davidson(_common.SHARED_DATA / "davidson2017" / "labeled_data.csv").examples
     rng = random.Random(seed)
     toxic, benign = [e for e in tweets if e.label == 1], [e for e in tweets if e.label == 0]
     rows = [*rng.sample(toxic, 1000), *rng.sample(benign, 1000), *c0_rows]
@@ -154,7 +152,7 @@ def mixed_c0(work: Path, c0_rows: list, seed: int) -> Path:
         writer = csv.writer(f)
         writer.writerow(["text", "label", "target_group"])
         writer.writerows([e.text, int(e.label), e.group or ""] for e in rows)
-    return train_minilm(work / "c0-mixed", rows=rows, epochs=3.0, seed=seed)
+    return _common.train_minilm(work / "c0-mixed", rows=rows, epochs=3.0, seed=seed)
 
 
 def classifiers(args: argparse.Namespace, train_groups: list[str], second: str | None) -> dict:
@@ -213,8 +211,8 @@ def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out
         decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=keeper_name, lambda_keep=lam),
                                      keeper=keeper)
     with out.open("a") as sink:
-        for start, total, key, label, batch, prompts in pending_batches(out, list(decoders), eval_groups, args.n,
-                                                                        args.batch, args.seed):
+        for start, total, key, label, batch, prompts in _common.pending_batches(out, list(decoders), eval_groups,
+                                                                                args.n, args.batch, args.seed):
             cpu, wall = time.process_time(), time.perf_counter()
             samples = decoders[key].decode(lm, prompts, [args.seed + j for j, _, _ in batch], [label] * len(batch),
                                            [g for _, _, g in batch])
@@ -250,16 +248,12 @@ def read_rows(out: Path, merge: list[Path], first: int, end: int | None) -> list
 def paired(rows: list[dict], method: str, outcome, base: str = "ALICE", n_boot: int = 2000) -> str:
     """Per 100 statements, ``method`` minus ``base`` in ``outcome(row)`` over the (label, index) both have, with a
     95% bootstrap interval over those pairs."""
-    import numpy as np
-
     by = {(r["method"], r["label"], r["index"]): bool(outcome(r)) for r in rows}
     keys = [(lab, i) for m, lab, i in by if m == method and (base, lab, i) in by]
     if not keys:
         return "n/a"
-    diff = np.array([by[(method, *k)] - by[(base, *k)] for k in keys], dtype=float)
-    boot = np.random.default_rng(0).choice(diff, (n_boot, len(diff))).mean(axis=1)
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return f"{100 * diff.mean():+.0f} [{100 * lo:+.0f}, {100 * hi:+.0f}] (n={len(diff)})"
+    mean, lo, hi = _common.paired_interval([by[(method, *k)] - by[(base, *k)] for k in keys], n_boot)
+    return f"{100 * mean:+.0f} [{100 * lo:+.0f}, {100 * hi:+.0f}] (n={len(keys)})"
 
 
 def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> None:
@@ -275,13 +269,13 @@ def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> 
         p2 = dict(zip(texts, load_classifier(second).predict_proba(texts)))
         for r in rows:
             r["p_second"] = float(p2[r["text"]]) if r["text"] else None
-    ppl = perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name else {}
+    ppl = _common.perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name else {}
     print("Per 100 statements: flips of C_0, kept by K, flipped and kept by K, confirmed (flipped, and V gives the "
           "prompt's label); per CPU-minute: confirmed, flips.\n")
-    print("| method | statements | flips | kept by K | flipped & kept | confirmed | confirmed / CPU-min | "
-          "flips / CPU-min | median perplexity | distinct-1 | distinct-2 | CPU s / statement |"
-          + (" confirmed by the second validator |" if second else ""))
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if second else ""))
+    columns = ["method", "statements", "flips", "kept by K", "flipped & kept", "confirmed", "confirmed / CPU-min",
+               "flips / CPU-min", "median perplexity", "distinct-1", "distinct-2", "CPU s / statement"]
+    columns += ["confirmed by the second validator"] if second else []
+    print(_common.table_head(columns, "l" + "r" * (len(columns) - 1)))
     for method in dict.fromkeys(r["method"] for r in rows):
         sel = [r for r in rows if r["method"] == method]
         flips = [is_toxic(r["p_c0"]) != bool(r["label"]) for r in sel]
@@ -313,16 +307,15 @@ def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> 
     if second:
         outcomes["confirmed by the second validator"] = lambda r: flip(r) and gives_label("p_second")(r)
     print("\nAgainst plain ALICE on the same prompts (label, index), per 100 statements, 95% bootstrap interval:\n")
-    print("| method | " + " | ".join(outcomes) + " |")
-    print("|---|" + "---|" * len(outcomes))
+    print(_common.table_head(["method", *outcomes]))
     for method in dict.fromkeys(r["method"] for r in rows):
         if method != "ALICE":
-            print(f"| {method} | " + " | ".join(paired(rows, method, f) for f in outcomes.values()) + " |")
+            print(_common.table_row(method, *(paired(rows, method, f) for f in outcomes.values())))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=Path("alice-keeper-yield"))
+    parser = _common.parser(__doc__)
+    _common.add_work(parser, "alice-keeper-yield")
     parser.add_argument("-n", type=int, default=50, help="statements per method and prompt label")
     parser.add_argument("--lambda-keep", type=float, nargs="+", default=[0.5, 1.0, 2.0])
     parser.add_argument("--train-groups", nargs="+", help="C_0's groups (default: every other group in sorted order)")
@@ -333,9 +326,9 @@ def main() -> None:
     parser.add_argument("--train-max-steps", type=int, default=-1, help="cap the classifiers' training (smoke runs)")
     parser.add_argument("--lm", default="smollm2-135m", help="the language model, as generate --model")
     parser.add_argument("--batch", type=int, default=4, help="prompts decoded together")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (CPU time is only comparable at one thread on a shared machine)")
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_threads(parser, 1, help="torch threads (CPU time is only comparable at one thread on a shared "
+                        "machine)")
+    _common.add_seed(parser)
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     parser.add_argument("--attacked", default="minilm",
@@ -354,12 +347,10 @@ def main() -> None:
     parser.add_argument("--merge", type=Path, nargs="*", default=[],
                         help="report: other --work directories whose methods this one lacks join the table")
     args = parser.parse_args()
-    train_groups, eval_groups = group_split(args.train_groups)
+    train_groups, eval_groups = _common.group_split(args.train_groups)
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "statements.jsonl"
-    import torch
-
-    torch.set_num_threads(args.threads)  # also for the second validator's training and perplexity in --report
+    _common.set_torch_threads(args.threads)  # also for the second validator's training and perplexity in --report
     second = second_validator(args, train_groups)
     if not args.report:
         models = classifiers(args, train_groups, second)

@@ -19,58 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alice_classifier_speed import DATA, train_minilm  # noqa: E402
-from toxiforge.intervals import proportion_interval  # noqa: E402
-
-
-def group_split(train_groups: list[str] | None) -> tuple[list[str], list[str]]:
-    """toxigen-dev's groups split into the classifier's (``train_groups``; default every other group in sorted
-    order) and the others, whose prompts are decoded."""
-    from toxiforge.demonstrations.sets import load_demonstrations
-
-    groups = sorted({g for g, _ in load_demonstrations(DATA)})
-    train = train_groups or groups[::2]
-    return train, [g for g in groups if g not in train]
-
-
-def pending_batches(out: Path, keys: list[str], eval_groups: list[str], n: int, batch: int, seed: int):
-    """What is left to decode, a batch at a time: ``(start, total, key, label, items, prompts)`` where ``items`` are
-    ``(statement index, demonstration index, group)`` that ``out`` lacks for method ``key`` and prompt ``label`` and
-    ``prompts`` their prompt texts (5 demonstrations of one group and label). The ``n`` statements per key and
-    label go over ``eval_groups`` in turn; each batch of them is decoded by every key, both labels, before the next,
-    so a run stopped early has the same prompts for every method."""
-    from toxiforge.demonstrations.prompts import build_prompts
-    from toxiforge.demonstrations.sets import load_demonstrations
-
-    sets = load_demonstrations(DATA)
-    done = {(r["method"], r["label"], r["index"]) for r in map(json.loads, out.read_text().splitlines())} \
-        if out.exists() else set()
-    per_group = math.ceil(n / len(eval_groups))
-    plan = [(i, g) for i in range(per_group) for g in eval_groups][:n]  # demonstration index, group
-    for start in range(0, len(plan), batch):
-        for key in keys:
-            for label in (0, 1):
-                items = [(j, i, g) for j, (i, g) in enumerate(plan[start:start + batch], start)
-                         if (key, label, j) not in done]
-                if items:
-                    prompts = [build_prompts(sets[(g, label)], i + 1, k=5, seed=seed)[-1].text for _, i, g in items]
-                    yield start, len(plan), key, label, items, prompts
-
-
-def perplexities(lm_name: str, texts: set[str]) -> dict[str, float]:
-    """Each text's perplexity under ``lm_name`` (``exp`` of minus its mean token log-probability)."""
-    from toxiforge.models import load_language_model
-
-    ordered = sorted(texts)
-    scores = load_language_model(lm_name).loglikelihood([("", t) for t in ordered])
-    return {t: math.exp(-s.logprob / max(1, s.tokens)) for t, s in zip(ordered, scores)}
+import _common
 
 
 def method_key(method: str, lambda_clf: float) -> str:
@@ -78,9 +31,6 @@ def method_key(method: str, lambda_clf: float) -> str:
 
 
 def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], out: Path) -> None:
-    import torch
-
-    torch.set_num_threads(args.threads)
     from toxiforge.classifiers import load_classifier
     from toxiforge.decoding.alice import AliceConfig, AliceDecoder
     from toxiforge.decoding.topk import TopKDecoder
@@ -92,8 +42,8 @@ def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], ou
                 "alice": AliceDecoder(clf, AliceConfig(lambda_clf=args.lambda_clf))}  # λL stays 0.5
     by_key = {method_key(method, args.lambda_clf): decoders[method] for method in args.methods}
     with out.open("a") as sink:
-        for start, total, key, label, batch, prompts in pending_batches(out, list(by_key), eval_groups, args.n,
-                                                                        args.batch, args.seed):
+        for start, total, key, label, batch, prompts in _common.pending_batches(out, list(by_key), eval_groups,
+                                                                                args.n, args.batch, args.seed):
             started = time.perf_counter()
             samples = by_key[key].decode(lm, prompts, [args.seed + j for j, _, _ in batch], [label] * len(batch),
                                          [g for _, _, g in batch])
@@ -108,12 +58,13 @@ def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], ou
 
 
 def report(out: Path, lm_name: str | None) -> None:
+    from toxiforge.intervals import proportion_interval
     from toxiforge.records import is_toxic
 
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    ppl = perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name is not None else {}
-    print("| method | prompts | statements | flips | flip rate [95% CI] | median P(toxic) | median perplexity |")
-    print("|---|---|---:|---:|---|---:|---:|")
+    ppl = _common.perplexities(lm_name, {r["text"] for r in rows if r["text"]}) if lm_name is not None else {}
+    print(_common.table_head(["method", "prompts", "statements", "flips", "flip rate [95% CI]", "median P(toxic)",
+                              "median perplexity"], "llrrlrr"))
     for method in sorted({r["method"] for r in rows}, key=lambda m: (m != "top-k", m)):
         for label in (0, 1):
             sel = [r for r in rows if r["method"] == method and r["label"] == label]
@@ -127,27 +78,25 @@ def report(out: Path, lm_name: str | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", type=Path, default=Path("alice-vs-topk"))
+    parser = _common.parser(__doc__)
+    _common.add_work(parser, "alice-vs-topk")
     parser.add_argument("-n", type=int, default=40, help="statements per method and prompt label")
     parser.add_argument("--methods", nargs="+", default=["top-k", "alice"], choices=["top-k", "alice"])
     parser.add_argument("--lambda-clf", type=float, default=0.5)
     parser.add_argument("--train-groups", nargs="+", help="default: every other group in sorted order")
     parser.add_argument("--batch", type=int, default=4, help="prompts decoded together")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_threads(parser, 2)
+    _common.add_seed(parser)
     parser.add_argument("--report", action="store_true", help="only print the tables of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     args = parser.parse_args()
-    train_groups, eval_groups = group_split(args.train_groups)
+    train_groups, eval_groups = _common.group_split(args.train_groups)
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "statements.jsonl"
     if not args.report:
         print(f"classifier trained on {train_groups}; statements for {eval_groups}", flush=True)
-        import torch
-
-        torch.set_num_threads(args.threads)
-        clf_dir = train_minilm(args.work / "minilm-half", train_groups)
+        _common.set_torch_threads(args.threads)
+        clf_dir = _common.train_minilm(args.work / "minilm-half", train_groups)
         generate(args, clf_dir, eval_groups, out)
     report(out, args.perplexity_lm or None)
 

@@ -12,9 +12,10 @@ Run of 2026-11-28 (docs/harden.md, "A keeper in harden"): 80 pairs, validated fl
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+
+import _common
 
 
 def outcomes(run: Path) -> dict[tuple[str, int], tuple[bool, bool, bool]]:
@@ -34,9 +35,7 @@ def outcomes(run: Path) -> dict[tuple[str, int], tuple[bool, bool, bool]]:
 
 
 def main() -> None:
-    import numpy as np
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("first", type=Path, help="harden -o of the baseline run")
     parser.add_argument("second", type=Path, help="harden -o of the run compared with it")
     args = parser.parse_args()
@@ -44,11 +43,9 @@ def main() -> None:
     keys = sorted(set(a) & set(b))
     print(f"{len(a)} and {len(b)} statements, {len(keys)} pairs")
     for i, name in enumerate(["flips", "validated flips (added to round 1)", "validator agrees"]):
-        x, y = (np.array([o[k][i] for k in keys], dtype=float) for o in (a, b))
-        boot = np.random.default_rng(0).choice(y - x, (4000, len(keys))).mean(axis=1)
-        low, high = np.percentile(boot, [2.5, 97.5])
-        print(f"{name}: {int(x.sum())} -> {int(y.sum())}; per 100 pairs {100 * (y - x).mean():+.1f} "
-              f"[{100 * low:+.1f}, {100 * high:+.1f}]")
+        x, y = ([o[k][i] for k in keys] for o in (a, b))
+        mean, low, high = _common.paired_interval([int(q) - int(p) for p, q in zip(x, y)], 4000)
+        print(f"{name}: {sum(x)} -> {sum(y)}; per 100 pairs {100 * mean:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]")
 
 
 if __name__ == "__main__":

@@ -103,7 +103,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     _common.set_torch_threads(args.threads)
-    clf_dir = args.classifier or (_common.train_minilm(args.work / "minilm-toxigen-dev") if "minilm" in args.only else "-")
+    clf_dir = args.classifier or (_common.train_minilm(args.work / "minilm-toxigen-dev") if "minilm" in args.only
+                                  else "-")
     print(f"classifier: {clf_dir} (ready after {time.perf_counter() - started:.0f} s)", flush=True)
     for name, classifier, n in (("MiniLM", str(clf_dir), args.old_prompts),
                                 ("profanity-check", "profanity-check", args.profanity_prompts)):

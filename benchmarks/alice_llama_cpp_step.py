@@ -26,21 +26,22 @@ import argparse
 import ctypes
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import llama_cpp as ll
 import numpy as np
-import torch
 
-from alice_step_profile import prompts
-from toxiforge.models import load_language_model
-from toxiforge.models.embedded import smollm2_gguf
+import _common
 
-KV_TYPES = {"f16": ll.GGML_TYPE_F16, "f32": ll.GGML_TYPE_F32}
-FLASH = {"on": ll.LLAMA_FLASH_ATTN_TYPE_ENABLED, "off": ll.LLAMA_FLASH_ATTN_TYPE_DISABLED}
+if TYPE_CHECKING:
+    import torch
+
+# llama_cpp is imported below parse_args() (--help loads no native library): ``ll`` is the module once main() ran
+ll: Any = None
+KV_TYPES = {"f16": "GGML_TYPE_F16", "f32": "GGML_TYPE_F32"}   # --kv -> llama_cpp's constant
+FLASH = {"on": "LLAMA_FLASH_ATTN_TYPE_ENABLED", "off": "LLAMA_FLASH_ATTN_TYPE_DISABLED"}
+_QUIET: Any = None  # the log callback; kept referenced while llama.cpp may call it
 
 
-@ll.llama_log_callback
 def _quiet(level: int, text: bytes, data: Any) -> None:  # llama.cpp's load log would bury the results
     pass
 
@@ -49,7 +50,9 @@ class LlamaRows:
     """Rows of a batch as llama.cpp sequences in one unified KV cache: row i lives in sequence ``self.ids[i]``."""
 
     def __init__(self, args: argparse.Namespace, n_ctx: int, rows: int):
-        ll.llama_log_set(_quiet, ctypes.c_void_p(0))
+        from toxiforge.models.embedded import smollm2_gguf
+
+        ll.llama_log_set(_QUIET, ctypes.c_void_p(0))
         ll.llama_backend_init()
         self.model = ll.llama_model_load_from_file(str(args.gguf or smollm2_gguf()).encode(),
                                                    ll.llama_model_default_params())
@@ -59,8 +62,8 @@ class LlamaRows:
         params.n_seq_max = ll.llama_max_parallel_sequences()
         params.n_threads = params.n_threads_batch = args.threads
         params.kv_unified = True  # one cell store: a sequence copy shares cells instead of copying them
-        params.type_k = params.type_v = KV_TYPES[args.kv]
-        params.flash_attn_type = FLASH[args.flash]
+        params.type_k = params.type_v = getattr(ll, KV_TYPES[args.kv])
+        params.flash_attn_type = getattr(ll, FLASH[args.flash])
         self.ctx = ll.llama_init_from_model(self.model, params)
         self.memory = ll.llama_get_memory(self.ctx)
         self.vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self.model))
@@ -79,11 +82,15 @@ class LlamaRows:
             raise RuntimeError("llama_decode failed (KV cache full? raise n_ctx)")
 
     def _logprobs(self, rows: int) -> torch.Tensor:
+        import torch
+
         logits = np.ctypeslib.as_array(ll.llama_get_logits(self.ctx), shape=(rows, self.vocab))
         return torch.log_softmax(torch.from_numpy(logits), dim=-1)
 
     def start(self, encoded: list[list[int]], beams: int) -> torch.Tensor:
         """Decode each prompt as its own sequence, copy it to ``beams`` sequences; the rows' log-probs."""
+        import torch
+
         out = []
         for ids in encoded:
             first = self.free.pop(0)
@@ -122,6 +129,8 @@ class LlamaRows:
 
 
 def time_steps(args: argparse.Namespace, encoded: list[list[int]]) -> None:
+    import torch
+
     rows = args.prompts * args.beams
     n_ctx = sum(len(ids) for ids in encoded) + rows * (args.steps + 1) + 256
     lm = LlamaRows(args, n_ctx, rows)
@@ -146,6 +155,8 @@ def time_steps(args: argparse.Namespace, encoded: list[list[int]]) -> None:
 
 
 def compare(args: argparse.Namespace, torch_lm: Any, texts: list[str]) -> None:
+    import torch
+
     encoded = [torch_lm.encode_default(text) for text in texts]
     session = torch_lm.start(texts)
     lm = LlamaRows(args, sum(len(ids) for ids in encoded) + len(texts) * (args.compare_steps + 1) + 256, len(texts))
@@ -169,19 +180,25 @@ def compare(args: argparse.Namespace, torch_lm: Any, texts: list[str]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--beams", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=1)
+    _common.add_threads(parser, 1, help="llama.cpp threads (n_threads, n_threads_batch) and torch threads")
     parser.add_argument("--kv", choices=sorted(KV_TYPES), default="f16", help="KV cache type (llama.cpp's default f16)")
     parser.add_argument("--flash", choices=sorted(FLASH), default="on", help="flash attention (skips masked cells)")
     parser.add_argument("--gguf", help="another GGUF of the same model (default: the embedded Q4_1 one)")
     parser.add_argument("--compare-steps", type=int, default=30)
     parser.add_argument("--no-compare", action="store_true", help="time the steps only")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    texts = prompts(args.prompts)[0]
+    global ll, _QUIET
+    import llama_cpp
+
+    from toxiforge.models import load_language_model
+
+    ll, _QUIET = llama_cpp, llama_cpp.llama_log_callback(_quiet)
+    _common.set_torch_threads(args.threads)
+    texts = _common.demonstration_prompts(args.prompts)[0]
     torch_lm = load_language_model(dtype="float32")
     time_steps(args, [torch_lm.encode_default(text) for text in texts])
     if not args.no_compare:

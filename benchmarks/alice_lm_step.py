@@ -12,27 +12,27 @@ the checkout measured.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
-import torch
-
-from alice_step_profile import prompts
-from toxiforge.models import load_language_model
+import _common
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--beams", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=1)
+    _common.add_threads(parser, 1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    import torch
+
+    from toxiforge.models import load_language_model
+
+    _common.set_torch_threads(args.threads)
     lm = load_language_model(dtype=args.dtype)
-    session = lm.start(prompts(args.prompts)[0])
+    session = lm.start(_common.demonstration_prompts(args.prompts)[0])
     rows = args.prompts * args.beams
     session.select(torch.arange(args.prompts).repeat_interleave(args.beams))
     beam_step = torch.arange(rows).view(args.prompts, args.beams).flip(-1).reshape(-1)  # rows stay with their prompt

@@ -13,9 +13,10 @@ Reads rows only (no model); prints one markdown table, one line per folder.
 
 from __future__ import annotations
 
-import argparse
 import string
 from pathlib import Path
+
+import _common
 
 
 def first_word(text: str) -> str:
@@ -30,16 +31,15 @@ def demonstration_openers(prompt: str) -> set[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("data", nargs="+", type=Path, help="generation output folders or dataset files")
     args = parser.parse_args()
 
     from toxiforge.groups import resolve_group
     from toxiforge.records import read_rows
 
-    print("| data | method | statements | label flip (fooled) | names its group "
-          "| opens with a demonstration's first word |")
-    print("|---|---|---|---|---|---|")
+    print(_common.table_head(["data", "method", "statements", "label flip (fooled)", "names its group",
+                              "opens with a demonstration's first word"]))
     for path in args.data:
         rows = read_rows(path)
         stated = [r for r in rows if r.generation]

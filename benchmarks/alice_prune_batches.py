@@ -10,30 +10,25 @@ the embedded SmolLM2; 10 beams × 100 candidates; placeholder prompts. Compare t
 
 from __future__ import annotations
 
-import sys
 import time
 
-import torch
-from transformers import AutoTokenizer, BertForSequenceClassification
-
-from toxiforge.classifiers.hf import HFClassifier
-from toxiforge.decoding.alice import AliceConfig, alice_search
-from toxiforge.decoding.pruning import PruningStats
-from toxiforge.models import load_language_model
-from toxiforge.models.embedded import embedded_encoder_dir
+import _common
 
 LINES = ["a plain line of placeholder text", "another neutral line about group alpha", "the weather was mild today",
          "people in group beta like music", "numbers such as one two three", "a list of neutral statements"]
 
 
 def main() -> None:
-    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    n_prompts = int(sys.argv[2]) if len(sys.argv) > 2 else 6
-    torch.manual_seed(0)
-    folder = embedded_encoder_dir()
-    model = BertForSequenceClassification.from_pretrained(folder, num_labels=2)
-    model.config.architectures = ["BertForSequenceClassification"]
-    clf = HFClassifier(model, AutoTokenizer.from_pretrained(folder))
+    parser = _common.parser(__doc__)
+    parser.add_argument("steps", type=int, nargs="?", default=15, help="ALICE steps (max new tokens; default: 15)")
+    parser.add_argument("prompts", type=int, nargs="?", default=6, help="prompts in the batch (default: 6)")
+    args = parser.parse_args()
+    steps, n_prompts = args.steps, args.prompts
+    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.decoding.pruning import PruningStats
+    from toxiforge.models import load_language_model
+
+    clf = _common.random_head_minilm()
     calls = []
     score = clf.class_log_probs
     clf.class_log_probs = lambda texts: calls.append(len(texts)) or score(texts)  # type: ignore[method-assign]

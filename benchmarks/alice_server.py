@@ -1,7 +1,7 @@
 """ALICE through llama-cpp-python's server (``--model openai:URL#smollm2 --concurrency N``) vs in-process
 (``--model smollm2-135m``): the same ``toxiforge generate --method alice`` command, the same prompts.
 
-The server serves the embedded SmolLM2's Q4_1 GGUF (``server_throughput.llama_cpp_python``: one request at a time,
+The server serves the embedded SmolLM2's Q4_1 GGUF (``_common.llama_cpp_python``: one request at a time,
 no parallel slots; ``--server-cache`` starts it with ``--cache True``, its RAM cache of evaluated prompts); in-process
 runs the same GGUF dequantized to fp32. Each side is one ``python -m toxiforge generate`` subprocess (the CLI raises
 a server side's ``--batch-size`` to its ``--concurrency``), one after another, each server side on a fresh server.
@@ -24,39 +24,34 @@ import tempfile
 import time
 from pathlib import Path
 
-from server_throughput import llama_cpp_python  # benchmarks/ is the script's folder
-from toxiforge.records import read_rows
-
-
-def server_cpu(pid: int) -> float:
-    """utime + stime of process ``pid`` in seconds (fields 14 and 15 of /proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+import _common
 
 
 def generate(out: Path, model: list[str], args: argparse.Namespace, server_pid: int | None) -> dict:
+    from toxiforge.records import read_rows
+
     command = [sys.executable, "-m", "toxiforge", "generate", "-o", str(out), "-d", args.data, "--method", "alice",
                "-c", args.classifier, "--groups", args.groups, "-n", str(args.per_cell), *model, "--no-progress",
                "--no-summary", *args.extra]
     before, load = resource.getrusage(resource.RUSAGE_CHILDREN), os.getloadavg()[0]
-    server_before = server_cpu(server_pid) if server_pid else 0.0
+    server_before = _common.cpu_seconds(server_pid) if server_pid else 0.0
     started = time.perf_counter()
     subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"wall": time.perf_counter() - started, "load": (load, os.getloadavg()[0]),
             "client_cpu": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
-            "server_cpu": server_cpu(server_pid) - server_before if server_pid else 0.0,
+            "server_cpu": _common.cpu_seconds(server_pid) - server_before if server_pid else 0.0,
             "rows": {(r.group, r.prompt_label, r.prompt): r.generation for r in read_rows(out)}}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("-c", "--classifier", required=True, help="the attacked classifier (a fine-tuned MiniLM dir)")
     parser.add_argument("-d", "--data", required=True, help="the demonstrations folder (toxigen-dev)")
     parser.add_argument("--groups", default="asian,muslim")
     parser.add_argument("-n", "--per-cell", type=int, default=1, help="prompts per group and label")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16], help="one server run for each")
-    parser.add_argument("--threads", type=int, default=1, help="server threads and every client's OMP_NUM_THREADS")
+    _common.add_threads(parser, 1, help="server threads and every client's OMP_NUM_THREADS")
     parser.add_argument("--server-cache", action="store_true", help="start the server with --cache True")
     parser.add_argument("extra", nargs="*", help="after --: options for every generate command")
     args = parser.parse_args()
@@ -69,7 +64,7 @@ def main() -> None:
         if concurrency is None:
             side, model = "in-process", ["--model", "smollm2-135m"]
         else:  # a fresh server for each run: none starts with another run's prompts in its cache
-            proc, url = llama_cpp_python(args.threads, tmp / f"server-{i}.log",
+            proc, url = _common.llama_cpp_python(args.threads, tmp / f"server-{i}.log",
                                          ("--cache", "True") if args.server_cache else ())
             side = f"server, concurrency {concurrency}"
             model = ["--model", f"openai:{url}#smollm2", "--concurrency", str(concurrency)]

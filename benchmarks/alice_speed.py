@@ -21,21 +21,23 @@ The GPU measurement (1B Llama + roberta-large, random init, fraction of the bf16
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import statistics
 import time
+from typing import TYPE_CHECKING
 
-import torch
-
-from toxiforge.decoding.alice import AliceConfig, alice_search
+import _common
 from toxiforge.models import DEFAULT_LM
-from toxiforge.pipeline import GenerationPlan
+
+if TYPE_CHECKING:
+    from toxiforge.decoding.alice import AliceConfig
 
 
 def upstream_style(lm, classifier, prompt: str, target: int, config: AliceConfig) -> tuple[int, ...]:
     """One prompt; per step and per beam: full forward over prompt + beam (no cache), classifier on the beam's
     best ``classifier_top_n`` candidates; keep the best ``num_beams`` continuations; stop at a newline."""
+    import torch
+
     from toxiforge.decoding.scorers import exempt_from_prompt_ban, lm_scores, repeated_ngram_mask
 
     model, device = lm.model, lm.device
@@ -78,7 +80,7 @@ def upstream_style(lm, classifier, prompt: str, target: int, config: AliceConfig
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--model", default=DEFAULT_LM)
     parser.add_argument("--classifier", default="profanity-check")
     parser.add_argument("--prompts", type=int, default=8, help="prompts for toxiforge's ALICE (one batch)")
@@ -88,9 +90,12 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     args = parser.parse_args()
+    import torch
 
     from toxiforge.classifiers import load_classifier
+    from toxiforge.decoding.alice import AliceConfig, alice_search
     from toxiforge.models import load_language_model
+    from toxiforge.pipeline import GenerationPlan
 
     lm = load_language_model(args.model, dtype=args.dtype, device=args.device)
     classifier = load_classifier(args.classifier)

@@ -16,36 +16,36 @@ older checkout (``PYTHONPATH=<checkout>/src``); a phase that checkout lacks read
 
 from __future__ import annotations
 
-import argparse
 import collections
 import inspect
 import statistics
 import time
-from pathlib import Path
+from typing import Any
 
-import torch
-
-import toxiforge.decoding.alice as alice
-import toxiforge.decoding.scorers as scorers
-import toxiforge.models.transformers_lm as tlm
-from toxiforge.classifiers import load_classifier
-from toxiforge.classifiers.hf import HFClassifier
-from toxiforge.models import load_language_model
-from toxiforge.models.embedded import embedded_encoder_dir
+import _common
 
 TIMES: collections.Counter = collections.Counter()
 CALLS: collections.Counter = collections.Counter()
-DATA = Path(__file__).resolve().parents[1] / "../shared/data/toxigen-dev/demonstrations"
-PHASES = {  # phase -> (module or class, attribute) timed; a missing attribute is skipped
-    "LM forward": [(tlm.TransformersSession, "_forward")],
-    "LM KV-cache reorder": [(tlm.TransformersSession, "select")],
-    "LM log-softmax / T": [(alice, "lm_scores")],
-    "constraints": [(scorers.PromptTokenBan, "__call__"), (scorers.NoRepeatNGram, "__call__"),
-                    (scorers.RequireText, "__call__"), (alice, "apply_constraints")],
-    "beam bookkeeping": [(alice, name) for name in ("top_continuations", "record_finished", "next_beams",
-                                                    "search_done", "step_candidates")],
-    "pruning (all of it)": [(alice, "pruned_classifier_scores")],
-}
+
+
+def phases() -> dict[str, list[tuple[Any, str]]]:
+    """Phase -> the (module or class, attribute) pairs timed as it; a missing attribute is skipped."""
+    import toxiforge.decoding.alice as alice
+    import toxiforge.decoding.scorers as scorers
+    import toxiforge.models.transformers_lm as tlm
+
+    return {
+        "LM forward": [(tlm.TransformersSession, "_forward")],
+        "LM KV-cache reorder": [(tlm.TransformersSession, "select")],
+        "LM log-softmax / T": [(alice, "lm_scores")],
+        "constraints": [(scorers.PromptTokenBan, "__call__"), (scorers.NoRepeatNGram, "__call__"),
+                        (scorers.RequireText, "__call__"), (alice, "apply_constraints")],
+        "beam bookkeeping": [(alice, name) for name in ("top_continuations", "record_finished", "next_beams",
+                                                        "search_done", "step_candidates")],
+        "pruning (all of it)": [(alice, "pruned_classifier_scores")],
+    }
+
+
 NESTED = ("candidate texts (LM batch_decode)", "classifier tokenization", "classifier forward", "classifier total")
 
 
@@ -71,52 +71,33 @@ class TimedTokenizer:
         return getattr(self.tokenizer, name)
 
 
-def prompts(n: int) -> tuple[list[str], list[int]]:
-    """``n`` prompts of 5 demonstration lines each, hate and neutral files alternately; labels 1 and 0."""
-    files = sorted(DATA.glob("*/*.txt")) if DATA.is_dir() else []
-    hate = [(f, 1) for f in files if f.name.startswith("hate")]
-    chosen = [pair for two in zip(hate, [(f, 0) for f in files if f.name.startswith("neutral")]) for pair in two]
-    out, labels = [], []
-    for i in range(n):
-        if chosen:
-            path, label = chosen[i % len(chosen)]
-            lines = [line.strip().lstrip("- ") for line in path.read_text().splitlines() if line.strip()]
-            lines = lines[5 * (i // len(chosen)):][:5]
-        else:
-            lines, label = [f"placeholder statement {i} number {j}" for j in range(5)], i % 2
-        out.append("".join(f"- {line}\n" for line in lines) + "-")
-        labels.append(label)
-    return out, labels
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3, help="profiled runs; each phase's median is printed (default: 3)")
     parser.add_argument("--full", action="store_true", help="score every candidate (prune=False)")
     parser.add_argument("--classifier", help="a classifier name or folder (default: random-head MiniLM)")
     args = parser.parse_args()
-    torch.manual_seed(0)
-    if args.classifier:
-        clf = load_classifier(args.classifier)
-    else:
-        from transformers import AutoTokenizer, BertForSequenceClassification
+    import torch
 
-        folder = embedded_encoder_dir()
-        model = BertForSequenceClassification.from_pretrained(folder, num_labels=2).eval()
-        model.config.architectures = ["BertForSequenceClassification"]
-        clf = HFClassifier(model, AutoTokenizer.from_pretrained(folder))
+    import toxiforge.decoding.alice as alice
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.models import load_language_model
+
+    torch.manual_seed(0)
+    clf = load_classifier(args.classifier) if args.classifier else _common.random_head_minilm()
     lm = load_language_model()
+    targets_by_phase = phases()
     clf.tokenizer = TimedTokenizer(clf.tokenizer)
     clf.model.forward = timed("classifier forward", clf.model.forward)
     clf.class_log_probs = timed("classifier total", clf.class_log_probs)
     lm.batch_decode = timed("candidate texts (LM batch_decode)", lm.batch_decode)
-    for phase, targets in PHASES.items():
+    for phase, targets in targets_by_phase.items():
         for owner, attribute in targets:
             if attribute in vars(owner):
                 setattr(owner, attribute, timed(phase, getattr(owner, attribute)))
-    texts, labels = prompts(args.prompts)
+    texts, labels = _common.demonstration_prompts(args.prompts)
     targets = [0 if label == 1 else 1 for label in labels]
     options = {"prune": not args.full} if "prune" in inspect.signature(alice.alice_search).parameters else {}
     stats = None
@@ -134,8 +115,8 @@ def main() -> None:
         started = time.perf_counter()
         alice.alice_search(lm, texts, targets, config, classifier=clf, **options)
         total = time.perf_counter() - started
-        measured = {name: TIMES[name] for name in [*PHASES, *NESTED]}
-        top = sum(measured[p] for p in PHASES)
+        measured = {name: TIMES[name] for name in [*targets_by_phase, *NESTED]}
+        top = sum(measured[p] for p in targets_by_phase)
         measured["pruning: the rest (bookkeeping)"] = measured["pruning (all of it)"] - \
             measured["classifier total"] - measured["candidate texts (LM batch_decode)"]
         measured["classifier: the rest (transfers, sorting)"] = measured["classifier total"] - \

@@ -19,7 +19,6 @@ measures an older checkout (``PYTHONPATH=old/src``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import select
@@ -31,11 +30,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-import httpx
-
-from toxiforge._net import free_port
-from toxiforge.annotation.loadgen import ANSWERS, start_server
-from toxiforge.annotation.store import Store
+import _common
 
 SIZE = 30 * 1024 * 1024
 
@@ -55,6 +50,12 @@ def _status(s: socket.socket, timeout: float = 60.0) -> str:
 
 
 def one_run(hold: float) -> dict:
+    import httpx
+
+    from toxiforge._net import free_port
+    from toxiforge.annotation.loadgen import ANSWERS, start_server
+    from toxiforge.annotation.store import Store
+
     with tempfile.TemporaryDirectory() as tmp:
         db = str(Path(tmp) / "abuse.db")
         store = Store(db)
@@ -119,8 +120,8 @@ def one_run(hold: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = _common.parser(__doc__)
+    parser.add_argument("--repeat", type=int, default=3, help="runs; each one's figures and their medians printed")
     parser.add_argument("--hold", type=float, default=3.0, help="seconds the other process holds the write lock")
     args = parser.parse_args()
     runs = [one_run(args.hold) for _ in range(args.repeat)]

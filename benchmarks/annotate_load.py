@@ -23,7 +23,6 @@ cores.
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import statistics
@@ -32,12 +31,14 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from toxiforge._net import free_port
-from toxiforge.annotation.loadgen import run_annotators, start_server
-from toxiforge.annotation.store import Store
+import _common
 
 
 def one_run(args) -> dict:
+    from toxiforge._net import free_port
+    from toxiforge.annotation.loadgen import run_annotators, start_server
+    from toxiforge.annotation.store import Store
+
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "bench.db")
         store = Store(db)
@@ -76,20 +77,16 @@ def server_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of the server process and its worker processes (Linux /proc): unlike latency
     and throughput, this barely changes when other jobs share the machine, so before/after comparisons on a busy
     machine use it."""
-    import os
-
-    tick = os.sysconf("SC_CLK_TCK")
     pids = [pid] + [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
                     for c in (t / "children").read_text().split()]
     total = 0.0
     for p in pids:
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        total += _common.cpu_seconds(p)
     return total
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--annotators", type=int, default=50)
     parser.add_argument("--per-annotator", type=int, default=200)
     parser.add_argument("--db", default=None,

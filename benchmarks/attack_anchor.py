@@ -25,19 +25,21 @@ Printed per attack: attack success rate (flips among the sentences the classifie
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import string
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from toxiforge.attacks.base import Oracle, Source, flipped_label
+import _common
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "toxigen-dev"
+if TYPE_CHECKING:
+    from toxiforge.attacks.base import Oracle, Source
+
 TRANSFORMATIONS = ("swap", "substitute", "delete", "insert")
 
 
@@ -73,6 +75,8 @@ def combined_scores(oracle: Oracle, words: list[str], label: int, p_full: float,
 
 def deepwordbug(classifier, source: Source, max_edits: int, how: str) -> tuple[bool, int, bool]:
     """``(attacked, queries, flipped)`` of DeepWordBug on ``source`` with transformation ``how``."""
+    from toxiforge.attacks.base import Oracle, flipped_label
+
     oracle = Oracle(classifier)
     score = float(oracle.toxic([source.text])[0])
     if flipped_label(score, source.label):
@@ -95,34 +99,28 @@ def report(name: str, attacked: int, flips: int, queries: int, sentences: int, s
 
 
 def train_or_load(work: Path, train, seed: int, epochs: float):
-    from toxiforge.training.trainer import TrainConfig, train_classifier
-
     model_dir = work / "minilm-half-a"
     if not (model_dir / "config.json").exists():
         print(f"fine-tuning all-MiniLM-L6-v2 on {len(train)} sentences into {model_dir} ...", flush=True)
         started = time.perf_counter()
-        train_classifier(train, model_dir, TrainConfig(base_model="all-minilm-l6-v2", epochs=epochs,
-                                                       learning_rate=5e-5, batch_size=16, seed=seed,
-                                                       eval_fraction=0.0, device="cpu"), progress=False)
+        _common.fine_tune(model_dir, train, base_model="all-minilm-l6-v2", epochs=epochs, learning_rate=5e-5,
+                          batch_size=16, seed=seed, eval_fraction=0.0, device="cpu")
         print(f"  trained in {time.perf_counter() - started:.0f} s", flush=True)
     return model_dir
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dev", type=Path, default=DEV)
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "toxiforge-attack-anchor")
+    parser = _common.parser(__doc__)
+    parser.add_argument("--dev", type=Path, default=_common.TOXIGEN_DEV, help="the toxigen-dev folder")
+    _common.add_work(parser, Path(tempfile.gettempdir()) / "toxiforge-attack-anchor")
     parser.add_argument("--max-edits", type=int, default=5)
     parser.add_argument("--epochs", type=float, default=10.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    _common.add_seed(parser)
+    _common.add_threads(parser, None)
     parser.add_argument("--dtype", default="float32", help="the classifier's weights: float32 or bfloat16 (attack's "
                         "--dtype)")
     args = parser.parse_args()
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    _common.set_torch_threads(args.threads)
     if not args.dev.is_dir():
         raise SystemExit(f"{args.dev} is absent: the shared toxigen-dev data is needed (see its README)")
     from sklearn.metrics import roc_auc_score

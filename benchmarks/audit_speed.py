@@ -22,7 +22,6 @@ meaningful).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -32,10 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-HATECHECK = SHARED / "hatecheck" / "test_suite_cases.csv"
-OI_LIST = SHARED / "toxic-debias" / "word_based_bias_list.csv"
-DIALECT = SHARED / "twitteraae"
+import _common
+
+HATECHECK = _common.SHARED_DATA / "hatecheck" / "test_suite_cases.csv"
+OI_LIST = _common.SHARED_DATA / "toxic-debias" / "word_based_bias_list.csv"
+DIALECT = _common.SHARED_DATA / "twitteraae"
 
 
 def build_head(folder: Path, seed: int) -> Path:
@@ -65,11 +65,11 @@ def load_data():
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--model", type=Path, default=None, help="a classifier directory (default: built here)")
     parser.add_argument("--items", type=int, default=None, help="score only the first N texts in part 1")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3)
     parser.add_argument("--bootstrap", type=int, default=1000)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

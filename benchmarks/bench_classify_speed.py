@@ -17,24 +17,21 @@ Items are the toxigen-dev demonstrations (hate and neutral sentences, every grou
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
-from pathlib import Path
 
+import _common
 from toxiforge.models.embedded import DEFAULT_LM
-
-TOXIGEN_DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--model", default=DEFAULT_LM)
     parser.add_argument("--items", type=int, default=96)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    _common.add_repeats(parser, 3)
+    _common.add_threads(parser, None)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -46,10 +43,9 @@ def main() -> None:
     from toxiforge.models import load_language_model
 
     torch.manual_seed(0)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if TOXIGEN_DEV.is_dir():
-        texts, source = demonstration_examples(TOXIGEN_DEV).texts[:args.items], "toxigen-dev demonstrations"
+    _common.set_torch_threads(args.threads)
+    if _common.DEMONSTRATIONS.is_dir():
+        texts, source = demonstration_examples(_common.DEMONSTRATIONS).texts[:args.items], "toxigen-dev demonstrations"
     else:
         texts, source = [f"placeholder statement {i} about group alpha" for i in range(args.items)], "placeholders"
     lm = load_language_model(args.model, dtype="float32", device="cpu")

@@ -20,15 +20,13 @@ and prints the speed-up.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
 
 import numpy as np
 
-from toxiforge.bias.dialect import DialectModel, predict_dialects, predict_dialects_loop, tokenize
-from toxiforge.bias.lexicon import load_bias_lexicon, shipped_noi_terms
+import _common
 
 NEUTRAL = ("the of and to in a is that for it as was with be by on not this are or from at which but have an "
            "they you were her she there been one all would their has more when if some what so out up about into "
@@ -40,6 +38,8 @@ SPECIAL = ["#GoodMorning", "@someone", "https://example.org/a/b", "well-known", 
 
 
 def statements(n: int, seed: int) -> list[str]:
+    from toxiforge.bias.lexicon import shipped_noi_terms
+
     rng = random.Random(seed)
     identity = shipped_noi_terms()
     out = []
@@ -54,6 +54,8 @@ def statements(n: int, seed: int) -> list[str]:
 
 
 def bench_tagging(args) -> None:
+    from toxiforge.bias.lexicon import load_bias_lexicon
+
     texts = statements(args.n, args.seed)
     started = time.perf_counter()
     base = load_bias_lexicon()
@@ -78,6 +80,8 @@ def bench_tagging(args) -> None:
 
 
 def bench_dialect(args) -> None:
+    from toxiforge.bias.dialect import DialectModel, predict_dialects, predict_dialects_loop, tokenize
+
     rng = np.random.default_rng(args.seed)
     words = [f"w{i}" for i in range(args.vocab)]
     counts = rng.gamma(0.3, 50.0, size=(args.vocab, 4))
@@ -102,12 +106,12 @@ def bench_dialect(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=250_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = _common.parser(__doc__)
+    parser.add_argument("--n", type=int, default=250_000, help="statements to tag")
+    _common.add_repeats(parser, 3, help="timed tagging runs; the median is reported (default: 3)")
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--vocab", type=int, default=60_000)
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_seed(parser)
     parser.add_argument("--skip-dialect", action="store_true")
     args = parser.parse_args()
     bench_tagging(args)

@@ -13,28 +13,25 @@ shared machine they are the steadier figure.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toxiforge.bias.datamaps import DataMapRecorder
-from toxiforge.data import Example
-from toxiforge.training.trainer import TrainConfig, train_classifier
+import _common
 
-TOPICS = ["music", "cooking", "gardening", "football", "painting", "history", "travel", "chess"]
-
-
-def synthetic(n: int) -> list[Example]:
-    """Neutral placeholder statements; label 1 for the 'alpha' template, 0 for 'beta'."""
-    return [Example(f"placeholder sentence {i} of template {'alpha' if i % 2 else 'beta'} about "
-                    f"{TOPICS[(i // 2) % len(TOPICS)]} and the weekend", i % 2) for i in range(n)]
+if TYPE_CHECKING:
+    from toxiforge.data import Example
+    from toxiforge.training.trainer import TrainConfig
 
 
 def run(examples: list[Example], config: TrainConfig, datamap: bool, folder: Path) -> tuple[float, float]:
     """Wall seconds of the training loop and CPU seconds of the whole call (this process, all threads)."""
+    from toxiforge.bias.datamaps import DataMapRecorder
+    from toxiforge.training.trainer import train_classifier
+
     callbacks = [DataMapRecorder(len(examples))] if datamap else []
     cpu = time.process_time()
     result = train_classifier(examples, folder, config, progress=False, callbacks=callbacks, overwrite=True)
@@ -44,16 +41,18 @@ def run(examples: list[Example], config: TrainConfig, datamap: bool, folder: Pat
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--base-model", default="all-minilm-l6-v2")
     parser.add_argument("--n", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3, help="plain/datamap pairs after a warm-up; the median ratio is reported")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    examples = synthetic(args.n)
+    from toxiforge.training.trainer import TrainConfig
+
+    examples = _common.placeholder_examples(args.n)
     config = TrainConfig(base_model=args.base_model, epochs=args.epochs, batch_size=args.batch_size,
                          max_length=args.max_length, eval_fraction=0.0, device=args.device)
     with tempfile.TemporaryDirectory() as tmp:

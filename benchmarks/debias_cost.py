@@ -20,11 +20,12 @@ translations of AAE-relabeled are left out (the run's own manifest times them).
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
 from pathlib import Path
+
+import _common
 
 CONFIGS = {
     "minilm": ("bert", dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
@@ -81,7 +82,7 @@ def comparison_hours(result: dict, *, n_train: int, n_eval: int, epochs: float, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--data", default="davidson:../shared/data/davidson2017/labeled_data.csv")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded MiniLM's)")
@@ -121,7 +122,8 @@ def main() -> None:
               "note": "comparison_hours_3x3: 10 methods (5 on all rows, 5 on 33%), 3 epochs, 3 runs, on a 80/20 "
                       "split of --data; AFLite, data map and translations not counted", "results": results}
     print(f"device: {device}")
-    print("| model | batch | precision | train ex/s | score ex/s | whole comparison (h) |")
+    print(_common.table_head(["model", "batch", "precision", "train ex/s", "score ex/s", "whole comparison (h)"],
+                             "lrlrrr"))
     for r in results:
         print(f"| {r['model']} ({r['params_m']}M) | {r['batch_size']} | {r['precision']} | "
               f"{r['train_examples_per_s']} | {r['score_examples_per_s']} | {r['comparison_hours_3x3']} |")

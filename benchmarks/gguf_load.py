@@ -19,11 +19,12 @@ Medians over ``--repeats`` processes are printed and written as JSON (``--json``
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
+
+import _common
 
 STAGES = r"""
 import json, time
@@ -65,8 +66,8 @@ def run(code: str) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = _common.parser(__doc__)
+    _common.add_repeats(parser, 5, help="fresh processes per measurement; medians printed (default: 5)")
     parser.add_argument("--json", default=None, help="write the medians (and every repeat) here")
     args = parser.parse_args()
     run(TOTAL)  # fills the cache if it is cold; not timed

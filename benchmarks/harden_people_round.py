@@ -22,9 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from toxiforge._net import free_port
-from toxiforge.annotation.loadgen import run_annotators, start_server
-from toxiforge.annotation.store import Store
+import _common
 
 
 def harden(args: list[str]) -> str:
@@ -35,7 +33,7 @@ def harden(args: list[str]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = _common.parser(__doc__)
     parser.add_argument("--people-model", required=True, help="classifier directory the simulated annotators share")
     parser.add_argument("--noise", type=float, default=0.15, help="chance an annotator flips the model's verdict")
     parser.add_argument("harden", nargs=argparse.REMAINDER, help="-- then harden's arguments")
@@ -43,6 +41,9 @@ def main() -> None:
     harden_args = [a for a in args.harden if a != "--"]
     out = Path(harden_args[harden_args.index("-o") + 1])
 
+    from toxiforge._net import free_port
+    from toxiforge.annotation.loadgen import run_annotators, start_server
+    from toxiforge.annotation.store import Store
     from toxiforge.classifiers import load_classifier
 
     model = load_classifier(args.people_model, device="cpu", name="people-model")

@@ -2,7 +2,7 @@
 a fine-tuned MiniLM.
 
     python benchmarks/judge_auc.py                  # needs ../shared/data/toxigen-dev; CPU, a few minutes
-    python benchmarks/judge_auc.py --epochs 5 --out /tmp/judge-auc
+    python benchmarks/judge_auc.py --epochs 5 --work /tmp/judge-auc
 
 The data are upstream's toxigen-dev demonstration files (hate_* = 1, neutral_* = 0, every group). Rows:
 
@@ -16,21 +16,19 @@ The data are upstream's toxigen-dev demonstration files (hate_* = 1, neutral_* =
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 
-DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
+import _common
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(DEV))
+    parser = _common.parser(__doc__)
+    parser.add_argument("--data", default=str(_common.DEMONSTRATIONS), help="toxigen-dev's demonstrations folder")
     parser.add_argument("--epochs", type=float, default=5.0)
-    parser.add_argument("--out", default="/tmp/judge-auc")
+    _common.add_work(parser, "/tmp/judge-auc", "--out")
     args = parser.parse_args()
 
     from sklearn.metrics import roc_auc_score
@@ -40,7 +38,6 @@ def main() -> None:
     from toxiforge.classifiers.judge import JudgeClassifier
     from toxiforge.models import load_language_model
     from toxiforge.records import is_toxic
-    from toxiforge.training.trainer import TrainConfig, train_classifier
 
     data = demonstration_examples(args.data)
     examples = data.examples
@@ -64,18 +61,16 @@ def main() -> None:
     started = time.perf_counter()
     for k, held in enumerate(folds):
         train = [e for e in examples if e.group not in held]
-        out = Path(args.out) / f"fold{k}"
-        train_classifier(train, out, TrainConfig(epochs=args.epochs, batch_size=16, eval_fraction=0.0, device="cpu"),
-                         progress=False, overwrite=True)
+        out = _common.fine_tune(args.work / f"fold{k}", train, reuse=False, epochs=args.epochs, batch_size=16,
+                                eval_fraction=0.0, device="cpu")
         clf = load_classifier(out, device="cpu")
         index = [i for i, e in enumerate(examples) if e.group in held]
         scores[index] = clf.predict_proba([texts[i] for i in index])
     rows.append((f"MiniLM fine-tuned ({args.epochs:g} epochs, 2-fold by group)", roc_auc_score(labels, scores),
                  time.perf_counter() - started, float(is_toxic(scores).mean())))
-    print("| classifier | ROC AUC | predicted toxic (%) | seconds |")
-    print("| :--- | ---: | ---: | ---: |")
+    print(_common.table_head(["classifier", "ROC AUC", "predicted toxic (%)", "seconds"], "lrrr"))
     for name, auc, seconds, share in rows:
-        print(f"| {name} | {auc:.3f} | {100 * share:.1f} | {seconds:.1f} |")
+        print(_common.table_row(name, f"{auc:.3f}", f"{100 * share:.1f}", f"{seconds:.1f}"))
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 

@@ -18,20 +18,18 @@ import argparse
 import os
 import statistics
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+import _common
+from toxiforge.models import DEFAULT_LM
 
-from toxiforge.classifiers.judge import JudgeClassifier
-from toxiforge.decoding.alice import AliceConfig, alice_search
-from toxiforge.models import DEFAULT_LM, load_language_model
-from toxiforge.pipeline import GenerationPlan
-
-DEV = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "toxigen-dev" / "demonstrations"
+if TYPE_CHECKING:
+    from toxiforge.classifiers.judge import JudgeClassifier
 
 
 def statements(n: int) -> list[str]:
-    files = sorted(DEV.glob("*/neutral_*_sentences.txt")) if DEV.is_dir() else []
+    dev = _common.DEMONSTRATIONS
+    files = sorted(dev.glob("*/neutral_*_sentences.txt")) if dev.is_dir() else []
     lines = [line.strip().lstrip("- ").strip() for f in files for line in f.read_text().splitlines() if line.strip()]
     if len(lines) < n:
         lines += [f"placeholder statement number {i} about the weather and music" for i in range(n - len(lines))]
@@ -39,24 +37,17 @@ def statements(n: int) -> list[str]:
 
 
 def minilm(path: str | None):
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from toxiforge.classifiers.hf import HFClassifier
-    from toxiforge.models.embedded import embedded_encoder_dir
-
     if path:
         from toxiforge.classifiers import load_classifier
 
         return load_classifier(path, device="cpu")
-    folder = embedded_encoder_dir()
-    torch.manual_seed(0)
-    model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=2)
-    model.config.architectures = [type(model).__name__]  # the folder's config names the bare encoder
-    return HFClassifier(model, AutoTokenizer.from_pretrained(folder), name="minilm (random head)")
+    return _common.random_head_minilm(name="minilm (random head)")
 
 
 def speed(judges: dict[bool, JudgeClassifier], args: argparse.Namespace) -> None:
     """Part 1: items/s with and without prefix reuse, medians of ``args.repeats`` alternating runs."""
+    import torch
+
     texts = statements(args.items)
     backend = judges[True].backend
     lengths = [len(backend.encode(backend.prompt(t))) for t in texts]
@@ -79,17 +70,21 @@ def speed(judges: dict[bool, JudgeClassifier], args: argparse.Namespace) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--model", default=DEFAULT_LM)
     parser.add_argument("--template", default="humanval")
     parser.add_argument("--items", type=int, default=32, help="statements for part 1 (0: skip it)")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3)
     parser.add_argument("--prompts", type=int, default=2, help="ALICE prompts per classifier (0: skip part 2)")
     parser.add_argument("--max-new-tokens", type=int, default=10)
     parser.add_argument("--classifier-top-extensions", type=int, default=10)
     parser.add_argument("--minilm", default=None, help="a fine-tuned MiniLM directory (default: random head)")
     args = parser.parse_args()
+    from toxiforge.classifiers.judge import JudgeClassifier
+    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.models import load_language_model
+    from toxiforge.pipeline import GenerationPlan
 
     lm = load_language_model(args.model, device="cpu")
     judges = {reuse: JudgeClassifier(lm, args.template, batch_size=args.batch_size, reuse_prefix=reuse)

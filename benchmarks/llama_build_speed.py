@@ -22,7 +22,6 @@ starts the other build with ``use_extra_bufts`` off (its AVX-512 kernels, no AMX
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -31,10 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
-
-from toxiforge._net import free_port, wait_until_answering
-from toxiforge.models.embedded import smollm2_gguf
+import _common
 
 WORDS = ("Morning", "Evening", "Today", "Later", "Meanwhile", "Elsewhere", "Again", "Finally", "Also", "Still")
 PROMPT = (" report for the coastal towns: light rain in the morning, a dry afternoon and a cool, clear evening with"
@@ -50,21 +46,22 @@ NO_EXTRA_BUFTS = ("import runpy, llama_cpp.llama_cpp as c; d = c.llama_model_def
 
 
 def start(site: str | None, extra_bufts: bool, threads: int, log: Path) -> tuple[subprocess.Popen, str]:
+    from toxiforge._net import free_port
+    from toxiforge.models.embedded import smollm2_gguf
+
     port = free_port()
     env = dict(os.environ)
     if site:
         env["PYTHONPATH"] = site + os.pathsep + env.get("PYTHONPATH", "")
     server = ["-m", "llama_cpp.server"] if extra_bufts else ["-c", NO_EXTRA_BUFTS]
-    proc = subprocess.Popen([sys.executable, *server, "--model", str(smollm2_gguf()),
-                             "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx",
-                             "2048", "--n_threads", str(threads), "--verbose", "False"],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_until_answering(proc, f"{url}/models", timeout=300, what="llama_cpp.server", log=log)
-    return proc, url
+    return _common.start_server([sys.executable, *server, "--model", str(smollm2_gguf()), "--model_alias", "smollm2",
+                                 "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads",
+                                 str(threads), "--verbose", "False"], port, log, env=env, what="llama_cpp.server")
 
 
 def timed(url: str, prompt: str, max_tokens: int) -> tuple[int, float]:
+    import httpx
+
     started = time.perf_counter()
     r = httpx.post(f"{url}/completions", json={"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens,
                                                "temperature": 0.0}, timeout=600)
@@ -89,14 +86,14 @@ def installed_from(site: str | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--other-site", required=True, help="a folder holding another llama-cpp-python build")
     parser.add_argument("--other-name", default="other", help="its name in the table")
     parser.add_argument("--other-no-extra-bufts", action="store_true", help="run the other build without extra "
                                                                             "buffer types (no AMX, no repacking)")
     parser.add_argument("--also-no-extra-bufts", action="store_true", help="add this venv's build in that mode")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=5)
+    _common.add_threads(parser, 1, help="threads of each side's server (default: 1)")
+    _common.add_repeats(parser, 5, help="alternating rounds; medians printed (default: 5)")
     args = parser.parse_args()
     sides = {"this venv": (None, True)}
     if args.also_no_extra_bufts:

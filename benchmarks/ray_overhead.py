@@ -11,19 +11,20 @@ Overhead at 1 worker = median in-process rate / median Ray rate - 1 (target: und
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
 from pathlib import Path
 
+import _common
+
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--shard-size", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3)
     args = parser.parse_args()
 
     import ray

@@ -21,12 +21,13 @@ data and outputs outside the repository (the sentences are upstream's).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 from pathlib import Path
 
 import numpy as np
+
+import _common
 
 
 def prepare(data: str, out: str, n: int, seed: int) -> None:
@@ -84,13 +85,13 @@ def stats(path: str, classifier: str | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _common.parser(__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("data")
     p.add_argument("out")
     p.add_argument("--n", type=int, default=40)
-    p.add_argument("--seed", type=int, default=0)
+    _common.add_seed(p)
     s = sub.add_parser("stats")
     s.add_argument("table")
     s.add_argument("-c", "--classifier", help="the judge, to compare its verdicts on the original sentences")

@@ -19,58 +19,41 @@ Servers (each started here on a free port, with ``--threads`` threads, and stopp
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from toxiforge._net import free_port, wait_until_answering
-from toxiforge.decoding import TopKConfig, TopKDecoder
-from toxiforge.models import load_language_model
-from toxiforge.models.embedded import smollm2_gguf
-from toxiforge.models.openai_lm import OpenAILM
-from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
-
-
-def start(command: list[str], port: int, log: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(command, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    wait_until_answering(proc, f"{url}/models", timeout=300, what=command[0], log=log)
-    return proc, url
-
-
-def llama_cpp_python(threads: int, log: Path, extra: tuple[str, ...] = ()):
-    port = free_port()
-    return start([sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()), "--model_alias",
-                  "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads",
-                  str(threads), "--verbose", "False", *extra], port, log)
+import _common
 
 
 def llama_server(binary: str, threads: int, parallel: int, log: Path):
+    from toxiforge._net import free_port
+    from toxiforge.models.embedded import smollm2_gguf
+
     port = free_port()
     # -c is the context of all slots together: 2048 tokens per slot (a prompt of 5 demonstrations is ~150-300)
-    return start([binary, "-m", str(smollm2_gguf()), "--alias", "smollm2", "--host", "127.0.0.1", "--port",
-                  str(port), "-t", str(threads), "-tb", str(threads), "-np", str(parallel), "-c",
-                  str(2048 * parallel), "--no-webui", "--log-disable"], port, log)
+    return _common.start_server([binary, "-m", str(smollm2_gguf()), "--alias", "smollm2", "--host", "127.0.0.1",
+                                 "--port", str(port), "-t", str(threads), "-tb", str(threads), "-np", str(parallel),
+                                 "-c", str(2048 * parallel), "--no-webui", "--log-disable"], port, log)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
+    _common.add_repeats(parser, 3)
     parser.add_argument("--batch-size", type=int, default=16, help="in-process batch size")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight to each server")
-    parser.add_argument("--threads", type=int, default=2, help="server threads and in-process torch threads")
+    _common.add_threads(parser, 2, help="server threads and in-process torch threads (default: 2)")
     parser.add_argument("--llama-server", help="path of llama.cpp's llama-server binary (adds that side)")
     parser.add_argument("--parallel", type=int, default=8, help="llama-server's parallel slots")
     parser.add_argument("--no-python-server", action="store_true", help="skip llama-cpp-python's server")
     args = parser.parse_args()
+    from toxiforge.decoding import TopKConfig, TopKDecoder
+    from toxiforge.models import load_language_model
+    from toxiforge.models.openai_lm import OpenAILM
+    from toxiforge.pipeline import GenerationPlan, JobConfig, run_generation
 
-    import torch
-
-    torch.set_num_threads(args.threads)
+    _common.set_torch_threads(args.threads)
     plan = GenerationPlan.grid(["asian", "women", "middle_east", "physical_disability"], ["benign"],
                                max(1, args.prompts // 4), seed=0)
     decoder = TopKDecoder(TopKConfig())
@@ -78,7 +61,7 @@ def main() -> None:
     procs, sides = [], {}
     try:
         if not args.no_python_server:
-            proc, url = llama_cpp_python(args.threads, tmp / "python-server.log")
+            proc, url = _common.llama_cpp_python(args.threads, tmp / "python-server.log")
             procs.append(proc)
             sides[f"llama-cpp-python server (1 slot), concurrency {args.concurrency}"] = (
                 OpenAILM.open(f"openai:{url}#smollm2", concurrency=args.concurrency),

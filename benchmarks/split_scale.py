@@ -14,14 +14,11 @@ sentences/s and the time that rate implies for the whole dataset. ``--skip-embed
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
-import torch
 
-from toxiforge.analysis.split import max_similarity, split_embeddings
-from toxiforge.models import DEFAULT_ENCODER
+import _common
 
 
 def synthetic(n: int, dim: int, planted: int, seed: int) -> np.ndarray:
@@ -34,6 +31,10 @@ def synthetic(n: int, dim: int, planted: int, seed: int) -> np.ndarray:
 
 
 def bench_split(args) -> None:
+    import torch
+
+    from toxiforge.analysis.split import max_similarity, split_embeddings
+
     n = args.train + args.test
     started = time.perf_counter()
     emb = synthetic(n, args.dim, args.planted, args.seed)
@@ -63,6 +64,7 @@ def bench_split(args) -> None:
 
 def bench_embed(args) -> None:
     from toxiforge.analysis.embeddings import embed_texts, load_encoder
+    from toxiforge.models import DEFAULT_ENCODER
 
     subjects = ["the library", "a garden", "the river", "a bakery", "the museum", "a bicycle", "the train station",
                 "a choir", "the market", "a chess club"]
@@ -85,14 +87,14 @@ def bench_embed(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _common.parser(__doc__)
     parser.add_argument("--train", type=int, default=274_000)
     parser.add_argument("--test", type=int, default=10_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--planted", type=int, default=2_000, help="near-duplicate pairs (cosine ~0.95)")
     parser.add_argument("--threshold", type=float, default=0.7)
     parser.add_argument("--chunk-rows", type=int, default=2048)
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_seed(parser)
     parser.add_argument("--embed-sentences", type=int, default=2_000)
     parser.add_argument("--embed-batch", type=int, default=128)
     parser.add_argument("--skip-embed", action="store_true")

@@ -22,23 +22,13 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toxiforge.data import Example
+import _common
 from toxiforge.models import DEFAULT_ENCODER
-from toxiforge.training.trainer import TrainConfig, resolve_base_model, train_classifier
 
-TOPICS = ["music", "cooking", "gardening", "football", "painting", "history", "travel", "chess"]
-
-
-def synthetic(n: int) -> list[Example]:
-    """Neutral placeholder statements; label 1 for the 'alpha' template, 0 for 'beta'."""
-    out = []
-    for i in range(n):
-        label = i % 2
-        topic = TOPICS[(i // 2) % len(TOPICS)]
-        word = "alpha" if label else "beta"
-        out.append(Example(f"placeholder sentence {i} of template {word} about {topic} and the weekend", label))
-    return out
+if TYPE_CHECKING:
+    from toxiforge.data import Example
 
 
 def plain_trainer(examples: list[Example], source: str, tok_source: str, args: argparse.Namespace,
@@ -76,6 +66,8 @@ def plain_trainer(examples: list[Example], source: str, tok_source: str, args: a
 
 
 def toxiforge_train(examples: list[Example], args: argparse.Namespace, out: Path) -> dict:
+    from toxiforge.training.trainer import TrainConfig, train_classifier
+
     started = time.perf_counter()
     config = TrainConfig(base_model=args.base_model, epochs=args.epochs, batch_size=args.batch_size,
                          learning_rate=args.learning_rate, max_length=args.max_length, seed=args.seed,
@@ -87,14 +79,14 @@ def toxiforge_train(examples: list[Example], args: argparse.Namespace, out: Path
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _common.parser(__doc__)
     parser.add_argument("--base-model", default=DEFAULT_ENCODER)
     parser.add_argument("--n", type=int, default=320, help="training examples")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=2e-5)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
+    _common.add_seed(parser)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (auto = cuda when available)")
     parser.add_argument("--order", default="plain-first", choices=["plain-first", "toxiforge-first"])
     parser.add_argument("--no-warmup", action="store_true",
@@ -104,9 +96,10 @@ def main() -> None:
     import transformers.trainer  # noqa: F401  (import cost paid before either timer starts)
 
     from toxiforge._hf import quiet_transformers
+    from toxiforge.training.trainer import resolve_base_model
 
     quiet_transformers()
-    examples = synthetic(args.n)
+    examples = _common.placeholder_examples(args.n)
     source, tok_source = resolve_base_model(args.base_model)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_warmup:  # untimed: one-time kernel/allocator setup would otherwise count against side one

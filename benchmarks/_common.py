@@ -37,8 +37,8 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
 def add_threads(parser: argparse.ArgumentParser, default: int | None, help: str | None = None) -> None:
     """``--threads``: torch threads of this process (None: torch's own choice). On a machine shared with other jobs
     CPU seconds are only comparable at one thread."""
-    parser.add_argument("--threads", type=int, default=default,
-                        help=help or f"torch threads (default: {default or 'torch’s own choice'})")
+    shown = default or "torch's own choice"
+    parser.add_argument("--threads", type=int, default=default, help=help or f"torch threads (default: {shown})")
 
 
 def add_seed(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """Comparison of two or more classifiers on the same rows: every headline number's difference from the first
 classifier (:data:`~toxiforge.audit.headlines.HEADLINES`) with a paired bootstrap interval
-(:func:`~toxiforge.intervals.paired_difference`), and a verdict per section: ``better``/``worse`` when every difference whose interval excludes 0 points that way, ``mixed`` when
-they disagree, ``no difference shown`` when every interval crosses 0."""
+(:func:`~toxiforge.intervals.paired_difference`), and a verdict per section: ``better``/``worse`` when every
+difference whose interval excludes 0 points that way, ``mixed`` when they disagree, ``no difference shown`` when
+every interval crosses 0."""
 
 from __future__ import annotations
 

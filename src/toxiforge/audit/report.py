@@ -70,9 +70,9 @@ def _cell(value: Any, digits: int = 3) -> str:
 
 def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = None,
                     gate: Verdict | None = None) -> str:
-    """The report as Markdown: the gate's verdict (with ``--gate``), the summary cards (:mod:`toxiforge.audit.summary`), the contents, one section per
-    dataset, the definitions of every number; ``figures`` (name -> relative PNG path) are linked where they
-    belong."""
+    """The report as Markdown: the gate's verdict (with ``--gate``), the summary cards
+    (:mod:`toxiforge.audit.summary`), the contents, one section per dataset, the definitions of every number;
+    ``figures`` (name -> relative PNG path) are linked where they belong."""
     figures = figures or {}
     names = [c.name for c in result.classifiers]
     head = [f"# Audit: {', '.join(names)}", "", *(gate.markdown() if gate is not None else []),

@@ -180,7 +180,8 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
 
         prompt_attack.check([c.spec for c in classifiers])
         outcomes = pa.OutcomeCache(out, prompt_attack)
-    clear_report(out, also_clear)   # every input is checked: from here on, OUT holds no report until this audit writes one
+    # every input is checked: from here on, OUT holds no report (nor the gate's JUnit) until this audit writes one
+    clear_report(out, also_clear)
     prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)

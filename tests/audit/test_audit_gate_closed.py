@@ -42,8 +42,8 @@ def test_a_gated_metric_measured_on_no_dataset_fails_with_its_own_exit_code(tmp_
     assert gate["status"] == "measured nothing" and not gate["passed"] and gate["exit_status"] == 3
 
 
-def test_a_candidate_that_flags_nothing_neither_passes_on_lexical_nor_on_the_default_gate(tmp_path, hatecheck,
-                                                                                          silent):  # noqa: F811
+def test_a_candidate_that_flags_nothing_passes_neither_lexical_nor_the_default_gate(tmp_path, hatecheck,  # noqa: F811
+                                                                                     silent):  # noqa: F811
     """The issue's second case: on HateCheck-shaped placeholders (no NOI/OI/ONI/AAE rows) --gate-metric lexical
     measured nothing (8 skipped, exit 0); the default gate now checks FNR at the threshold too."""
     on = ["-c", "prod=fake-good", "-c", "candidate=fake-none", "--on", f"hatecheck:{hatecheck}"]

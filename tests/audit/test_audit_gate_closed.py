@@ -32,12 +32,12 @@ def test_a_gated_metric_measured_on_no_dataset_fails_with_its_own_exit_code(tmp_
     assert result.exit_code == EXIT_UNMEASURED == 3, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("gate measured nothing")]
     assert lines == ["gate measured nothing: --gate-metric hatecheck.over_blocking (over-blocking) was measured on "
-                     "no dataset for candidate (T: T is not a HateCheck set (no functional tests))"]
+                     "no dataset for candidate (T: not a HateCheck set, no functional tests)"]
     assert "gate passed" not in result.output
     suite = _suite(junit)
     assert (suite.get("tests"), suite.get("errors"), suite.get("skipped"), suite.get("failures")) == ("1", "1", "0",
                                                                                                         "0")
-    assert "T is not a HateCheck set" in suite.find("testcase/error").get("message")
+    assert "not measured on T: not a HateCheck set" in suite.find("testcase/error").get("message")
     gate = json.loads((tmp_path / "out" / "report.json").read_text())["gate"]
     assert gate["status"] == "measured nothing" and not gate["passed"] and gate["exit_status"] == 3
 
@@ -51,7 +51,7 @@ def test_a_candidate_that_flags_nothing_passes_neither_lexical_nor_the_default_g
     lexical = gate_audit(*on, "-o", str(tmp_path / "a"), "--gate-metric", "lexical", "--junit", str(junit))
     assert lexical.exit_code == 3, lexical.output
     assert "gate measured nothing: --gate-metric lexical (its 8 metrics) was measured on no dataset for candidate " \
-           "(HateCheck: HateCheck has no benign rows in the NOI slice" in lexical.output
+           "(HateCheck: no benign rows in the NOI slice, no OI word list was given (--oi-list), " in lexical.output
     suite = _suite(junit)
     assert (suite.get("tests"), suite.get("errors"), suite.get("skipped")) == ("8", "8", "0")
     default = gate_audit(*on, "-o", str(tmp_path / "b"))

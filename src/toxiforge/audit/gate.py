@@ -154,24 +154,24 @@ class Check:
                 f"{'-' if self.higher_is_better else '+'}{self.rule.tolerance:g})")
 
 
-def why_unmeasured(sections: Mapping[str, Any], key: str, dataset: str) -> str:
-    """Why headline ``key`` has no value on ``dataset`` (whose pair's ``sections`` are given), in words."""
+def why_unmeasured(sections: Mapping[str, Any], key: str) -> str:
+    """Why headline ``key`` has no value on a dataset (whose pair's ``sections`` are given), in a few words."""
     section, metric = section_of(key)
     found = sections.get(section)
     if section == "hatecheck" and found is None:
-        return f"{dataset} is not a HateCheck set (no functional tests)"
+        return "not a HateCheck set, no functional tests"
     if isinstance(found, Mapping) and "note" in found:
-        return str(found["note"])
+        return "no target groups" if section == "groups" else str(found["note"])
     if section == "lexical" and isinstance(found, Mapping):
         rate, _, piece = metric.partition(".")
         if piece in SLICES and not found.get("available", {}).get(piece, True):
             return {"oi": "no OI word list was given (--oi-list)",
-                    "aae": "no dialect model was found (--dialect-model)"}.get(piece, f"the {piece.upper()} slice "
-                                                                                      "is unavailable")
-        return (f"{dataset} has no {'benign' if rate == 'fpr' else 'toxic'} rows in the {piece.upper()} slice "
-                "(lexical tagging found none)")
-    notes = [n for n in sections.get("notes", []) if n.startswith("every row")]
-    return notes[0].split(":")[0] if notes else f"{name(key)} is undefined on {dataset}"
+                    "aae": "no dialect model was found (--dialect-model)"}.get(piece, f"no {piece.upper()} slice")
+        return f"no {'benign' if rate == 'fpr' else 'toxic'} rows in the {piece.upper()} slice"
+    for note in sections.get("notes", []):   # a set of one label
+        if note.startswith("every row"):
+            return "every row is " + ("toxic" if note.split(":")[0].endswith("toxic") else "benign")
+    return f"{name(key)} is undefined there"
 
 
 @dataclass(frozen=True)
@@ -213,8 +213,9 @@ class Verdict:
         if self.failed:
             return f"gate: {len(self.failed)} of {self.measured} checks failed"
         if self.unmeasured:
-            return (f"gate: no pass, {len(self.unmeasured)} gated metric(s) measured on no dataset "
-                    f"({self.measured} checks measured; exit status {EXIT_UNMEASURED})")
+            k, m = len(self.unmeasured), self.measured
+            return (f"gate: no pass, {k} gated metric{'s' * (k != 1)} measured on no dataset; {m} other "
+                    f"check{'s' * (m != 1)} measured, none failed (exit status {EXIT_UNMEASURED})")
         return (f"gate passed: {self.measured} checks, no candidate worse than the first classifier beyond its "
                 "tolerance")
 
@@ -251,7 +252,7 @@ def run_gate(result: AuditResult, rules: Sequence[GateRule]) -> Verdict:
                 if diff is not None:
                     checks.append(Check(c.name, base, d, rule, diff))
                 elif rule.asked:
-                    why = why_unmeasured(result.pair(c.name, d).sections, rule.metric, d)
+                    why = why_unmeasured(result.pair(c.name, d).sections, rule.metric)
                     checks.append(Check(c.name, base, d, rule, None, why))
     return Verdict(checks, unmeasured(checks))
 
@@ -266,11 +267,14 @@ def unmeasured(checks: Sequence[Check]) -> list[Unmeasured]:
     found: list[Unmeasured] = []
     for (text, candidate), own in asked.items():
         if not any(c.difference is not None for c in own):
-            whys = dict.fromkeys(f"{c.dataset}: {c.why}" for c in own)
+            whys: dict[str, dict[str, None]] = {}
+            for c in own:
+                whys.setdefault(c.dataset, {})[c.why] = None
             metrics = list(dict.fromkeys(c.rule.metric for c in own))
             what = name(metrics[0]) if len(metrics) == 1 else f"its {len(metrics)} metrics"
+            reasons = "; ".join(f"{d}: {', '.join(w)}" for d, w in whys.items())
             found.append(Unmeasured(text, candidate, f"gate measured nothing: --gate-metric {text} ({what}) was "
-                                                     f"measured on no dataset for {candidate} ({'; '.join(whys)})"))
+                                                     f"measured on no dataset for {candidate} ({reasons})"))
     if not found and not any(c.difference is not None for c in checks):
         found.append(Unmeasured("", "", "gate measured nothing: no gated metric has a paired difference on any "
                                         "dataset, so there is nothing to pass"))

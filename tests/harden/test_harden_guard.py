@@ -93,7 +93,7 @@ def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
     guard = check_with(tmp_path, {"c0": start, "r1": worse, "same": start})
     problems = guard.check(1, {"alice": "r1", "control": "same"}, [data], None)
     assert problems and all(p.startswith("round-1-alice's") for p in problems)
-    assert any("FPR (benign rows called toxic) on balanced moved +" in p for p in problems)
+    assert any("FPR (accuracy.fpr) on balanced moved +" in p for p in problems)
     rows_ = guard.results[1]["sets"]["balanced"]["arms"]
     assert rows_["round-1-alice"]["fpr"]["worse"] and not any(r["worse"] for r in rows_["round-1-control"].values())
     assert json.loads((tmp_path / "round-1" / "guard.json").read_text())["problems"] == problems
@@ -115,7 +115,7 @@ def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_
     guard = check_with(tmp_path, {"c0": start, "collapsed": benign, "better": better})
     problems = guard.check(1, {"alice": "collapsed", "control": "better"}, [data], None)
     assert problems and all(p.startswith("round-1-alice's") for p in problems)
-    assert any("FNR (toxic rows called benign) on balanced moved +" in p for p in problems)
+    assert any("FNR (accuracy.fnr) on balanced moved +" in p for p in problems)
     ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
     assert ship["name"] == "round-1-control" and "found worse: round-1-alice" in ship["why"]
 
@@ -161,7 +161,7 @@ def test_over_blocking_on_hatecheck_non_hateful_tests_is_found_worse(tmp_path):
     blocking = {e.text: (0.8 if e.label or i % 8 < 4 else 0.2) for i, e in enumerate(data.examples)}
     guard = check_with(tmp_path, {"c0": start, "r1": blocking, "same": start})
     problems = guard.check(1, {"alice": "r1", "control": "same"}, [data], None)
-    assert any("over-blocking (HateCheck's non-hateful tests called hateful) on hatecheck moved +" in p
+    assert any("over-blocking (hatecheck.over_blocking) on hatecheck moved +" in p
                for p in problems)
     assert guard.results[1]["sets"]["hatecheck"]["arms"]["round-1-alice"]["over_blocking"]["worse"]
 

@@ -192,7 +192,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     import pyarrow as pa
 
     from toxiforge.pipeline.card import write_dataset_card
-    from toxiforge.pipeline.job import _progress, marks_interruption
+    from toxiforge.pipeline.job import marks_interruption, progress_bar
     from toxiforge.records import read_table, write_table
 
     if family.together:  # one classifier call per step for a whole shard (AttackFamily)
@@ -201,7 +201,7 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     settings = json.dumps(family.settings(), sort_keys=True)
     started, written = time.perf_counter(), 0
     done = sum(len(s) for i, s in enumerate(job.shards) if i not in job.todo)
-    with marks_interruption(job), _progress(progress, total=len(sources), done=done, verb="attacking") as advance:
+    with marks_interruption(job), progress_bar(progress, total=len(sources), done=done, verb="attacking") as advance:
         for index in job.todo:
             rows = []
             for batch, attempts in attack_calls(family, job.shards[index], config):

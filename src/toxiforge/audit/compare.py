@@ -1,25 +1,17 @@
 """Comparison of two or more classifiers on the same rows: every headline number's difference from the first
-classifier with a paired bootstrap interval (:func:`~toxiforge.intervals.paired_difference`), and a verdict
-per section: ``better``/``worse`` when every difference whose interval excludes 0 points that way, ``mixed`` when
-they disagree, ``no difference shown`` when every interval crosses 0."""
+classifier (:data:`~toxiforge.audit.headlines.HEADLINES`) with a paired bootstrap interval
+(:func:`~toxiforge.intervals.paired_difference`), and a verdict per section: ``better``/``worse`` when every
+difference whose interval excludes 0 points that way, ``mixed`` when they disagree, ``no difference shown`` when
+every interval crosses 0."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from toxiforge.audit.headlines import in_section, sections
 from toxiforge.intervals import Estimate, paired_difference
 
-# section -> headline metric -> whether higher is better
-HEADLINES: dict[str, dict[str, bool]] = {
-    "accuracy": {"roc_auc": True, "pr_auc": True, "f1": True, "accuracy": True, "fpr_at_95_tpr": False},
-    "groups": {"final_score": True},
-    "hatecheck": {"overall": True, "over_blocking": False, "obfuscation_accuracy": True},
-    # Zhou et al.'s FPRs, with the FNRs on the same slices: both error directions, so a classifier that flags
-    # nothing (FPR 0, FNR 1) reads "mixed", not "better"
-    "lexical": {f"{rate}.{s}": False for rate in ("fpr", "fnr") for s in ("noi", "oi", "oni", "aae")},
-    "calibration": {"ece": False, "brier": False},
-}
 NO_DIFFERENCE = "no difference shown"
 
 
@@ -35,15 +27,15 @@ def compare(base: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict
     """``{section: {"metrics": {metric: {"difference": Estimate, "shown": bool, "better": bool | None}},
     "verdict": str}}`` for ``other`` against ``base`` (the sections of one dataset)."""
     out: dict[str, dict[str, Any]] = {}
-    for section, metrics in HEADLINES.items():
+    for section in sections():
         rows: dict[str, Any] = {}
-        for metric, higher in metrics.items():
+        for metric, h in in_section(section).items():
             a, b = headline(base, section, metric), headline(other, section, metric)
             if a is None or b is None:
                 continue
             diff = paired_difference(a, b)
             shown = diff.excludes_zero()
-            better = None if not shown or diff.value is None else (diff.value > 0) == higher
+            better = None if not shown or diff.value is None else (diff.value > 0) == h.higher_is_better
             rows[metric] = {"difference": diff, "shown": shown, "better": better}
         if rows:
             out[section] = {"metrics": rows, "verdict": verdict([r["better"] for r in rows.values()])}

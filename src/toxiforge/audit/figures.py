@@ -166,8 +166,9 @@ def render_html(markdown: str, out: str | Path) -> str:
         return f'<h{match.group(1)} id="{html.escape(anchor(text, seen))}">{match.group(2)}</h{match.group(1)}>'
 
     body = re.sub(r"<h([1-3])>(.*?)</h\1>", heading_id, body)
-    # each summary card (a "Summary" heading up to the next h2) in a box
-    body = re.sub(r'(<h2 id="summary[^"]*">.*?)(?=<h2 )', r'<section class="card">\1</section>\n', body, flags=re.S)
+    # the gate's verdict and each summary card (a "Gate" or "Summary" heading up to the next h2) in a box
+    body = re.sub(r'(<h2 id="(?:gate|summary)[^"]*">.*?)(?=<h2 )', r'<section class="card">\1</section>\n', body,
+                  flags=re.S)
     title = html.escape(markdown.splitlines()[0].lstrip("# ") if markdown else "audit")
     return PAGE.format(title=title, body=body)
 

@@ -49,9 +49,6 @@ WEIGHT = 0.25            # weight of the overall AUC and of each bias AUC in the
 BIAS_AUCS: tuple[str, ...] = ("subgroup_auc", "bpsn_auc", "bnsp_auc")
 RATE_METRICS: tuple[str, ...] = ("fpr", "fnr")   # at the decision rule
 ACCURACY_METRICS: tuple[str, ...] = ("roc_auc", "pr_auc", "f1", "accuracy", "fpr_at_95_tpr", *RATE_METRICS)
-HIGHER_IS_BETTER: dict[str, bool] = {"roc_auc": True, "pr_auc": True, "f1": True, "accuracy": True,
-                                     "fpr_at_95_tpr": False, "fpr": False, "fnr": False, "final_score": True,
-                                     "ece": False, "brier": False}
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

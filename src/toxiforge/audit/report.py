@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from toxiforge.audit.compare import HEADLINES, NO_DIFFERENCE
+from toxiforge.audit.compare import NO_DIFFERENCE
+from toxiforge.audit.gate import Verdict
 from toxiforge.audit.glossary import definitions, name
-from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, RATE_METRICS, GroupStats
+from toxiforge.audit.headlines import in_section
+from toxiforge.audit.metrics import BIAS_AUCS, ECE_BINS, POWER, GroupStats
 from toxiforge.audit.run import AuditResult
 from toxiforge.audit.summary import cards, contents, group_labels, signed, table, tests_worst_first, worst_groups
 from toxiforge.data.examples import LabeledData
@@ -35,10 +37,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-def to_json(result: AuditResult) -> dict[str, Any]:
+def to_json(result: AuditResult, gate: Verdict | None = None) -> dict[str, Any]:
     s = result.settings
     return {
         "schema": SCHEMA,
+        **({"gate": gate.to_dict()} if gate is not None else {}),
         "settings": {"bootstrap": s.n_boot, "seed": s.seed, "level": LEVEL, "threshold": s.threshold,
                      "ece_bins": ECE_BINS, "power": POWER, "dialect": result.lexical_note},
         "classifiers": [{"name": c.name, **result.info[c.name]} for c in result.classifiers],
@@ -55,8 +58,8 @@ def to_json(result: AuditResult) -> dict[str, Any]:
     }
 
 
-def write_json(result: AuditResult) -> str:
-    return json.dumps(plain(to_json(result)), indent=2, allow_nan=False) + "\n"
+def write_json(result: AuditResult, gate: Verdict | None = None) -> str:
+    return json.dumps(plain(to_json(result, gate)), indent=2, allow_nan=False) + "\n"
 
 
 def _cell(value: Any, digits: int = 3) -> str:
@@ -65,13 +68,14 @@ def _cell(value: Any, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = None) -> str:
-    """The report as Markdown: the summary cards (:mod:`toxiforge.audit.summary`), the contents, one section per
-    dataset, the definitions of every number; ``figures`` (name -> relative PNG path) are linked where they
-    belong."""
+def render_markdown(result: AuditResult, figures: Mapping[str, str] | None = None,
+                    gate: Verdict | None = None) -> str:
+    """The report as Markdown: the gate's verdict (with ``--gate``), the summary cards
+    (:mod:`toxiforge.audit.summary`), the contents, one section per dataset, the definitions of every number;
+    ``figures`` (name -> relative PNG path) are linked where they belong."""
     figures = figures or {}
     names = [c.name for c in result.classifiers]
-    head = [f"# Audit: {', '.join(names)}", "",
+    head = [f"# Audit: {', '.join(names)}", "", *(gate.markdown() if gate is not None else []),
             f"Numbers are point values with {LEVEL:.0%} intervals [low, high]: Wilson score intervals for proportions "
             f"(accuracy, FPR, FNR, rates), bootstrap percentile intervals for the rest and for every difference "
             f"({result.settings.n_boot} resamples, seed {result.settings.seed}); decision rule P(toxic) > "
@@ -98,9 +102,8 @@ def _dataset(result: AuditResult, data: LabeledData, names: list[str], figures: 
     trained = {c: found for c in names if (found := result.pair(c, d).sections.get("contaminated"))}
     lines += [f"**Caveat: {c} was trained on this data** ({'; '.join(found)}), so its numbers on {d} are not "
               "held-out numbers." for c, found in trained.items()] + ([""] if trained else [])
-    accuracy = [*HEADLINES["accuracy"], *RATE_METRICS]
-    lines += ["### Accuracy", ""] + table(["classifier", *(name(m if m in RATE_METRICS else f"accuracy.{m}")
-                                                           for m in accuracy)], [
+    accuracy = list(in_section("accuracy"))
+    lines += ["### Accuracy", ""] + table(["classifier", *(name(f"accuracy.{m}") for m in accuracy)], [
         [c + (" (trained on this data)" if c in trained else ""),
          *(_cell(result.pair(c, d).sections["accuracy"][m]) for m in accuracy)] for c in names])
     if f"roc:{d}" in figures:
@@ -148,7 +151,7 @@ def _groups(result: AuditResult, data: LabeledData, names: list[str], figures: M
 def _hatecheck(result: AuditResult, data: LabeledData, names: list[str], figures: Mapping[str, str]) -> list[str]:
     d = data.name
     hc = [result.pair(c, d).sections["hatecheck"] for c in names]
-    keys = HEADLINES["hatecheck"]
+    keys = list(in_section("hatecheck"))
     lines = ["### HateCheck functional tests", ""] + table(
         ["classifier", *(name(f"hatecheck.{m}") for m in keys)], [[c, *(_cell(h[m]) for m in keys)]
                                                                   for c, h in zip(names, hc)])
@@ -253,27 +256,28 @@ def _differences(result: AuditResult, d: str, names: list[str]) -> list[str]:
 REPORT_JSON, REPORT_MD, REPORT_HTML = "report.json", "report.md", "report.html"
 
 
-def clear_report(out: str | Path) -> None:
-    """Remove the report files and the figures a previous audit left in ``out`` (:func:`~toxiforge.audit.run.
-    run_audit` calls it before scoring: a stopped audit leaves no old report looking current, and no figure of a
-    dataset no longer audited stays)."""
+def clear_report(out: str | Path, others: Sequence[str | Path] = ()) -> None:
+    """Remove the report files and the figures a previous audit left in ``out``, and ``others`` (the gate's JUnit
+    file) wherever they are (:func:`~toxiforge.audit.run.run_audit` calls it before scoring: a stopped audit leaves
+    no old report or gate verdict looking current, and no figure of a dataset no longer audited stays)."""
     import shutil
 
     from toxiforge.audit.figures import FIGURES_DIR
 
-    for file in (REPORT_JSON, REPORT_MD, REPORT_HTML):
-        (Path(out) / file).unlink(missing_ok=True)
+    for file in (*(Path(out) / f for f in (REPORT_JSON, REPORT_MD, REPORT_HTML)), *map(Path, others)):
+        file.unlink(missing_ok=True)
     shutil.rmtree(Path(out) / FIGURES_DIR, ignore_errors=True)
 
 
-def write_report(result: AuditResult, out: str | Path) -> dict[str, Path]:
-    """Write the figures, ``report.json``, ``report.md`` and ``report.html`` under ``out``; return their paths."""
+def write_report(result: AuditResult, out: str | Path, gate: Verdict | None = None) -> dict[str, Path]:
+    """Write the figures, ``report.json``, ``report.md`` and ``report.html`` under ``out`` (the gate's verdict at the
+    top of each, when given); return their paths."""
     from toxiforge._io import atomic_write_text
     from toxiforge.audit.figures import write_figures, write_html
 
     out = Path(out)
     figures = write_figures(result, out)
-    markdown = render_markdown(result, figures)
-    return {"json": atomic_write_text(out / REPORT_JSON, write_json(result)),
+    markdown = render_markdown(result, figures, gate)
+    return {"json": atomic_write_text(out / REPORT_JSON, write_json(result, gate)),
             "markdown": atomic_write_text(out / REPORT_MD, markdown),
             "html": write_html(markdown, out, REPORT_HTML)}

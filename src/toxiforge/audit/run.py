@@ -7,8 +7,10 @@ one of its pairs is not cached yet), and computes every section from the scores.
 report a previous audit left in the folder is removed (:func:`~toxiforge.audit.report.clear_report`), so a stopped
 audit never leaves an old report looking current. Ctrl-C anywhere in the audit (a classifier loading, scoring,
 an attack, the metrics; :func:`interruption`) or a classifier that fails mid-run keeps each finished pair (and
-the finished chunks of the one in progress) and says to rerun with ``--resume``; a resumed audit reports each
-cached classifier's ``describe()`` from its cached scores' record, without loading it.
+the finished chunks of the one in progress) and says to rerun with ``--resume``; a resumed audit says where each
+pair in progress restarts (its row) and reports each cached classifier's ``describe()`` from its cached scores'
+record, without loading it. Scoring shows a bar of rows done, rows/s and ETA per pair on a terminal, and a line
+with the rate per pair elsewhere (a CI log).
 """
 
 from __future__ import annotations
@@ -138,16 +140,21 @@ def check_inputs(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Label
 
 def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
               settings: AuditSettings, *, loader: Callable[..., Any] | None = None,
-              log: Callable[[str], None] = lambda line: None) -> AuditResult:
+              log: Callable[[str], None] = lambda line: None, progress: Any = None,
+              also_clear: Sequence[Path] = ()) -> AuditResult:
     """Score (or read from the cache) and compute every section; ``loader`` is
-    :func:`toxiforge.classifiers.load_classifier` unless given (tests pass fakes); ``log`` gets progress lines."""
+    :func:`toxiforge.classifiers.load_classifier` unless given (tests pass fakes); ``log`` gets progress lines;
+    ``progress``: a rich Console to draw each pair's scoring bar on (rows done, rows/s, ETA), None for none (a line
+    with the rate after each pair instead); ``also_clear``: other outputs of this audit (the gate's JUnit file),
+    removed with the old report once every input is checked."""
     with interruption(out):
-        return _run_audit(classifiers, datasets, out, settings, loader=loader, log=log)
+        return _run_audit(classifiers, datasets, out, settings, loader=loader, log=log, progress=progress,
+                          also_clear=also_clear)
 
 
 def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
                settings: AuditSettings, *, loader: Callable[..., Any] | None,
-               log: Callable[[str], None]) -> AuditResult:
+               log: Callable[[str], None], progress: Any, also_clear: Sequence[Path]) -> AuditResult:
     from toxiforge.audit.report import clear_report
     from toxiforge.classifiers.registry import contamination, known_training_sets
     from toxiforge.classifiers.scoring import score_texts
@@ -173,7 +180,8 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
 
         prompt_attack.check([c.spec for c in classifiers])
         outcomes = pa.OutcomeCache(out, prompt_attack)
-    clear_report(out)   # every input is checked: from here on, OUT holds no report until this audit writes one
+    # every input is checked: from here on, OUT holds no report (nor the gate's JUnit) until this audit writes one
+    clear_report(out, also_clear)
     prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
@@ -205,11 +213,17 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
                     log(f"{c.name} on {data.name}: {len(data)} scores from the cache")
                     continue
                 scorer = loaded()
-                log(f"scoring {data.name} ({len(data)} rows) with {c.name}")
                 where = f"{c.name} on {data.name}"
+                kept = len(cache.partial(key, data_keys[data.name]))
+                kept = kept if kept <= len(data) else 0   # the cache starts over on a longer partial file
+                log(f"scoring {data.name} ({len(data)} rows) with {c.name}" + (
+                    f": restarting at row {kept + 1} of {len(data)}, the {kept} rows scored before the stop are "
+                    "kept" if kept else ""))
                 try:
-                    scores = cache.score(key, data_keys[data.name], data.texts, partial(score_texts, scorer),
-                                         {"classifier": c.name, **info[c.name], "dataset": data.describe()})
+                    scores = scored_with_progress(cache, key, data_keys[data.name], data, scorer, kept, progress,
+                                                  f"scoring {data.name} with {c.name}", log, {
+                                                      "classifier": c.name, **info[c.name],
+                                                      "dataset": data.describe()})
                 except KeyboardInterrupt as exc:
                     raise AuditInterrupted(cache.finished(), Path(out)) from exc
                 except ToxiforgeError as exc:
@@ -264,6 +278,29 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
     return AuditResult(list(classifiers), list(datasets), pairs, comparison, info, settings,
                        context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started},
                        prompt_sections)
+
+
+def scored_with_progress(cache: ScoreCache, key: str, data_key: str, data: LabeledData, scorer: Any, kept: int,
+                         console: Any, label: str, log: Callable[[str], None], info: dict[str, Any]) -> np.ndarray:
+    """One pair scored through the cache, ``kept`` rows already scored by a stopped run: a bar of rows done, rows/s
+    and ETA on ``console`` (the generation jobs' :class:`~toxiforge.pipeline.job.progress_bar`), and without one a
+    line with the rate when done."""
+    from toxiforge.classifiers.scoring import score_texts
+    from toxiforge.pipeline.job import progress_bar
+
+    started = time.perf_counter()
+    with progress_bar(console is not None, len(data), kept, verb=label, unit="rows", console=console) as advance:
+        def predict(chunk: list[str]) -> np.ndarray:
+            found = score_texts(scorer, chunk)
+            advance(len(chunk))
+            return found
+
+        scores = cache.score(key, data_key, data.texts, predict, info)
+    seconds = time.perf_counter() - started
+    if console is None and len(data) > kept:
+        log(f"{label}: {len(data) - kept} rows in {seconds:.1f} s ({(len(data) - kept) / max(seconds, 1e-9):.1f} "
+            "rows/s)")
+    return scores
 
 
 def one_label_note(name: str, toxic: bool) -> str:

@@ -214,7 +214,7 @@ def contents(lines: Iterable[str]) -> list[str]:
             continue
         level, text = len(m.group(1)), m.group(2)
         link = f"[{text}](#{anchor(text, seen)})"
-        if level == 2 and not text.startswith(("Summary", "Contents")):
+        if level == 2 and not text.startswith(("Gate", "Summary", "Contents")):
             entries.append([link])
         elif level == 3 and entries:
             entries[-1].append(link)

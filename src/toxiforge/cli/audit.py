@@ -84,13 +84,15 @@ def audit(
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
     gate: bool = typer.Option(False, "--gate", help="Release check: exit 1 when a classifier is worse than the first "
                               "on a gated metric (its paired 95% interval wholly beyond the tolerance on the worse "
-                              "side), printing one line per failed check."),
+                              "side), printing one line per failed check; exit 3 when a gated metric was measured "
+                              "on no dataset (nothing to pass). The verdict tops report.md/.html/.json."),
     gate_metric: list[str] = typer.Option([], "--gate-metric", help="With --gate, repeatable: NAME[:TOLERANCE], NAME "
-                                          "a comparison metric (roc_auc, final_score, over_blocking, fpr.aae, ece, "
-                                          "...) or a section (lexical); tolerance in the metric's units (default "
-                                          "0.01). Default: every metric at 0.01."),
+                                          "a comparison metric (roc_auc, fnr, fpr, final_score, over_blocking, "
+                                          "fpr.aae, ece, ...) or a section (accuracy, lexical); tolerance in the "
+                                          "metric's units (default 0.01). Default: every metric at 0.01."),
     junit: Path | None = typer.Option(None, "--junit", help="With --gate: write the checks as JUnit XML (one "
-                                      "testcase per candidate x dataset x metric) for CI."),
+                                      "testcase per candidate x dataset x metric) for CI; an old file there is "
+                                      "removed when scoring starts."),
     model_card: Path | None = typer.Option(None, "--model-card", help="The folder of one -c (e.g. from toxiforge "
                                            "train): add the audit's results to its model card README.md "
                                            "(model-index metadata and an Audit section; a rerun replaces them)."),
@@ -99,7 +101,7 @@ def audit(
     release check."""
     from toxiforge._io import require_empty_dir
     from toxiforge.audit.card import card_classifier, update_model_card
-    from toxiforge.audit.gate import check_gate, parse_rules, run_gate, summary_line, write_junit
+    from toxiforge.audit.gate import check_gate, check_junit, parse_rules, run_gate, write_junit
     from toxiforge.audit.prompt_attacks import PromptAttack, check_source
     from toxiforge.audit.report import write_report
     from toxiforge.audit.run import AuditSettings, ClassifierSpec, interruption, run_audit
@@ -118,6 +120,8 @@ def audit(
     rules = parse_rules(gate_metric) if gate else []
     if gate:
         check_gate(len(classifier), bootstrap)
+    if junit is not None:
+        check_junit(junit)
     prompt_attack = None
     source = check_source(attack_prompts, demonstrations)
     if source is None and (keep_label_with or lambda_keep is not None):
@@ -153,9 +157,11 @@ def audit(
         card_classifier(specs, model_card)  # a folder that no -c is: refused before scoring
     datasets = load_specs(opt.dataset_specs(on), text_column=text_column, label_column=label_column)
     result = run_audit(specs, datasets, out, settings,
-                       log=lambda line: console.print(line, highlight=False, soft_wrap=True))
+                       log=lambda line: console.print(line, highlight=False, soft_wrap=True),
+                       progress=console if console.is_terminal else None, also_clear=[junit] if junit else [])
+    verdict = run_gate(result, rules) if gate else None
     with interruption(out):   # Ctrl-C while the report is written: the scores are kept, --resume writes it
-        paths = write_report(result, out)
+        paths = write_report(result, out, verdict)
     seconds = result.seconds
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)
     for kind, path in paths.items():
@@ -163,16 +169,13 @@ def audit(
     if model_card is not None:
         console.print(f"wrote the audit into the model card: {update_model_card(result, model_card, out)}",
                       highlight=False, soft_wrap=True)
-    if gate:
-        checks = run_gate(result, rules)
-        for check in checks:
-            if check.failed:
-                console.print(check.line(), highlight=False, soft_wrap=True)
-        console.print(summary_line(checks), highlight=False)
+    if verdict is not None:
+        for line in verdict.lines():
+            console.print(line, highlight=False, soft_wrap=True)
         if junit is not None:
-            console.print(f"wrote JUnit XML: {write_junit(checks, junit)}", highlight=False)
-        if any(c.failed for c in checks):
-            raise typer.Exit(1)
+            console.print(f"wrote JUnit XML: {write_junit(verdict, junit)}", highlight=False)
+        if verdict.exit_code:
+            raise typer.Exit(verdict.exit_code)
 
 
 def register(app: typer.Typer) -> None:

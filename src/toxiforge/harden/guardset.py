@@ -43,15 +43,16 @@ TRAIN_FILE = "data-less-guard-slice.jsonl"  # OUT/: --data less the slice (what 
 AUDIT_DIR = "audit"
 CHECK_FILE = "guard.json"    # round-N/: the round's paired check
 START, REFERENCE = "C_0", "round-0-retrained"
-# (section, metric, what it is called, higher is better): the audit's headline numbers the check reads
-CHECKS: tuple[tuple[str, str, str, bool], ...] = (
-    ("accuracy", "roc_auc", "ROC AUC", True),
-    ("accuracy", "fpr", "FPR (benign rows called toxic)", False),
+# the audit's headline numbers the check reads (keys of toxiforge.audit.headlines.HEADLINES, which says what each
+# is called and which way is better: the audit's gate decides with the same entries)
+CHECKS: tuple[str, ...] = (
+    "accuracy.roc_auc",
+    "accuracy.fpr",
     # both error directions: a round that calls everything benign lowers FPR and raises FNR (seen on toxigen-dev:
     # a collapsed round, FPR -0.13, was not found worse while only FPR was checked)
-    ("accuracy", "fnr", "FNR (toxic rows called benign)", False),
-    ("lexical", "fpr.noi", "FPR_NOI (benign rows naming a group called toxic)", False),
-    ("hatecheck", "over_blocking", "over-blocking (HateCheck's non-hateful tests called hateful)", False),
+    "accuracy.fnr",
+    "lexical.fpr.noi",
+    "hatecheck.over_blocking",
 )
 
 
@@ -193,6 +194,8 @@ class GuardCheck:
 
     def _compare(self, reference: Any, others: Sequence[Any], sets: list[LabeledData], found: dict[str, Any]) -> None:
         from toxiforge.audit.compare import headline
+        from toxiforge.audit.glossary import name
+        from toxiforge.audit.headlines import HEADLINES, section_of
         from toxiforge.audit.run import run_audit
         from toxiforge.intervals import paired_difference
 
@@ -206,7 +209,8 @@ class GuardCheck:
             for other in others:
                 sections = result.pair(other.name, data.name).sections
                 rows = entry["arms"][other.name] = {}
-                for section, metric, label, higher in CHECKS:
+                for key in CHECKS:
+                    (section, metric), higher = section_of(key), HEADLINES[key].higher_is_better
                     a, b = headline(base, section, metric), headline(sections, section, metric)
                     diff = paired_difference(a, b) if a is not None and b is not None else None
                     if diff is None or diff.value is None:
@@ -216,9 +220,9 @@ class GuardCheck:
                     if worse:
                         limit = f"-{self.tolerance.auc:g}" if higher else f"+{self.tolerance.rate:g}"
                         found["problems"].append(
-                            f"{other.name}'s {label} on {data.name} moved {diff.value:+.3f} [{diff.low:+.3f}, "
-                            f"{diff.high:+.3f}] from {reference.name}'s (paired, {len(data)} rows), wholly beyond "
-                            f"the tolerance {limit}")
+                            f"{other.name}'s {name(key)} ({key}) on {data.name} moved {diff.value:+.3f} "
+                            f"[{diff.low:+.3f}, {diff.high:+.3f}] from {reference.name}'s (paired, {len(data)} "
+                            f"rows), wholly beyond the tolerance {limit}")
             found["sets"][data.name] = entry
 
     def to_dict(self) -> dict[str, Any]:

@@ -258,7 +258,7 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
     job = open_job(plan, JobModels.of(lm, decoder, classifier), out_dir, config, resume)
     started = time.perf_counter()
     written = 0
-    with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
+    with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items) as advance:
         for shard_index in job.todo:
             path = job.shard_file(shard_index)
             written += generate_shard(job.shards[shard_index], path, lm, decoder, run_id=job.manifest["run_id"],
@@ -268,11 +268,14 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
     return finish_job(job, written, time.perf_counter() - started)
 
 
-class _progress:
-    """A rich progress bar with statements/s and ETA (a no-op when disabled), labelled ``verb``."""
+class progress_bar:
+    """A rich progress bar with done/total, ``unit``/s and ETA (a no-op when disabled), labelled ``verb``, on
+    ``console`` (rich's own when None); ``done`` items at the start (a resumed job) do not count toward the rate."""
 
-    def __init__(self, enabled: bool, total: int, done: int, verb: str = "generating"):
+    def __init__(self, enabled: bool, total: int, done: int, verb: str = "generating", unit: str = "statements",
+                 console: Any = None):
         self.enabled, self.total, self.done, self.verb = enabled, total, done, verb
+        self.unit, self.console = unit, console
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
@@ -287,8 +290,8 @@ class _progress:
         )
 
         self._bar = Progress(TextColumn(f"[bold]{self.verb}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[rate]} statements/s"), TimeElapsedColumn(),
-                             TextColumn("ETA"), TimeRemainingColumn())
+                             TextColumn(f"{{task.fields[rate]}} {self.unit}/s"), TimeElapsedColumn(),
+                             TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
         self._bar.start()
         task = self._bar.add_task("generate", total=self.total, completed=self.done, rate="-")
         started, base = time.perf_counter(), self.done

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.errors import InputError, ToxiforgeError
-from toxiforge.pipeline.job import JobResult, _progress, finish_job, marks_interruption, shard_rows
+from toxiforge.pipeline.job import JobResult, finish_job, marks_interruption, progress_bar, shard_rows
 from toxiforge.pipeline.manifest import JobConfig, JobModels, library_versions, open_job
 from toxiforge.pipeline.plan import GenerationPlan, WorkItem
 from toxiforge.pipeline.ray_cluster import (
@@ -131,7 +131,7 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
         written = 0
         run_id = job.manifest["run_id"]
         pool = ray.util.ActorPool(actors)
-        with marks_interruption(job), _progress(progress, total=len(job.items), done=job.done_items) as advance:
+        with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items) as advance:
             tasks = pool.map_unordered(
                 lambda actor, i: actor.run_shard.remote(i, job.shards[i], run_id, config.batch_size), job.todo)
             while True:

@@ -5,10 +5,12 @@ specs and their options are valid, names are unique, the output folder may be wr
 (classifier, dataset) pair through :class:`~toxiforge.audit.scores.ScoreCache` (a classifier is loaded only when
 one of its pairs is not cached yet), and computes every section from the scores. Before scoring starts, the
 report a previous audit left in the folder is removed (:func:`~toxiforge.audit.report.clear_report`), so a stopped
-audit never leaves an old report looking current. Ctrl-C anywhere in the audit (a classifier loading, scoring,
-an attack, the metrics; :func:`interruption`) or a classifier that fails mid-run keeps each finished pair (and
-the finished chunks of the one in progress) and says to rerun with ``--resume``; a resumed audit reports each
-cached classifier's ``describe()`` from its cached scores' record, without loading it.
+audit never leaves an old report looking current, and so are the scores recorded for a ``-c`` under an earlier
+digest (its folder retrained: :meth:`~toxiforge.audit.scores.ScoreCache.remove_stale`). Ctrl-C anywhere in the
+audit (a classifier loading, scoring, an attack, the metrics; :func:`interruption`) or a classifier that fails
+mid-run keeps each finished pair (and the finished chunks of the one in progress) and says how many of this
+audit's pairs are finished and to rerun with ``--resume``; a resumed audit reports each cached classifier's
+``describe()`` from its cached scores' record, without loading it.
 """
 
 from __future__ import annotations
@@ -86,14 +88,15 @@ class AuditInterrupted(Interrupted):
 
 
 @contextmanager
-def interruption(out: str | Path) -> Iterator[None]:
-    """Ctrl-C inside the block becomes :class:`AuditInterrupted` (what was kept, and the --resume hint)."""
+def interruption(out: str | Path, cache: ScoreCache | None = None) -> Iterator[None]:
+    """Ctrl-C inside the block becomes :class:`AuditInterrupted` (what was kept of the audit's pairs, ``cache``'s,
+    and the --resume hint)."""
     try:
         yield
     except KeyboardInterrupt as exc:
         if isinstance(exc, Interrupted):
             raise
-        raise AuditInterrupted(ScoreCache(out).finished(), Path(out)) from exc
+        raise AuditInterrupted((cache or ScoreCache(out)).finished(), Path(out)) from exc
 
 
 @dataclass
@@ -116,6 +119,7 @@ class AuditResult:
     lexical_note: str
     seconds: dict[str, float]
     prompt_attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # classifier name -> section
+    cache: ScoreCache | None = None            # the scores of this audit's pairs
 
     def pair(self, classifier: str, dataset: str) -> PairResult:
         return self.pairs[(classifier, dataset)]
@@ -141,12 +145,13 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
               log: Callable[[str], None] = lambda line: None) -> AuditResult:
     """Score (or read from the cache) and compute every section; ``loader`` is
     :func:`toxiforge.classifiers.load_classifier` unless given (tests pass fakes); ``log`` gets progress lines."""
-    with interruption(out):
-        return _run_audit(classifiers, datasets, out, settings, loader=loader, log=log)
+    cache = ScoreCache(out)
+    with interruption(out, cache):
+        return _run_audit(classifiers, datasets, out, settings, cache, loader=loader, log=log)
 
 
 def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
-               settings: AuditSettings, *, loader: Callable[..., Any] | None,
+               settings: AuditSettings, cache: ScoreCache, *, loader: Callable[..., Any] | None,
                log: Callable[[str], None]) -> AuditResult:
     from toxiforge.audit.report import clear_report
     from toxiforge.classifiers.registry import contamination, known_training_sets
@@ -177,13 +182,16 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
     prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
-    cache = ScoreCache(out)
     data_keys = {d.name: dataset_digest(d) for d in datasets}
+    keys = {c.name: classifier_digest(c.spec, settings.classifier_options) for c in classifiers}
+    cache.pairs = [(keys[c.name], data_keys[d.name]) for c in classifiers for d in datasets]
+    for c in classifiers:   # scores of an earlier digest of the same -c (retrained, other options): never read again
+        cache.remove_stale(c.spec, keys[c.name])
     info: dict[str, dict[str, Any]] = {}
     all_scores: dict[tuple[str, str], tuple[np.ndarray, bool]] = {}
     started = time.perf_counter()
     for c in classifiers:
-        key = classifier_digest(c.spec, settings.classifier_options)
+        key = keys[c.name]
         info[c.name] = {"spec": c.spec, "digest": key,
                         "trained_on": [t.describe() for t in known_training_sets(c.spec)]}
         clf = None
@@ -263,7 +271,7 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
                                                  .sections) for c in classifiers[1:]}
     return AuditResult(list(classifiers), list(datasets), pairs, comparison, info, settings,
                        context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started},
-                       prompt_sections)
+                       prompt_sections, cache)
 
 
 def one_label_note(name: str, toxic: bool) -> str:

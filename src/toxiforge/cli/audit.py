@@ -154,7 +154,7 @@ def audit(
     datasets = load_specs(opt.dataset_specs(on), text_column=text_column, label_column=label_column)
     result = run_audit(specs, datasets, out, settings,
                        log=lambda line: console.print(line, highlight=False, soft_wrap=True))
-    with interruption(out):   # Ctrl-C while the report is written: the scores are kept, --resume writes it
+    with interruption(out, result.cache):   # Ctrl-C while the report is written: scores kept, --resume writes it
         paths = write_report(result, out)
     seconds = result.seconds
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)

@@ -50,7 +50,7 @@ def test_weights_over_1_mib_replaced_with_the_same_size_and_mtime_change_it(tmp_
     folder = model_folder(tmp_path / "m")
     before = fingerprint(folder)
     rewrite_keeping_size_and_mtime(folder / "model.safetensors", b"\1" * (BIG - 1) + b"\2")
-    fp._FILE_DIGESTS.clear()   # as a new process sees it (the audit test below reads it again in this process)
+    fp._FILE_DIGESTS.clear()   # as a new process sees it (tests/audit/test_audit_score_cache.py: this process)
     assert fingerprint(folder) != before
 
 

@@ -89,3 +89,22 @@ def test_the_cache_follows_what_decides_the_scores_and_drops_stale_pairs(tmp_pat
     assert interrupted_line(stopped.exception).startswith("interrupted: 1 finished (classifier, dataset) pairs kept")
     kept = [p for p in scores.glob("*.npy") if not p.name.endswith(".partial.npy")]
     assert len(kept) == 1 and kept[0].name not in second   # HateCheck with the newest weights, and nothing older
+
+
+def test_remove_stale_spares_other_classifiers_and_this_audits_digests(tmp_path):
+    """Only the pairs recorded for the same -c (any spelling of its path) under a digest this audit does not use go;
+    finished() counts this audit's pairs only."""
+    import numpy as np
+
+    from toxiforge.audit.scores import ScoreCache
+
+    (tmp_path / "m").mkdir()
+    cache = ScoreCache(tmp_path / "audit")
+    for key, spec in (("old", str(tmp_path / "m")), ("new", f"{tmp_path}/./m"), ("other", "profanity-check")):
+        cache.score(key, "d", ["placeholder"], lambda texts: np.zeros(len(texts)), {"spec": spec})
+    assert cache.finished() == 3
+    removed = cache.remove_stale(str(tmp_path / "m"), {"new"})
+    assert [p.name for p in removed] == ["old-d.json", "old-d.npy"]
+    assert sorted(p.name for p in cache.folder.iterdir()) == ["new-d.json", "new-d.npy", "other-d.json",
+                                                              "other-d.npy"]
+    assert ScoreCache(tmp_path / "audit", [("new", "d"), ("new", "e")]).finished() == 1

@@ -186,7 +186,7 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
     keys = {c.name: classifier_digest(c.spec, settings.classifier_options) for c in classifiers}
     cache.pairs = [(keys[c.name], data_keys[d.name]) for c in classifiers for d in datasets]
     for c in classifiers:   # scores of an earlier digest of the same -c (retrained, other options): never read again
-        cache.remove_stale(c.spec, keys[c.name])
+        cache.remove_stale(c.spec, set(keys.values()))
     info: dict[str, dict[str, Any]] = {}
     all_scores: dict[tuple[str, str], tuple[np.ndarray, bool]] = {}
     started = time.perf_counter()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +125,10 @@ class ScoreCache:
         self.path(clf, data, ".partial.npy").unlink(missing_ok=True)
         return scores
 
-    def remove_stale(self, spec: str, clf: str) -> list[Path]:
-        """Remove every file of the pairs recorded for the ``-c`` ``spec`` under a digest other than ``clf`` (its
-        folder retrained, other options): scores that can never be read again. The paths removed."""
+    def remove_stale(self, spec: str, keep: Collection[str]) -> list[Path]:
+        """Remove every file of the pairs recorded for the ``-c`` ``spec`` (or another spelling of its path) under a
+        digest not in ``keep`` (the audit's own: ``spec``'s folder retrained, other options): scores that will not
+        be read again. The paths removed."""
         if not self.folder.is_dir():
             return []
         stale = set()
@@ -137,7 +138,7 @@ class ScoreCache:
                 recorded = json.loads(record.read_text(encoding="utf-8")).get("spec")
             except (OSError, ValueError, AttributeError):
                 continue
-            if key != clf and isinstance(recorded, str) and _where(recorded) == _where(spec):
+            if key not in keep and isinstance(recorded, str) and _where(recorded) == _where(spec):
                 stale.add(key)
         removed = sorted(p for key in stale for p in self.folder.glob(f"{key}-*"))
         for path in removed:

@@ -43,6 +43,35 @@ def test_pooled_shares_add_the_counts():
     assert diff["value"] == pytest.approx(0.2) and diff["low"] < 0.2 < diff["high"]
 
 
+# Newcombe (1998), "Interval estimation for the difference between independent proportions: comparison of eleven
+# methods", Statistics in Medicine 17:873-890, Table II, method 10 (hybrid score), to his four decimals.
+NEWCOMBE_TABLE_II = [((56, 70), (48, 80), (0.0524, 0.3339)), ((9, 10), (3, 10), (0.1705, 0.8090)),
+                     ((6, 7), (2, 7), (0.0582, 0.8062)), ((5, 56), (0, 29), (-0.0381, 0.1926)),
+                     ((0, 10), (0, 20), (-0.1611, 0.2775)), ((0, 10), (0, 10), (-0.2775, 0.2775)),
+                     ((10, 10), (0, 20), (0.6791, 1.0)), ((10, 10), (0, 10), (0.6075, 1.0))]
+
+
+@pytest.mark.parametrize(("a", "b", "published"), NEWCOMBE_TABLE_II)
+def test_share_difference_is_newcombes_hybrid_score_interval(a, b, published):
+    diff = share_difference(a, b)
+    assert diff["value"] == pytest.approx(a[0] / a[1] - b[0] / b[1])
+    assert (diff["low"], diff["high"]) == pytest.approx(published, abs=5e-5)
+
+
+def test_share_difference_does_not_collapse_at_0_and_1():
+    """A binomial bootstrap of each share gave 0/40 - 0/40 the interval [0, 0] and 0/40 - 3/40 [-0.175, 0.0]."""
+    none = share_difference((0, 40), (0, 40))
+    assert none["value"] == 0.0 and none["low"] == pytest.approx(-0.0876, abs=1e-4) == -none["high"]
+    every = share_difference((40, 40), (40, 40))
+    assert every["low"] < 0 < every["high"]
+    three = share_difference((0, 40), (3, 40))
+    assert three["value"] == pytest.approx(-0.075)
+    assert (three["low"], three["high"]) == pytest.approx((-0.1986, 0.0255), abs=1e-4)
+    assert share_difference((3, 40), (0, 40)) == pytest.approx({"value": 0.075, "low": -0.0255, "high": 0.1986},
+                                                               abs=1e-4)   # the sign turns, nothing else
+    assert share_difference(None, (0, 40)) is None and share_difference((0, 40), None) is None
+
+
 def test_a_proportion_metric_shows_wilson_and_keeps_its_replicates_for_pairing():
     benign = np.arange(40) < 22                  # 22 benign rows, none predicted toxic by a
     a = Proportion(np.zeros(40, bool), benign)

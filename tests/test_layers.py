@@ -54,3 +54,10 @@ def test_bench_and_attacks_import_nothing_from_audit_or_harden():
     assert not _offenders("attacks", ("toxiforge.audit", "toxiforge.harden"))
     stages = ("toxiforge.audit", "toxiforge.harden", "toxiforge.bench", "toxiforge.attacks")
     assert not {name for name in imported_modules(PACKAGE / "intervals.py") if name.startswith(stages)}
+
+
+def test_classifiers_import_no_stage():
+    """The classifiers layer (its fingerprint among it: issue 56) sits below every stage that scores with it."""
+    stages = ("toxiforge.attacks", "toxiforge.audit", "toxiforge.harden", "toxiforge.decoding", "toxiforge.pipeline",
+              "toxiforge.bench")
+    assert not _offenders("classifiers", stages)

@@ -4,7 +4,10 @@ resamples (plain and paired) for everything else. ``bench``, ``audit`` and ``har
 **Proportions** (a share of ``n`` 0/1 outcomes: FPR, FNR, accuracy, attack success, flip rates, over-blocking, %
 toxic) get the 95% Wilson score interval (:func:`proportion_interval`, statsmodels' ``proportion_confint``). Unlike
 a percentile bootstrap, it does not collapse at 0 and 1: 0 of 22 is ``[0, 0.149]``, not ``[0, 0]``, and 100 of 100
-is ``[0.963, 1]``. A proportion of fewer than :data:`SMALL_N` outcomes is *small*: reports mark it.
+is ``[0.963, 1]``. A proportion of fewer than :data:`SMALL_N` outcomes is *small*: reports mark it. The
+difference of two shares of *independent* samples (``harden-seeds``' pooled flip rates of two rounds or arms) gets
+Newcombe's hybrid score interval, built from their two Wilson intervals (:func:`share_difference`), for the same
+reason: 0 of 40 minus 0 of 40 is ``[-0.088, 0.088]``, not ``[0, 0]``.
 
 **Everything else** (AUCs, F1, calibration errors, differences) gets a percentile bootstrap. A :class:`Resampler`
 draws ``n_boot`` resamples of a dataset's rows (with replacement) from a seed, in blocks so that a 250k-row set
@@ -38,6 +41,7 @@ SMALL_N = 30               # a proportion of fewer outcomes is marked "small n" 
 SMALL_N_MARK = "†"
 SMALL_N_NOTE = f"{SMALL_N_MARK} n < {SMALL_N}: fewer than {SMALL_N} rows behind this proportion; read its interval."
 PROPORTION_METHOD = "wilson"   # statsmodels' proportion_confint method
+DIFFERENCE_METHOD = "newcomb"  # statsmodels' confint_proportions_2indep method: Newcombe's hybrid score (method 10)
 BLOCK_CELLS = 4_000_000    # indices per block (32 MB as int64): bounds memory on large sets
 Metric = Callable[[np.ndarray], np.ndarray]   # weights [b, n] -> one value per resample (NaN: undefined)
 
@@ -122,16 +126,21 @@ def pooled_share(shares: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] |
     return None if counts is None else Share.of_counts(*counts).to_dict()
 
 
-def share_difference(a: tuple[int, int] | None, b: tuple[int, int] | None, n_boot: int = 2000, seed: int = 0,
-                     level: float = LEVEL) -> dict[str, Any] | None:
-    """Share ``a`` minus share ``b`` (each ``(hits, n)``) with a percentile bootstrap interval, each share resampled
-    on its own (a binomial draw); None when either is missing."""
+def share_difference(a: tuple[int, int] | None, b: tuple[int, int] | None, level: float = LEVEL
+                     ) -> dict[str, Any] | None:
+    """Share ``a`` minus share ``b`` (each ``(hits, n)``, two independent samples) with Newcombe's hybrid score
+    interval (Newcombe 1998, method 10: built from the two shares' Wilson intervals; statsmodels'
+    ``confint_proportions_2indep(method="newcomb")``). Like Wilson's, it does not collapse at 0 and 1: 0/40 minus
+    0/40 is [-0.088, +0.088] and 0/40 minus 3/40 is [-0.199, +0.025], where a binomial bootstrap of each share gave
+    [0, 0] and [-0.175, 0]. None when either share is missing."""
     if a is None or b is None:
         return None
-    rng = np.random.default_rng(seed)
-    draws = rng.binomial(a[1], a[0] / a[1], size=n_boot) / a[1] - rng.binomial(b[1], b[0] / b[1], size=n_boot) / b[1]
-    low, high = np.percentile(draws, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
-    return {"value": a[0] / a[1] - b[0] / b[1], "low": float(low), "high": float(high)}
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    low, high = confint_proportions_2indep(int(a[0]), int(a[1]), int(b[0]), int(b[1]), method=DIFFERENCE_METHOD,
+                                           compare="diff", alpha=1 - level)
+    value = a[0] / a[1] - b[0] / b[1]  # the interval holds the difference itself, inside [-1, 1] (float rounding)
+    return {"value": value, "low": max(-1.0, min(float(low), value)), "high": min(1.0, max(float(high), value))}
 
 
 # --- estimates: a number of a sample, with replicates for paired differences -----------------------------------

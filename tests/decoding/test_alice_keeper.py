@@ -168,7 +168,7 @@ def test_settings_without_a_keeper_are_unchanged_and_with_one_name_it():
 
 
 def test_generate_with_a_keeper_records_it_in_rows_and_manifest(tiny_lm, tmp_path):
-    from toxiforge.attacks.validation import weights_digest
+    from toxiforge.classifiers.fingerprint import fingerprint
     from toxiforge.pipeline import GenerationPlan, run_generation
     from toxiforge.records import read_rows
 
@@ -188,7 +188,7 @@ def test_generate_with_a_keeper_records_it_in_rows_and_manifest(tiny_lm, tmp_pat
                             progress=False)
     decoding = result.manifest["config"]["decoding"]
     assert decoding["keep_label_with"] == str(keeper_dir) and decoding["lambda_keep"] == 0.7
-    assert decoding["keeper_weights"] == weights_digest(keeper_dir) is not None
+    assert decoding["keeper_weights"] == fingerprint(keeper_dir) is not None
     rows = read_rows(tmp_path / "run")
     assert len(rows) == 4
     for r in rows:

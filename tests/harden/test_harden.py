@@ -573,7 +573,7 @@ def test_validator_is_compared_by_content(setup, tmp_path):
     for other in (f"{start.parent}/./{start.name}", str(copy)):
         with pytest.raises(InputError, match="is the attacked classifier"):
             config_for(setup, validate_with=other)
-    from toxiforge.attacks.validation import same_classifier
+    from toxiforge.classifiers.fingerprint import same_classifier
 
     assert same_classifier(start, copy) and not same_classifier(start, setup["base"])
 

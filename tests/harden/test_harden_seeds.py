@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from statsmodels.stats.proportion import confint_proportions_2indep
 from typer.testing import CliRunner
 
 from toxiforge.attacks.validation import flip_shares
@@ -199,6 +200,9 @@ def test_families_and_spell_accuracy_pool_over_seeds(tmp_path):
     change = next(c for c in fam["changes"] if c["family"] == "obfuscate" and c["kind"] == "all")
     assert change["alice_minus_round0"]["value"] == pytest.approx(3 / 8 - 1)
     assert change["alice_minus_round0"]["low"] <= 3 / 8 - 1 <= change["alice_minus_round0"]["high"]
+    # Newcombe's interval of 3/8 minus 8/8 (statsmodels'), not a bootstrap that holds round 0's 8/8 fixed
+    newcombe = confint_proportions_2indep(3, 8, 8, 8, method="newcomb", compare="diff")
+    assert (change["alice_minus_round0"]["low"], change["alice_minus_round0"]["high"]) == pytest.approx(newcombe)
     assert change["alice_minus_round0_per_run"] == pytest.approx([-0.75, -0.5])
     held = next(c for c in fam["changes"] if c["family"] == "substitute" and c["kind"] == "confirmed")
     assert held["held_out"] and held["alice_minus_control_per_run"] == pytest.approx([-0.25, 0.0])

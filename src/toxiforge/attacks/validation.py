@@ -17,22 +17,20 @@ classifier (the two terms would pull one classifier both ways).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toxiforge._io import atomic_write_text, hash_file
+from toxiforge._io import atomic_write_text
+from toxiforge.classifiers.fingerprint import fingerprint, same_classifier
 from toxiforge.data.examples import Example
 from toxiforge.errors import InputError
 from toxiforge.intervals import proportion
 from toxiforge.records import METHOD_ALICE, is_toxic
 
 VALIDATION_SUFFIX = ".validation.json"  # RUN.validation.json beside a run folder RUN/
-JUDGE_PREFIX = "judge:"
-WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")  # what save_pretrained writes the weights to
 
 
 def run_rows(run_dir: Path, method: str) -> list[tuple[Example, bool | None]]:
@@ -84,48 +82,13 @@ def flip_shares(examples: Sequence[Example], flipped: Sequence[bool | None],
     return out
 
 
-def _weight_files(spec: str | Path) -> tuple[str, list[Path]] | None:
-    """``(kind, weight files)`` of a classifier spec naming a local directory (kind: "judge" or "head"), else
-    None (a registry name or hub id: compared by name)."""
-    text = str(spec)
-    kind = "judge" if text.startswith(JUDGE_PREFIX) else "head"
-    folder = Path(text.removeprefix(JUDGE_PREFIX)).expanduser()
-    files = sorted(f for pattern in WEIGHT_FILES for f in folder.glob(pattern)) if folder.is_dir() else []
-    return (kind, files) if files else None
-
-
-def weights_digest(spec: str | Path) -> str | None:
-    """SHA-256 of a classifier directory's weight files (names and bytes), None when ``spec`` is no such
-    directory."""
-    found = _weight_files(spec)
-    if found is None:
-        return None
-    kind, files = found
-    digest = hashlib.sha256(kind.encode())
-    for f in files:
-        digest.update(f.name.encode() + b"\0")
-        hash_file(digest, f)
-    return digest.hexdigest()
-
-
-def same_classifier(a: str | Path, b: str | Path) -> bool:
-    """Whether two classifier specs are one classifier: the same name, or directories whose weights have the same
-    digest (hashed only when their weight files have the same names and sizes)."""
-    if str(a) == str(b):
-        return True
-    fa, fb = _weight_files(a), _weight_files(b)
-    if fa is None or fb is None:
-        return False
-    shape = [(kind, [(f.name, f.stat().st_size) for f in files]) for kind, files in (fa, fb)]
-    return shape[0] == shape[1] and weights_digest(a) == weights_digest(b)
-
-
 @dataclass
 class Validation:
     """The validator ``spec`` (anything :func:`~toxiforge.classifiers.load_classifier` loads, or None: no
     validation) and its scores of runs, loaded once and cached in ``RUN.validation.json`` beside each run. The cache
-    is keyed by the validator's content (:func:`weights_digest` of a directory; the name otherwise), so a validator
-    retrained at the same path scores again instead of keeping its old scores."""
+    is keyed by the validator's content (its :func:`~toxiforge.classifiers.fingerprint.fingerprint`; the name for a
+    registry name, hub id or server), so a validator retrained at the same path scores again instead of keeping its
+    old scores."""
 
     spec: str | None
     device: str = "auto"
@@ -135,7 +98,8 @@ class Validation:
     def check(self, attacked: str | Path | None, keeper: str | Path | None = None) -> None:
         """Refuse a validator that is the attacked classifier (it would reject every flip by definition) or ALICE's
         keeper (it would confirm what the search steered it to confirm: module docstring). Compared by content
-        (:func:`same_classifier`), so another spelling of the path or a copy of the directory is refused."""
+        (:func:`~toxiforge.classifiers.fingerprint.same_classifier`), so another spelling of the path or a copy of the
+        directory is refused."""
         if self.spec is not None and attacked is not None and same_classifier(self.spec, attacked):
             raise InputError(f"--validate-with {self.spec} is the attacked classifier (-c {attacked}, the same "
                              "weights): it disagrees with every statement that fooled it, so nothing would join",
@@ -165,7 +129,7 @@ class Validation:
         cache = run_dir.with_name(run_dir.name + VALIDATION_SUFFIX)
         texts = [e.text for e, _ in run_rows(run_dir, METHOD_ALICE)]
         if self._digest is None:
-            self._digest = weights_digest(self.spec) or f"name:{self.spec}"
+            self._digest = fingerprint(self.spec) or f"name:{self.spec}"
         if cache.exists():
             saved = json.loads(cache.read_text(encoding="utf-8"))
             if saved.get("weights") == self._digest and saved["texts"] == texts:

@@ -5,12 +5,14 @@ specs and their options are valid, names are unique, the output folder may be wr
 (classifier, dataset) pair through :class:`~toxiforge.audit.scores.ScoreCache` (a classifier is loaded only when
 one of its pairs is not cached yet), and computes every section from the scores. Before scoring starts, the
 report a previous audit left in the folder is removed (:func:`~toxiforge.audit.report.clear_report`), so a stopped
-audit never leaves an old report looking current. Ctrl-C anywhere in the audit (a classifier loading, scoring,
-an attack, the metrics; :func:`interruption`) or a classifier that fails mid-run keeps each finished pair (and
-the finished chunks of the one in progress) and says to rerun with ``--resume``; a resumed audit says where each
-pair in progress restarts (its row) and reports each cached classifier's ``describe()`` from its cached scores'
-record, without loading it. Scoring shows a bar of rows done, rows/s and ETA per pair on a terminal, and a line
-with the rate per pair elsewhere (a CI log).
+audit never leaves an old report looking current, and so are the scores recorded for a ``-c`` under an earlier
+digest (its folder retrained: :meth:`~toxiforge.audit.scores.ScoreCache.remove_stale`). Ctrl-C anywhere in the
+audit (a classifier loading, scoring, an attack, the metrics; :func:`interruption`) or a classifier that fails
+mid-run keeps each finished pair (and the finished chunks of the one in progress) and says how many of this
+audit's pairs are finished and to rerun with ``--resume``; a resumed audit says where each pair in progress restarts
+(its row) and reports each cached classifier's ``describe()`` from its cached scores' record, without loading it.
+Scoring shows a bar of rows done, rows/s and ETA per pair on a terminal, and a line with the rate per pair elsewhere
+(a CI log).
 """
 
 from __future__ import annotations
@@ -88,14 +90,15 @@ class AuditInterrupted(Interrupted):
 
 
 @contextmanager
-def interruption(out: str | Path) -> Iterator[None]:
-    """Ctrl-C inside the block becomes :class:`AuditInterrupted` (what was kept, and the --resume hint)."""
+def interruption(out: str | Path, cache: ScoreCache | None = None) -> Iterator[None]:
+    """Ctrl-C inside the block becomes :class:`AuditInterrupted` (what was kept of the audit's pairs, ``cache``'s,
+    and the --resume hint)."""
     try:
         yield
     except KeyboardInterrupt as exc:
         if isinstance(exc, Interrupted):
             raise
-        raise AuditInterrupted(ScoreCache(out).finished(), Path(out)) from exc
+        raise AuditInterrupted((cache or ScoreCache(out)).finished(), Path(out)) from exc
 
 
 @dataclass
@@ -118,6 +121,7 @@ class AuditResult:
     lexical_note: str
     seconds: dict[str, float]
     prompt_attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # classifier name -> section
+    cache: ScoreCache | None = None            # the scores of this audit's pairs
 
     def pair(self, classifier: str, dataset: str) -> PairResult:
         return self.pairs[(classifier, dataset)]
@@ -147,13 +151,14 @@ def run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledD
     ``progress``: a rich Console to draw each pair's scoring bar on (rows done, rows/s, ETA), None for none (a line
     with the rate after each pair instead); ``also_clear``: other outputs of this audit (the gate's JUnit file),
     removed with the old report once every input is checked."""
-    with interruption(out):
-        return _run_audit(classifiers, datasets, out, settings, loader=loader, log=log, progress=progress,
+    cache = ScoreCache(out)
+    with interruption(out, cache):
+        return _run_audit(classifiers, datasets, out, settings, cache, loader=loader, log=log, progress=progress,
                           also_clear=also_clear)
 
 
 def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[LabeledData], out: str | Path,
-               settings: AuditSettings, *, loader: Callable[..., Any] | None,
+               settings: AuditSettings, cache: ScoreCache, *, loader: Callable[..., Any] | None,
                log: Callable[[str], None], progress: Any, also_clear: Sequence[Path]) -> AuditResult:
     from toxiforge.audit.report import clear_report
     from toxiforge.classifiers.registry import contamination, known_training_sets
@@ -185,13 +190,16 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
     prompt_sections: dict[str, dict[str, Any]] = {}
     attack_sections: dict[tuple[str, str], dict[str, Any]] = {}
     context = LexicalContext(settings.lexicon, settings.oi_list, settings.dialect_model)
-    cache = ScoreCache(out)
     data_keys = {d.name: dataset_digest(d) for d in datasets}
+    keys = {c.name: classifier_digest(c.spec, settings.classifier_options) for c in classifiers}
+    cache.pairs = [(keys[c.name], data_keys[d.name]) for c in classifiers for d in datasets]
+    for c in classifiers:   # scores of an earlier digest of the same -c (retrained, other options): never read again
+        cache.remove_stale(c.spec, set(keys.values()))
     info: dict[str, dict[str, Any]] = {}
     all_scores: dict[tuple[str, str], tuple[np.ndarray, bool]] = {}
     started = time.perf_counter()
     for c in classifiers:
-        key = classifier_digest(c.spec, settings.classifier_options)
+        key = keys[c.name]
         info[c.name] = {"spec": c.spec, "digest": key,
                         "trained_on": [t.describe() for t in known_training_sets(c.spec)]}
         clf = None
@@ -277,7 +285,7 @@ def _run_audit(classifiers: Sequence[ClassifierSpec], datasets: Sequence[Labeled
                                                  .sections) for c in classifiers[1:]}
     return AuditResult(list(classifiers), list(datasets), pairs, comparison, info, settings,
                        context.dialect_source, {"scoring": scoring, "metrics": time.perf_counter() - started},
-                       prompt_sections)
+                       prompt_sections, cache)
 
 
 def scored_with_progress(cache: ScoreCache, key: str, data_key: str, data: LabeledData, scorer: Any, kept: int,

@@ -2,34 +2,40 @@
 classifier scores only it and a stopped audit finishes the rest with ``--resume``.
 
 File names: ``scores/<classifier digest>-<dataset digest>.npy`` (float64 P(toxic) per row, in the data's order)
-and a ``.json`` beside it saying what the digests stand for. Both are written atomically when a pair is finished.
-While a pair is being scored, its finished chunks go to ``.partial.npy`` after every chunk, so a crash or
-Ctrl-C on row 90,000 of 250,000 resumes at the chunk it stopped in.
+and a ``.json`` beside it saying what the digests stand for (the ``-c`` spec among them), written when the pair's
+scoring starts; the ``.npy`` is written atomically when the pair is finished. While a pair is being scored, its
+finished chunks go to ``.partial.npy`` after every chunk, so a crash or Ctrl-C on row 90,000 of 250,000 resumes at
+the chunk it stopped in.
 
 * **Dataset digest**: SHA-256 of every row's text and label, in order (the content, not the file name).
 * **Classifier digest**: SHA-256 of the ``-c`` spec, the options that change scores (judge template and policy,
-  toxic label), and, for a local model directory or file, the name, size and modification time of every file in
-  it plus the contents of its files up to 1 MiB (configs, tokenizers): retraining into the same folder changes
-  it, while multi-GB weights are not read. Registry names and hub ids are digested by name (a hub model that
-  changes under the same id is not noticed: pin a local copy to be sure).
+  toxic label) and, for a local model folder or file, its content fingerprint
+  (:func:`toxiforge.classifiers.fingerprint.fingerprint`: weights, config and tokenizer files read whole, whatever
+  their size; not the README a model card writes, nor logs): the one harden records. Registry names, hub ids and
+  servers are digested by name, as before (a hub model that changes under the same id is not noticed: pin a local
+  copy to be sure). Caches written before issue 56 digested a folder by every file's size and modification time:
+  their folder classifiers are scored once more.
+* **Stale scores**: when a classifier's digest changes (its folder retrained, another template), the scores
+  recorded for its ``-c`` spec under another digest are removed (:meth:`ScoreCache.remove_stale`), and the count
+  of finished pairs an interrupted audit reports counts this audit's pairs only (:attr:`ScoreCache.pairs`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from toxiforge._io import atomic_write, atomic_write_text
-from toxiforge.classifiers.registry import scoring_options
+from toxiforge.classifiers.fingerprint import fingerprint
+from toxiforge.classifiers.registry import JUDGE_PREFIX, scoring_options
 from toxiforge.data.examples import LabeledData
 
 SCORES_DIR = "scores"
-SMALL_FILE = 1 << 20   # files up to 1 MiB of a model folder are digested by content
 DIGEST_CHARS = 16
 CHUNK = 1024           # rows scored between two partial saves
 
@@ -43,24 +49,28 @@ def dataset_digest(data: LabeledData) -> str:
 
 
 def classifier_digest(spec: str, options: Mapping[str, Any]) -> str:
-    h = hashlib.sha256(json.dumps({"spec": spec, "options": dict(sorted(scoring_options(options).items()))},
-                                  default=str).encode())
-    path = Path(spec.split(":", 1)[1] if spec.startswith("judge:") else spec).expanduser()
-    if path.exists():
-        files = sorted(p for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
-        for p in files:
-            st = p.stat()
-            h.update(f"{p.relative_to(path) if p != path else p.name}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
-            if st.st_size <= SMALL_FILE:
-                h.update(p.read_bytes())
-    return h.hexdigest()[:DIGEST_CHARS]
+    """The digest of a ``-c`` spec with its scoring options (module docstring)."""
+    what: dict[str, Any] = {"spec": spec, "options": dict(sorted(scoring_options(options).items()))}
+    content = fingerprint(spec)
+    if content is not None:   # names are digested as before issue 56, so their cached scores stay valid
+        what["content"] = content
+    return hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:DIGEST_CHARS]
+
+
+def _where(spec: str) -> str:
+    """``spec`` with a local path resolved (``./m`` and ``m`` are one classifier), for matching recorded specs."""
+    judge = spec.startswith(JUDGE_PREFIX)
+    path = Path(spec.removeprefix(JUDGE_PREFIX)).expanduser()
+    return (JUDGE_PREFIX if judge else "") + str(path.resolve()) if path.exists() else spec
 
 
 class ScoreCache:
-    """The ``scores/`` folder of an audit output."""
+    """The ``scores/`` folder of an audit output; ``pairs`` the (classifier digest, dataset digest) pairs of the
+    audit at hand, once known (:meth:`finished` counts those; empty: every finished pair in the folder)."""
 
-    def __init__(self, out: str | Path):
+    def __init__(self, out: str | Path, pairs: Iterable[tuple[str, str]] = ()):
         self.folder = Path(out) / SCORES_DIR
+        self.pairs = list(pairs)
 
     def path(self, clf: str, data: str, suffix: str = ".npy") -> Path:
         return self.folder / f"{clf}-{data}{suffix}"
@@ -95,10 +105,12 @@ class ScoreCache:
 
     def score(self, clf: str, data: str, texts: list[str], predict: Callable[[list[str]], np.ndarray],
               info: Mapping[str, Any], on_progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Score ``texts`` from where an earlier try stopped, saving after each chunk; the finished pair is
-        written with ``info`` beside it and the partial file removed."""
+        """Score ``texts`` from where an earlier try stopped, saving after each chunk; ``info`` is written beside
+        the pair first (so the scores of a classifier whose digest changes can be found and removed), the finished
+        scores last, and the partial file removed."""
         done = self.partial(clf, data)
         done = done if len(done) <= len(texts) else np.empty(0)
+        atomic_write_text(self.path(clf, data, ".json"), json.dumps(dict(info), indent=2, default=str) + "\n")
         parts = [done]
         if on_progress is not None and len(done):
             on_progress(len(done))
@@ -110,9 +122,31 @@ class ScoreCache:
                 on_progress(len(chunk))
         scores = np.concatenate(parts)
         self._save(self.path(clf, data), scores)
-        atomic_write_text(self.path(clf, data, ".json"), json.dumps(dict(info), indent=2, default=str) + "\n")
         self.path(clf, data, ".partial.npy").unlink(missing_ok=True)
         return scores
 
+    def remove_stale(self, spec: str, keep: Collection[str]) -> list[Path]:
+        """Remove every file of the pairs recorded for the ``-c`` ``spec`` (or another spelling of its path) under a
+        digest not in ``keep`` (the audit's own: ``spec``'s folder retrained, other options): scores that will not
+        be read again. The paths removed."""
+        if not self.folder.is_dir():
+            return []
+        stale = set()
+        for record in self.folder.glob("*.json"):
+            key = record.name.split("-", 1)[0]
+            try:
+                recorded = json.loads(record.read_text(encoding="utf-8")).get("spec")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if key not in keep and isinstance(recorded, str) and _where(recorded) == _where(spec):
+                stale.add(key)
+        removed = sorted(p for key in stale for p in self.folder.glob(f"{key}-*"))
+        for path in removed:
+            path.unlink(missing_ok=True)
+        return removed
+
     def finished(self) -> int:
-        return len(list(self.folder.glob("*.json"))) if self.folder.is_dir() else 0
+        """How many of :attr:`pairs` have their scores (every finished pair in the folder when none are set)."""
+        if self.pairs:
+            return sum(self.path(clf, data).exists() for clf, data in set(self.pairs))
+        return sum(not p.name.endswith(".partial.npy") for p in self.folder.glob("*.npy"))

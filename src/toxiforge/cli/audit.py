@@ -160,7 +160,7 @@ def audit(
                        log=lambda line: console.print(line, highlight=False, soft_wrap=True),
                        progress=console if console.is_terminal else None, also_clear=[junit] if junit else [])
     verdict = run_gate(result, rules) if gate else None
-    with interruption(out):   # Ctrl-C while the report is written: the scores are kept, --resume writes it
+    with interruption(out, result.cache):   # Ctrl-C while the report is written: scores kept, --resume writes it
         paths = write_report(result, out, verdict)
     seconds = result.seconds
     console.print(f"scoring {seconds['scoring']:.1f} s, metrics {seconds['metrics']:.1f} s", highlight=False)

@@ -427,13 +427,14 @@ class AliceDecoder:
         return self.config.num_return
 
     def settings(self) -> dict[str, Any]:
-        """The config, the attacked classifier's name and, with a keeper, its weights' digest (None: not a
-        directory; :func:`~toxiforge.attacks.validation.weights_digest`), so a run records which K kept its labels."""
+        """The config, the attacked classifier's name and, with a keeper, its content fingerprint (None: a name, not
+        a local model; :func:`~toxiforge.classifiers.fingerprint.fingerprint`), so a run records which K kept its
+        labels."""
         out = {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
         if self.config.keep_label_with is not None:
-            from toxiforge.attacks.validation import weights_digest
+            from toxiforge.classifiers.fingerprint import fingerprint
 
-            out["keeper_weights"] = weights_digest(self.config.keep_label_with)
+            out["keeper_weights"] = fingerprint(self.config.keep_label_with)
         return out
 
     def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],

@@ -7,7 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from toxiforge.attacks.validation import Validation, check_keeper, weights_digest
+from toxiforge.attacks.validation import Validation, check_keeper
+from toxiforge.classifiers.fingerprint import fingerprint
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags, scoring_options
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
@@ -162,11 +163,12 @@ class HardenConfig:
                     "families": None if self.attacks == DEFAULT_ATTACKS and not self.eval_attacks else {
                         "attacks": self.attacks, "eval_attacks": self.eval_attacks,
                         "eval_attack_n": self.eval_attack_n},
-                    # issue 48: the content of -c and --validate-with (weights_digest; None for a name), so that a
-                    # classifier retrained at the same path does not resume with stale attacks and scores
-                    "weights": {"classifier": weights_digest(self.classifier) if self.classifier else None,
+                    # issue 48: the content of -c and --validate-with (their fingerprint, issue 56: weights, config
+                    # and tokenizer; None for a name), so that a classifier retrained at the same path does not
+                    # resume with stale attacks and scores
+                    "weights": {"classifier": fingerprint(self.classifier) if self.classifier else None,
                                 "validate_with": None if self.people or not self.validate_with
-                                else weights_digest(self.validate_with)},
+                                else fingerprint(self.validate_with)},
                     # issue 48: the guard slice (older runs, without it, are refused: their rounds trained on it)
                     "guard": {"slice": self.keeps_guard_slice, "auc_tolerance": self.auc_tolerance,
                               "fpr_tolerance": self.fpr_tolerance}}

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toxiforge.classifiers.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from toxiforge.errors import InputError, ToxiforgeError
 
 if TYPE_CHECKING:
@@ -73,6 +74,11 @@ def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
     differences = sorted(k for k in settings if old.get(k) != settings[k])
     if differences == ["weights"]:
         changed = [FLAGS_WEIGHTS[k] for k in settings["weights"] if old["weights"].get(k) != settings["weights"][k]]
+        if any(v and not str(v).startswith(FINGERPRINT_PREFIX) for v in old["weights"].values()):
+            raise InputError(f"--resume: this run recorded {' and '.join(changed)} by their weight files alone, the "
+                             "digest harden used before issue 56 (now weights, config and tokenizer, as the audit's "
+                             "score cache), so whether they changed since cannot be told", path=saved,
+                             hint="start the run again in a new -o")
         raise InputError(f"--resume: the weights of {' and '.join(changed)} changed since this run began (a "
                          "classifier retrained at the same path), so its attacks and cached scores are stale",
                          path=saved, hint="write to a new -o, or restore the classifier this run started with")

@@ -7,8 +7,9 @@ only in ``--seed`` (:mod:`toxiforge.harden.seeds`):
 * per round and arm, each family's flip rate (and confirmed flip rate, with a validator) **pooled** over the runs'
   attacked statements, with a 95% Wilson interval, and each run's own value;
 * per later round, each family's change from round 0 of the ALICE arm and its gap to the control: the difference of
-  the pooled shares with a 95% bootstrap interval (both shares resampled independently: the rounds attack the
-  same held-out statements, so this interval is, if anything, wider than a paired one), and each run's change;
+  the pooled shares with Newcombe's 95% hybrid score interval (:func:`~toxiforge.intervals.share_difference`: the
+  two shares taken as independent; the rounds attack the same held-out statements, so this interval is, if
+  anything, wider than a paired one), and each run's change;
 * each eval set's ``spell_*`` accuracy per round and arm: the mean of the runs and their range.
 """
 
@@ -108,7 +109,7 @@ def families_markdown(combined: dict[str, Any]) -> list[str]:
             cells.append("-" if s["mean"] is None else f"{s['mean']:.3f} ({s['min']:.3f}-{s['max']:.3f})")
         lines.append("| " + " | ".join(cells) + " |")
     if combined["changes"]:
-        lines += ["", "Change of each family's flip rate, in points: pooled difference [95% bootstrap interval]; each "
+        lines += ["", "Change of each family's flip rate, in points: pooled difference [95% Newcombe interval]; each "
                       "run's change.", "",
                   "| round | family | flip rate | ALICE arm minus round 0 | runs | ALICE arm minus control | runs |",
                   "|---|---|---|---|---|---|---|"]

@@ -261,12 +261,21 @@ def test_a_column_option_that_no_set_reads_is_refused_naming_why(hatecheck_csv, 
     assert [len(d) for d in both] == [4, 2] and both[1].texts == ["placeholder one", "placeholder two"]
 
 
-def test_evaluate_refuses_a_text_column_for_hatecheck_before_loading_a_classifier(hatecheck_csv, tmp_path):
+def test_evaluate_and_train_refuse_a_text_column_for_hatecheck_before_any_model_loads(hatecheck_csv, tmp_path):
+    """train checks --data and --eval together: --text-column may be for a table in either list."""
     from typer.testing import CliRunner
 
     from toxiforge.cli import app
 
-    result = CliRunner().invoke(app, ["evaluate", "-c", "no-such-classifier", "--on", f"hatecheck:{hatecheck_csv}",
-                                      "--text-column", "case_templ", "-o", str(tmp_path / "out")])
-    assert isinstance(result.exception, InputError), result.output
-    assert "--text-column case_templ would be ignored" in str(result.exception)
+    spec = f"hatecheck:{hatecheck_csv}"
+    table = write_csv(tmp_path / "t.csv", ["sentence", "label"], [("placeholder one", 1), ("placeholder two", 0)])
+    for args in (["evaluate", "-c", "no-such-classifier", "--on", spec],
+                 ["train", "--data", spec, "--base-model", "no-such-model"],
+                 ["train", "--data", spec, "--eval", spec, "--base-model", "no-such-model"]):
+        result = CliRunner().invoke(app, [*args, "--text-column", "case_templ", "-o", str(tmp_path / "out")])
+        assert isinstance(result.exception, InputError), (args, result.output)
+        assert "--text-column case_templ would be ignored" in str(result.exception), args
+    # a table in --eval reads it: the run goes on to the base model, which then is the error
+    result = CliRunner().invoke(app, ["train", "--data", spec, "--eval", str(table), "--base-model", "no-such-model",
+                                      "--text-column", "sentence", "-o", str(tmp_path / "out")])
+    assert "would be ignored" not in str(result.exception) and "no-such-model" in str(result.exception)

@@ -286,3 +286,16 @@ def test_benign_demonstrations_shipped(name):
         assert not line.startswith("- "), line
         assert group.mentions(line), f"{name}: line does not mention the group: {line!r}"
         assert 8 <= len(line.split()) <= 30, line
+
+
+def test_an_unknown_group_says_did_you_mean():
+    """Issue 56 #10: `--groups asain` listed every group but named none; a typo of a name or of an alias now names
+    the group it is closest to (the did-you-mean of the name registries)."""
+    for typo, meant in (("asain", "asian"), ("Hispanc", "latino"), ("middle esat", "middle_east")):
+        with pytest.raises(InputError) as caught:
+            resolve_group(typo)
+        assert str(caught.value).startswith(f"unknown group {typo!r}")
+        assert caught.value.hint.startswith(f"did you mean {meant!r}?"), caught.value.hint
+    with pytest.raises(InputError) as caught:
+        resolve_group("xyzzy")
+    assert "known names: asian, bisexual" in caught.value.hint and "define_group" in caught.value.hint

@@ -64,9 +64,11 @@ def lazy_exports(package: str, exports: Mapping[str, str]
     return __getattr__, __dir__, sorted(table)
 
 
-def did_you_mean(name: str, known: list[str] | tuple[str, ...]) -> str:
-    """A hint naming the closest known names, or listing them all."""
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+def did_you_mean(name: str, known: list[str] | tuple[str, ...], aliases: Mapping[str, str] | None = None) -> str:
+    """A hint naming the closest known names, or listing them all. ``aliases`` (alias -> known name) are matched
+    too, a close alias named by the name it stands for (``asain`` -> ``asian``, ``hispanc`` -> ``latino``)."""
+    targets = {**{k: k for k in known}, **(aliases or {})}
+    close = list(dict.fromkeys(targets[c] for c in difflib.get_close_matches(name, list(targets), n=3, cutoff=0.6)))
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"
     return "known names: " + ", ".join(known)

@@ -5,7 +5,12 @@ A card is the folder's ``README.md``: YAML metadata between ``---`` lines, then 
 (``huggingface_hub``'s :class:`~huggingface_hub.ModelCard` / :class:`~huggingface_hub.DatasetCard` write and parse
 the metadata; ``huggingface_hub`` comes with transformers). Cards hold counts and settings only, never a row's text.
 A section that a later command adds (the audit's) sits between HTML comment markers, so a rerun replaces it
-(:func:`replace_section`).
+(:func:`replace_section`); a section may hold named blocks of its own (:func:`blocks`, the audit's one per dataset).
+
+A card is written to be published as it is: :func:`write_card` writes no absolute local path (a site-packages
+folder, a data folder, a report): each becomes its name, relative to the card's folder when it lies inside it
+(:func:`public_paths`); datasets are named by their Hub id where toxiforge knows one
+(:func:`toxiforge.data.registry.hub_dataset_id`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,48 @@ from toxiforge._io import atomic_write_text
 CARD_FILE = "README.md"
 
 CONTENT_WARNING = (
-    "> **Content warning.** {what} implicit hate speech: statements that demean groups of people, often without "
-    "slurs or profanity, written by language models as ToxiGen's were (Hartvigsen et al. 2022, "
-    "https://arxiv.org/abs/2203.09509). It is meant for research on detecting and reducing such speech; do not "
-    "use it to produce or spread hateful content.")
+    "> **Content warning.** {what}: statements that demean groups of people, often without slurs or profanity{made}. "
+    "It is meant for research on detecting and reducing such speech; do not use it to produce or spread hateful "
+    "content.")
+TOXIGEN_PAPER = "ToxiGen's were (Hartvigsen et al. 2022, https://arxiv.org/abs/2203.09509)"
+# How a card tells its reader that local paths were shortened (:func:`public_paths`).
+PATHS_NOTE = ("Local paths are given by their last name (a file in this card's folder by its path from the folder): "
+              "put where your copies are in their place.")
+
+
+def content_warning(what: str, machine: tuple[int, int] | None = None) -> str:
+    """The card's content warning for ``what`` (``"This dataset contains implicit hate speech"``), saying who wrote
+    the statements as the rows show it: every row by a language model (``machine`` None), or ``machine`` =
+    ``(machine-generated rows, rows)``: none, some or all of them."""
+    done, rows = machine if machine is not None else (1, 1)
+    if rows and done == rows:
+        made = f", written by language models as {TOXIGEN_PAPER}"
+    elif done:
+        made = f"; {done} of its {rows} rows ({done / rows:.0%}) were written by language models as {TOXIGEN_PAPER}"
+    else:
+        made = f"; none of its {rows} rows is machine-generated" if rows else ""
+    return CONTENT_WARNING.format(what=what, made=made)
+
+
+# An absolute local path in a card's text: "/" (or "~/") where no word, path or option character precedes it (so
+# hub ids owner/name, URLs and "a / b" stay), up to the first character no path name here uses (space, backtick,
+# quote, "|", "#", ",", ")", ...): a spec's KIND: or NAME= before it and its #OPTION after it are kept.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.~-])(?:~(?=/))?/[\w.~+@%-][\w.~+@%/-]*")
+
+
+def public_paths(text: str, folder: str | Path) -> str:
+    """``text`` with each absolute local path replaced by its name: relative to ``folder`` (the card's) when it lies
+    inside it, else its last component (``/data/hatecheck/test_suite_cases.csv`` -> ``test_suite_cases.csv``; the
+    card's folder itself by its own name). A card is published without the machine it was written on."""
+    roots = {Path(folder).expanduser().absolute(), Path(folder).expanduser().resolve()}
+
+    def name(match: re.Match[str]) -> str:
+        path = Path(match.group(0)).expanduser()
+        inside = [path.relative_to(root).as_posix() for root in roots if root in path.parents]
+        return inside[0] if inside else path.name or match.group(0)
+
+    return _ABSOLUTE_PATH.sub(name, text)
+
 
 # Outputs of the toolkit are not the toolkit: the rows' terms follow the models and data that made them.
 OUTPUT_LICENSE, OUTPUT_LICENSE_NAME = "other", "toxiforge-generated"
@@ -34,15 +77,6 @@ OUTPUT_LICENSE_TEXT = (
     "microsoft/TOXIGEN; the ToxiGen dataset on the Hub, toxigen/toxigen-data, is gated behind its own terms) or, "
     "for an attack run, the dataset its source statements come from. Set `license` in the metadata above to the "
     "terms that apply before publishing this folder.")
-
-
-def hub_dataset_id(layout: str) -> str | None:
-    """The hub id of the published dataset a layout reads (ToxiGen's, SBF's), for a card's ``datasets`` and
-    ``model-index``; None for the others (local files, toxiforge runs)."""
-    from toxiforge.data.benchmarks import SBF_HUB_ID
-    from toxiforge.data.toxigen import HUB_ID
-
-    return {"toxigen-annotated": HUB_ID, "toxigen-train": HUB_ID, "sbf": SBF_HUB_ID}.get(layout)
 
 
 def size_category(n: int) -> str:
@@ -81,11 +115,25 @@ def replace_section(text: str, name: str, section: str) -> str:
     """``text`` with its section ``name`` (between :func:`_markers`) replaced by ``section``, or ``section``
     appended when it has none: a rerun replaces what the last one wrote, and nothing else."""
     start, end = _markers(name)
-    block = f"{start}\n{section.strip()}\n{end}"
+    marked = block(name, section)
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     if pattern.search(text):
-        return pattern.sub(lambda _: block, text, count=1)
-    return text.rstrip() + "\n\n" + block + "\n"
+        return pattern.sub(lambda _: marked, text, count=1)
+    return text.rstrip() + "\n\n" + marked + "\n"
+
+
+def blocks(text: str, prefix: str) -> dict[str, str]:
+    """The sections of ``text`` whose names start with ``prefix`` (:func:`replace_section`'s markers), by name in
+    their order, each without its markers."""
+    pattern = re.compile(r"<!-- toxiforge:(" + re.escape(prefix) + r"[^\n]*?) start -->\n?(.*?)\n?"
+                         r"<!-- toxiforge:\1 end -->", re.DOTALL)
+    return {m.group(1): m.group(2).strip() for m in pattern.finditer(text)}
+
+
+def block(name: str, content: str) -> str:
+    """``content`` between the markers of section ``name`` (what :func:`blocks` reads back)."""
+    start, end = _markers(name)
+    return f"{start}\n{content.strip()}\n{end}"
 
 
 def make_card(card_class: Any, data: Any, body: Sequence[str]) -> Any:
@@ -94,9 +142,23 @@ def make_card(card_class: Any, data: Any, body: Sequence[str]) -> Any:
     return card_class(f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(body) + "\n")
 
 
+def metadata_yaml(data: Any) -> str:
+    """The YAML of a card's metadata ``data``, with a model card's ``model_name`` kept at the top level beside
+    ``model-index`` (``huggingface_hub`` moves it into the index's ``name`` and drops it from the top level once
+    there are results)."""
+    from huggingface_hub.utils import yaml_dump
+
+    meta = data.to_dict()
+    name = getattr(data, "model_name", None)
+    if name and "model_name" not in meta:
+        meta = {"model_name": name, **meta}
+    return yaml_dump(meta, sort_keys=False).strip()
+
+
 def write_card(card: Any, folder: str | Path) -> Path:
-    """Write a ``huggingface_hub`` card (its ``str``: metadata and text) to ``folder``/:data:`CARD_FILE`
-    atomically."""
+    """Write a ``huggingface_hub`` card (metadata, :func:`metadata_yaml`, and text) to ``folder``/:data:`CARD_FILE`
+    atomically, with no absolute local path in it (:func:`public_paths`)."""
     path = Path(folder) / CARD_FILE
-    atomic_write_text(path, str(card).rstrip() + "\n")
+    text = f"---\n{metadata_yaml(card.data)}\n---\n{card.text}"
+    atomic_write_text(path, public_paths(text, folder).rstrip() + "\n")
     return path

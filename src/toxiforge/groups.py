@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from toxiforge._lazy import did_you_mean
 from toxiforge.errors import InputError
 
 GroupKind = Literal["toxigen", "community", "user"]
@@ -180,8 +181,8 @@ def resolve_group(name: str | Group) -> Group:
     canonical = _ALIASES.get(key)
     if canonical is None:
         raise InputError(f"unknown group {name!r}",
-                         hint="use one of: " + ", ".join(sorted(_REGISTRY))
-                         + " (or register it with toxiforge.groups.define_group)")
+                         hint=f"{did_you_mean(key, sorted(_REGISTRY), _ALIASES)} (`toxiforge groups` lists every "
+                              "name and alias; toxiforge.groups.define_group registers a new group)")
     return _REGISTRY[canonical]
 
 

@@ -77,3 +77,21 @@ def test_shared_option_blocks_read_the_same_in_every_command():
         found = [options(commands[name]) for name in names]
         for flag in flags:
             assert flag in found[0] and len({repr(f.get(flag)) for f in found}) == 1, flag
+
+
+def test_classifiers_keeps_every_name_whole_on_a_terminal_and_piped():
+    """Issue 56 #10: rich's six-column table cut the names one types at 80-100 columns (`toxigen-r…`) and, piped,
+    wrote 2,013-character lines. Each classifier and judge template is now a block whose first line starts with
+    its name, wrapped at the terminal's width (80 here) or at 100 columns off a terminal."""
+    from toxiforge.classifiers.judge_templates import ALIASES, TEMPLATES
+    from toxiforge.classifiers.registry import classifier_catalog
+    from toxiforge.cli import app
+
+    names = [row.name for row in classifier_catalog()] + list(TEMPLATES) + list(ALIASES)
+    for env, width in (({"COLUMNS": "80"}, 80), ({}, 100)):
+        result = CliRunner().invoke(app, ["classifiers"], env=env)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert "…" not in result.output and max(len(line) for line in lines) <= width, env
+        starts = [line.split(" (", 1)[0] for line in lines if line and not line.startswith(" ")]
+        assert all(name in starts for name in names), (env, set(names) - set(starts))

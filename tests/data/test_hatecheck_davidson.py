@@ -229,3 +229,53 @@ def test_sample_option_combines_with_the_label_rule_and_rejects_bad_sizes(davids
     for bad in ("0", "x", "-3", ""):
         with pytest.raises(InputError, match="positive number of rows"):
             load_spec(f"davidson:{davidson_csv}#sample={bad}")
+
+
+def test_hatechecks_own_label_words_are_binary_in_a_plain_table(hatecheck_csv, tmp_path):
+    """Issue 56 #10: a table whose --label-column holds HateCheck's words (hateful / non-hateful) was refused as not
+    binary, though hate/nothate and toxic/benign pass."""
+    data = load_spec(f"table:{hatecheck_csv}", text_column="test_case", label_column="label_gold")
+    assert data.layout == "table" and data.labels == [1, 0, 0, 1]
+    words = write_csv(tmp_path / "words.csv", ["text", "label"],
+                      [(f"placeholder {i}", w) for i, w in enumerate(("Non-Hateful", "hateful", "not_hateful"))])
+    assert load_spec(str(words)).labels == [0, 1, 0]
+
+
+def test_a_column_option_that_no_set_reads_is_refused_naming_why(hatecheck_csv, davidson_csv, tmp_path):
+    """Issue 56 #10: --text-column with a hatecheck: set was ignored without a word (HateCheck's text is its
+    test_case); with a plain table among the sets it applies to the table, as before."""
+    from toxiforge.data import load_specs
+
+    for spec, option in ((f"hatecheck:{hatecheck_csv}", {"text_column": "case_templ"}),
+                         (f"davidson:{davidson_csv}", {"label_column": "hate_speech"})):
+        with pytest.raises(InputError) as caught:
+            load_spec(spec, **option)
+        flag = "--" + next(iter(option)).replace("_", "-")
+        assert f"{flag} {next(iter(option.values()))} would be ignored" in str(caught.value)
+        assert "table:PATH" in caught.value.hint
+    with pytest.raises(InputError, match="--text-column case_templ would be ignored: HateCheck .hatecheck., "
+                                         "Davidson .toxic. .davidson. have"):
+        load_specs([f"hatecheck:{hatecheck_csv}", f"davidson:{davidson_csv}"], text_column="case_templ")
+    table = write_csv(tmp_path / "t.csv", ["sentence", "label"], [("placeholder one", 1), ("placeholder two", 0)])
+    both = load_specs([f"hatecheck:{hatecheck_csv}", str(table)], text_column="sentence")
+    assert [len(d) for d in both] == [4, 2] and both[1].texts == ["placeholder one", "placeholder two"]
+
+
+def test_evaluate_and_train_refuse_a_text_column_for_hatecheck_before_any_model_loads(hatecheck_csv, tmp_path):
+    """train checks --data and --eval together: --text-column may be for a table in either list."""
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+
+    spec = f"hatecheck:{hatecheck_csv}"
+    table = write_csv(tmp_path / "t.csv", ["sentence", "label"], [("placeholder one", 1), ("placeholder two", 0)])
+    for args in (["evaluate", "-c", "no-such-classifier", "--on", spec],
+                 ["train", "--data", spec, "--base-model", "no-such-model"],
+                 ["train", "--data", spec, "--eval", spec, "--base-model", "no-such-model"]):
+        result = CliRunner().invoke(app, [*args, "--text-column", "case_templ", "-o", str(tmp_path / "out")])
+        assert isinstance(result.exception, InputError), (args, result.output)
+        assert "--text-column case_templ would be ignored" in str(result.exception), args
+    # a table in --eval reads it: the run goes on to the base model, which then is the error
+    result = CliRunner().invoke(app, ["train", "--data", spec, "--eval", str(table), "--base-model", "no-such-model",
+                                      "--text-column", "sentence", "-o", str(tmp_path / "out")])
+    assert "would be ignored" not in str(result.exception) and "no-such-model" in str(result.exception)

@@ -115,7 +115,7 @@ def test_utf8_bom_is_ignored(tmp_path):
 
 def test_unknown_group_in_file_name(tmp_path):
     path = write(tmp_path / "neutral_nosuchgroup_sentences.txt", sentences("x"))
-    with pytest.raises(InputError, match=r"unknown group 'nosuchgroup'.*Fix: use one of"):
+    with pytest.raises(InputError, match=r"unknown group 'nosuchgroup'.*Fix: known names: asian, bisexual"):
         read_sentence_file(path)
 
 

@@ -36,6 +36,8 @@ def test_a_generation_run_loads_with_datasets_as_written(tiny_lm, demos, tmp_pat
     assert "**complete** (12 rows" in card.text and "Content warning" in card.text
     assert "Every row is machine-generated" in card.text and "`tiny-llama`" in card.text
     assert "| `top_k` | `40` |" in card.text  # the decoding settings
+    # issue 56 #9: the prompts' folder was named by its absolute path
+    assert "| `source` | `demonstrations` |" in card.text and str(tmp_path) not in card.content
     rows = read_rows(out)
     assert "placeholder" not in card.content  # the prompts' demonstrations
     assert not any(r.generation in card.content for r in rows if len(r.generation) > 12)

@@ -2,15 +2,18 @@
 (``DIR/README.md``, :mod:`toxiforge.training.card` writes it at training), in the Hugging Face Hub's conventions.
 
 * ``model-index`` metadata: one ``huggingface_hub.EvalResult`` per dataset x metric (task text-classification;
-  the dataset's name, its hub id or layout as type; ROC AUC, average precision, accuracy, F1, FPR, FNR, FPR at
-  95% TPR, Jigsaw's final score, HateCheck's accuracy, ECE, Brier), ``metric_args`` the interval and
+  the dataset's name, and as its type the Hub id of the published set it is (``Paul/hatecheck``,
+  ``tdavidson/hate_speech_offensive``, ``toxigen/toxigen-data``, :func:`~toxiforge.data.registry.hub_dataset_id`)
+  or :data:`LOCAL_TYPE` for a local set; ROC AUC, average precision, accuracy, F1, FPR, FNR, FPR at 95% TPR,
+  Jigsaw's final score, HateCheck's accuracy, ECE, Brier), ``metric_args`` the interval and
   ``by: toxiforge audit``;
-* a Markdown section "Audit": a compact table with the 95% intervals, the comparison with the first classifier
-  when this one is not it, and where the full report is.
+* a Markdown section "Audit": a short opening, then one block per dataset: its rows, the settings, a table with the
+  95% intervals, the comparison with the first classifier when this one is not it, and where the full report is.
 
-A rerun replaces both (the results whose source is the audit, and the section between its markers), and nothing
-else on the card; a folder without a card gets a short one. The classifier is the ``-c`` whose spec is ``DIR``
-(:func:`card_classifier`, checked before any scoring).
+A rerun on the same dataset replaces its results and its block; a rerun on other datasets adds theirs, and keeps
+those of the earlier datasets (the section and its blocks sit between markers, :func:`toxiforge.cards.blocks`);
+nothing else on the card changes. A folder without a card gets a short one. The classifier is the ``-c`` whose
+spec is ``DIR`` (:func:`card_classifier`, checked before any scoring).
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.audit.run import ClassifierSpec
-from toxiforge.cards import CARD_FILE, hub_dataset_id, make_card, replace_section, table, write_card
+from toxiforge.cards import CARD_FILE, block, blocks, make_card, replace_section, table, write_card
 from toxiforge.errors import InputError
 
 SOURCE_NAME = "toxiforge audit"
 SECTION = "audit"
+BLOCK = "audit/"  # a dataset's block within the section: BLOCK + its name
+# model-index dataset.type of a set that is no published Hub dataset (a local table, a toxiforge run)
+LOCAL_TYPE = "local"
 # (section, key in report.json, model-index metric type, metric name); lower is better for the last five
 METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("accuracy", "roc_auc", "roc_auc", "ROC AUC"), ("accuracy", "pr_auc", "average_precision",
@@ -82,6 +88,8 @@ def eval_results(report: Mapping[str, Any], name: str) -> list[Any]:
     """The ``model-index`` entries of classifier ``name`` in ``report`` (report.json's dict)."""
     from huggingface_hub import EvalResult
 
+    from toxiforge.data.registry import hub_dataset_id
+
     out = []
     for data in report["datasets"]:
         sections = report["results"][name][data["name"]]
@@ -90,7 +98,7 @@ def eval_results(report: Mapping[str, Any], name: str) -> list[Any]:
             if estimate is None:
                 continue
             out.append(EvalResult(task_type="text-classification", task_name="toxicity classification",
-                                  dataset_type=hub_dataset_id(data["layout"]) or data["layout"],
+                                  dataset_type=hub_dataset_id(data["layout"]) or LOCAL_TYPE,
                                   dataset_name=data["name"], metric_type=metric_type,
                                   metric_value=round(float(estimate["value"]), 4), metric_name=metric_name,
                                   metric_args=_interval(estimate)))
@@ -105,38 +113,56 @@ def _cell(estimate: Mapping[str, Any] | None) -> str:
     return f"{estimate['value']:.3f}{interval}"
 
 
-def audit_section(report: Mapping[str, Any], name: str, report_dir: str | Path) -> str:
-    """The card's "Audit" section for classifier ``name``: a table per dataset, the comparison with the first
-    classifier, where the full report is."""
+INTRO = ("## Audit\n\n"
+         "`toxiforge audit` of this classifier, one block per dataset: point values with intervals (Wilson for "
+         "proportions, bootstrap for the rest). Lower is better for the rates, ECE and Brier; higher for the rest. "
+         "An audit on another dataset adds its block; one on the same dataset replaces it.")
+
+
+def _block_name(dataset: str) -> str:
+    """The marker name of ``dataset``'s block (no ``--`` or line break, which would end the HTML comment)."""
+    return BLOCK + " ".join(dataset.split()).replace("--", "-")
+
+
+def dataset_block(report: Mapping[str, Any], name: str, data: Mapping[str, Any], report_dir: str | Path) -> str:
+    """The card's block for classifier ``name`` on one dataset of ``report``: rows, settings, the table with the
+    intervals, the comparison with the first classifier, where the full report is."""
+    from toxiforge.data.registry import hub_dataset_id
+
     settings = report["settings"]
-    shown = [m for m in METRICS if any(_value(report["results"][name][d["name"]], m[0], m[1])
-                                       for d in report["datasets"])]
-    datasets = report["datasets"]
-    rows = [("rows (toxic)", *(f"{d['n']} ({d['toxic']})" for d in datasets))]
-    rows += [(label, *(_cell(_value(report["results"][name][d["name"]], s, k)) for d in datasets))
-             for s, k, _, label in shown]
+    sections = report["results"][name][data["name"]]
+    hub = hub_dataset_id(data["layout"])
+    where = f"Hub dataset `{hub}`" if hub else f"a local set ({data['layout']})"
+    rows = [(label, _cell(_value(sections, section, key))) for section, key, _, label in METRICS
+            if _value(sections, section, key) is not None]
+    lines = [f"### {data['name']}",
+             f"{data['n']} rows ({data['toxic']} toxic), {where}; `-c {name}`; {settings['level']:.0%} intervals "
+             f"(bootstrap {settings['bootstrap']} resamples, seed {settings['seed']}); decision rule P(toxic) > "
+             f"{settings['threshold']}.",
+             table(("metric", f"value [{settings['level']:.0%} interval]"), rows)]
     first = report["classifiers"][0]["name"]
-    lines = ["## Audit",
-             f"`toxiforge audit` of this classifier (`-c {name}`) on {len(datasets)} dataset(s): point values with "
-             f"{settings['level']:.0%} intervals (Wilson for proportions; bootstrap, {settings['bootstrap']} "
-             f"resamples, seed {settings['seed']}, for the rest); decision rule P(toxic) > {settings['threshold']}. "
-             "Lower is better for the rates, ECE and Brier; higher for the rest.",
-             table(("", *(d["name"] for d in datasets)), rows)]
-    if name != first:
-        verdicts = [f"{d}: " + ", ".join(f"{section} {v['verdict']}" for section, v in by_clf[name].items())
-                    for d, by_clf in report.get("comparison", {}).items() if name in by_clf]
-        if verdicts:
-            lines.append(f"Compared with `{first}` (paired intervals): " + "; ".join(verdicts) + ".")
-    report_dir = Path(report_dir)
+    verdicts = report.get("comparison", {}).get(data["name"], {}).get(name, {}) if name != first else {}
+    if verdicts:
+        lines.append(f"Compared with `{first}` (paired intervals): "
+                     + ", ".join(f"{section} {v['verdict']}" for section, v in verdicts.items()) + ".")
     lines.append(f"The full report (groups, HateCheck's functional tests, lexical and dialect bias, calibration, "
-                 f"figures and definitions) is `{report_dir / 'report.html'}` (also `report.md`, and `report.json` "
-                 "with every number) where the audit was run.")
+                 f"figures and definitions) is `report.html` (also `report.md`, and `report.json` with every number) "
+                 f"in the audit's output folder `{report_dir}`.")
     return "\n\n".join(lines)
 
 
+def audit_section(report: Mapping[str, Any], name: str, report_dir: str | Path, earlier: str = "") -> str:
+    """The card's "Audit" section for classifier ``name``: the blocks of ``earlier`` (the section the card has)
+    for datasets ``report`` does not have, then a block per dataset of ``report``."""
+    kept = {k: v for k, v in blocks(earlier, BLOCK).items()
+            if k not in {_block_name(d["name"]) for d in report["datasets"]}}
+    kept |= {_block_name(d["name"]): dataset_block(report, name, d, report_dir) for d in report["datasets"]}
+    return "\n\n".join([INTRO, *(block(k, v) for k, v in kept.items())])
+
+
 def add_audit_to_card(folder: str | Path, report: Mapping[str, Any], name: str, report_dir: str | Path) -> Path:
-    """Add (or replace) the audit's ``model-index`` results and section on ``folder``'s model card; a folder
-    without a card gets a short one."""
+    """Add (or replace) the audit's ``model-index`` results and blocks on ``folder``'s model card, per dataset
+    (the other datasets' stay); a folder without a card gets a short one."""
     from huggingface_hub import ModelCard, ModelCardData
 
     folder = Path(folder)
@@ -149,10 +175,15 @@ def add_audit_to_card(folder: str | Path, report: Mapping[str, Any], name: str, 
                              tags=["toxiforge", "toxicity"])
         text = (f"# {folder.name}\n\nA toxicity classifier. This card was started by `toxiforge audit "
                 "--model-card`; describe the model, its base model and its training data above the audit.")
-    kept = [r for r in (data.eval_results or []) if not _ours(r)]
+    earlier = blocks(text, SECTION).get(SECTION, "")
+    # the results of an earlier audit stay for the datasets this one did not audit and whose block the card has
+    shown, new = set(blocks(earlier, BLOCK)), {d["name"] for d in report["datasets"]}
+    kept = [r for r in (data.eval_results or [])
+            if not _ours(r) or (r.dataset_name not in new and _block_name(r.dataset_name) in shown)]
+    section = audit_section(report, name, report_dir, earlier)
     data.eval_results = [*kept, *eval_results(report, name)] or None
     data.model_name = data.model_name or folder.name
-    body = replace_section(text, SECTION, audit_section(report, name, report_dir))
+    body = replace_section(text, SECTION, section)
     return write_card(make_card(ModelCard, data, [body.strip()]), folder)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import typer
@@ -95,26 +96,39 @@ def classify(
 def classifiers_list() -> None:
     """List the registered classifiers (kind, source, how the score is computed, known training data) and the judge
     templates."""
-    from rich.table import Table
-
     from toxiforge.classifiers.judge_templates import ALIASES, DEFAULT_TEMPLATE, TEMPLATES
     from toxiforge.classifiers.registry import classifier_catalog
 
-    table = Table(title="Classifiers (-c NAME; also a model directory or a hub id owner/name)")
-    for column in ("name", "kind", "source", "score", "description", "known training data"):
-        table.add_column(column, ratio=1 if column in ("score", "description", "known training data") else None)
-    for row in classifier_catalog():
-        table.add_row(*row)
-    console.print(table)
-    templates = Table(title=f"Judge templates (--judge-template NAME or a JSON FILE; default {DEFAULT_TEMPLATE})")
-    for column in ("name", "render", "unsafe / safe", "policy", "description"):
-        templates.add_column(column, ratio=1 if column == "description" else None)
-    for t in TEMPLATES.values():
-        policy = "--judge-policy" if t.takes_policy else "-"
-        templates.add_row(t.name, t.render, f"{t.unsafe} / {t.safe}", policy, t.description)
-    for alias, target in ALIASES.items():
-        templates.add_row(alias, "", "", "", f"the same as {target}")
-    console.print(templates)
+    print_listing("Classifiers (-c NAME; also a model directory or a hub id owner/name)",
+                  ("name", "kind", "source", "score", "description", "known training data"), classifier_catalog())
+    templates = [(t.name, t.render, f"{t.unsafe} / {t.safe}", "--judge-policy" if t.takes_policy else "-",
+                  t.description) for t in TEMPLATES.values()]
+    templates += [(alias, "-", "-", "-", f"the same as {target}") for alias, target in ALIASES.items()]
+    print_listing(f"Judge templates (--judge-template NAME or a JSON FILE; default {DEFAULT_TEMPLATE})",
+                  ("name", "render", "unsafe / safe", "policy", "description"), templates)
+
+
+# A listing's lines wrap at the terminal's width, or here when it is wider or there is none (a pipe, a file):
+# rich's six-column table cut the names one types at 80-100 columns (toxigen-r...) and, piped, wrote 2,000-character
+# lines.
+PLAIN_WIDTH = 100
+
+
+def print_listing(title: str, header: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """``rows`` under ``header``, whose first column is the name one types, as one block per row: ``name (second:
+    ...; third: ...)`` on its first line (the name whole, first, so ``grep`` finds it), then one indented line per
+    other column, wrapped at :data:`PLAIN_WIDTH` or the terminal's width when it is narrower."""
+    import textwrap
+
+    width = min(console.width, PLAIN_WIDTH)
+    lines = [title]
+    for name, second, third, *rest in rows:
+        lines += ["", *textwrap.wrap(f"{name} ({header[1]}: {second}; {header[2]}: {third})", width,
+                                     subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)]
+        for column, value in zip(header[3:], rest, strict=True):
+            lines += textwrap.wrap(f"{column}: {value}", width, initial_indent="  ", subsequent_indent="    ",
+                                   break_long_words=False, break_on_hyphens=False)
+    console.print("\n".join(lines) + "\n", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

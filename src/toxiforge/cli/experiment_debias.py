@@ -99,7 +99,7 @@ def experiment_debias_command(
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.bias.measure import find_dialect_model
     from toxiforge.bias.relabel import experiment_relabeler, read_translations
-    from toxiforge.data import load_specs
+    from toxiforge.data import check_column_options, load_specs
     from toxiforge.data.examples import LabeledData
     from toxiforge.training.trainer import TrainConfig
 
@@ -133,7 +133,7 @@ def experiment_debias_command(
         console.print(f"{category.upper()}: {info['terms']} entries ({info['regex']} regular expressions), "
                       f"{info['source']}", highlight=False, soft_wrap=True)
     specs = opt.dataset_specs(train)
-    loaded = load_specs(specs, label_column=label_column, text_column=text_column)
+    loaded = load_specs(specs, label_column=label_column, text_column=text_column, check_columns=False)
     rows = [e for d in loaded for e in d.examples]
     split = None
     if test_fraction is not None:
@@ -144,7 +144,8 @@ def experiment_debias_command(
                       f"each label held out, seed {seed})", highlight=False, soft_wrap=True)
     else:
         held = load_specs(opt.dataset_specs(eval_data), label_column=label_column,
-                          text_column=text_column)
+                          text_column=text_column, check_columns=False)
+    check_column_options([*loaded, *held], text_column=text_column, label_column=label_column)
     if train_rows is not None:
         available = len(rows)
         rows = stratified_subsample(rows, train_rows, seed)

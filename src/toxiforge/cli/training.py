@@ -82,7 +82,7 @@ def train_command(
     from rich.table import Table
 
     from toxiforge._io import require_empty_dir
-    from toxiforge.data import load_specs
+    from toxiforge.data import check_column_options, load_specs
     from toxiforge.training.subsets import normalize_subset, select_subset
     from toxiforge.training.trainer import train_classifier
 
@@ -93,10 +93,14 @@ def train_command(
 
         raise InputError("--debias and --bias-only go together",
                          hint="e.g. --debias learned-mixin+h --bias-only toxtrig")
-    datasets = load_specs(opt.dataset_specs(data), label_column=label_column, text_column=text_column)
+    datasets = load_specs(opt.dataset_specs(data), label_column=label_column, text_column=text_column,
+                          check_columns=False)
+    held_sets = load_specs(opt.dataset_specs(eval_data), text_column=text_column, check_columns=False) \
+        if eval_data else []
+    check_column_options([*datasets, *held_sets], text_column=text_column)  # --text-column reads both
+    check_column_options(datasets, label_column=label_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
-    held = [e for d in load_specs(opt.dataset_specs(eval_data), text_column=text_column) for e in d.examples] \
-        if eval_data else None
+    held = [e for d in held_sets for e in d.examples] if eval_data else None
     from dataclasses import replace
 
     given = training_settings(paper=paper_settings, epochs=epochs, batch_size=batch_size,

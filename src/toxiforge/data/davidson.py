@@ -46,6 +46,7 @@ DAVIDSON_REPO = "t-davidson/hate-speech-and-offensive-language"
 DAVIDSON_COMMIT = "cb50f7e9eb855a99abc51423bf40df0e26d6fe30"
 DAVIDSON_FILE = "labeled_data.csv"
 DAVIDSON_URL = f"https://raw.githubusercontent.com/{DAVIDSON_REPO}/{DAVIDSON_COMMIT}/data/{DAVIDSON_FILE}"
+DAVIDSON_HUB_ID = "tdavidson/hate_speech_offensive"  # the same 24,783 tweets on the Hub (cards name it)
 DAVIDSON_VOTES: tuple[str, ...] = ("count", "hate_speech", "offensive_language", "neither")
 DAVIDSON_COLUMNS: tuple[str, ...] = (*DAVIDSON_VOTES, "class", "tweet")
 DAVIDSON_CLASSES = {0: "hate speech", 1: "offensive language", 2: "neither"}

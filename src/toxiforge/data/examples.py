@@ -23,7 +23,8 @@ from toxiforge.records import METHOD_ALICE, METHOD_TOPK
 
 _TRUE_WORDS = {"1", "true", "yes", "toxic", "hate", "hateful", "offensive", "abusive"}
 _FALSE_WORDS = {"0", "false", "no", "benign", "neutral", "nothate", "not_hate", "not hate", "non-toxic",
-                "non_toxic", "nontoxic", "none", "not_offensive", "normal"}
+                "non_toxic", "nontoxic", "none", "not_offensive", "normal",
+                "non-hateful", "non_hateful", "nonhateful", "not hateful", "not_hateful"}  # HateCheck's label_gold
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,8 @@ def binary_labels(values: Sequence[Any], *, column: str, path: str | Path | None
         shown = ", ".join(list(bad)[:6]) + (", ..." if len(bad) > 6 else "")
         first = min(bad.values())
         raise InputError(f"label column {column!r} is not binary: found {shown} (first at data row {first})",
-                         path=path, hint="map the labels to 0/1 (or hate/nothate, toxic/benign) first, or choose "
-                                         "another label column")
+                         path=path, hint="map the labels to 0/1 (or hate/nothate, toxic/benign, hateful/non-hateful) "
+                                         "first, or choose another label column")
     return out
 
 

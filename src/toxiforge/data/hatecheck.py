@@ -38,6 +38,7 @@ HATECHECK_REPO = "paul-rottger/hatecheck-data"
 HATECHECK_COMMIT = "d84302298ceeb34f4b0dde2d8a1f4932c2caa612"
 HATECHECK_FILE = "test_suite_cases.csv"
 HATECHECK_URL = f"https://raw.githubusercontent.com/{HATECHECK_REPO}/{HATECHECK_COMMIT}/{HATECHECK_FILE}"
+HATECHECK_HUB_ID = "Paul/hatecheck"  # the same 3,728 cases on the Hub (cards name it)
 HATECHECK_COLUMNS: tuple[str, ...] = ("functionality", "case_id", "test_case", "label_gold", "target_ident")
 HATECHECK_LABELS = {"hateful": 1, "non-hateful": 0}
 TARGET_COLUMN = "target_ident"   # kept in meta: HateCheck's own name of a group ("gay people"), for reports

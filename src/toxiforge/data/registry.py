@@ -30,12 +30,13 @@ from typing import Any
 import numpy as np
 
 from toxiforge._lazy import did_you_mean
-from toxiforge.data.benchmarks import load_dynahate, load_ihc, load_sbf
-from toxiforge.data.davidson import DAVIDSON_RULES, DEFAULT_RULE, load_davidson
+from toxiforge.data.benchmarks import SBF_HUB_ID, load_dynahate, load_ihc, load_sbf
+from toxiforge.data.davidson import DAVIDSON_HUB_ID, DAVIDSON_RULES, DEFAULT_RULE, load_davidson
 from toxiforge.data.examples import LabeledData, read_any_table
-from toxiforge.data.hatecheck import load_hatecheck
+from toxiforge.data.hatecheck import HATECHECK_HUB_ID, load_hatecheck
 from toxiforge.data.tables import load_table
 from toxiforge.data.toxigen import (
+    HUB_ID,
     is_demonstration_folder,
     load_demonstration_data,
     load_generated,
@@ -50,6 +51,12 @@ ALIASES: dict[str, str] = {
     "annotated": "toxigen-annotated", "toxigen": "toxigen-train", "socialbiasframes": "sbf",
     "implicit-hate": "ihc", "implicithate": "ihc", "davidson2017": "davidson",
 }
+# kind -> the Hub's id of the published dataset it reads, for cards' ``datasets`` and ``model-index``
+HUB_IDS: dict[str, str] = {"toxigen-annotated": HUB_ID, "toxigen-train": HUB_ID, "sbf": SBF_HUB_ID,
+                           "hatecheck": HATECHECK_HUB_ID, "davidson": DAVIDSON_HUB_ID}
+# option -> the kinds that read it (the others have their own text and label columns)
+COLUMN_OPTIONS: dict[str, tuple[str, ...]] = {"--text-column": ("table",),
+                                              "--label-column": ("table", "toxigen-train", "toxiforge")}
 # kind -> the #OPTION values its specs take
 OPTIONS: dict[str, tuple[str, ...]] = {"davidson": tuple(DAVIDSON_RULES)}
 # a trailing #word (no dot, so "notes#2.csv" stays a file name)
@@ -58,6 +65,12 @@ _SAMPLE = re.compile(r"#sample=([^#]*)$")
 # what a KIND: prefix looks like (two characters at least, so a Windows drive letter C: stays a path)
 _KIND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]+")
 SAMPLE_SEED = 0
+
+
+def hub_dataset_id(layout: str) -> str | None:
+    """The Hub id of the published dataset a layout reads (ToxiGen's, SBF's, HateCheck's, Davidson et al.'s);
+    None for the others (local tables, toxiforge runs, sets without a Hub copy)."""
+    return HUB_IDS.get(layout)
 
 
 def _kind(text: str) -> str | None:
@@ -135,11 +148,38 @@ def load_spec(spec: str, *, label_rule: str = "sum", text_column: str | None = N
     ``label_rule`` applies to ToxiGen annotated data; ``label_column`` to tables and to ToxiGen train/toxiforge
     data (default ``prompt_label``); ``text_column`` to tables; ``split`` to hub sources and DynaHate. Davidson et
     al.'s label rule comes with the spec (``davidson:PATH#hate``), not from ``label_rule``; a last
-    ``#sample=N`` keeps a stratified sample of N rows (:func:`sample_data`).
+    ``#sample=N`` keeps a stratified sample of N rows (:func:`sample_data`). A ``text_column`` or
+    ``label_column`` that the spec's kind does not read is an error (:func:`check_column_options`).
     """
+    data = _load_sampled(spec, label_rule=label_rule, text_column=text_column, label_column=label_column,
+                         split=split)
+    check_column_options([data], text_column=text_column, label_column=label_column)
+    return data
+
+
+def _load_sampled(spec: str, *, label_rule: str = "sum", text_column: str | None = None,
+                  label_column: str | None = None, split: str | None = None) -> LabeledData:
     text, size = split_sample(spec)
     data = _load(text, label_rule=label_rule, text_column=text_column, label_column=label_column, split=split)
     return data if size is None else sample_data(data, size)
+
+
+def check_column_options(datasets: Sequence[LabeledData], *, text_column: str | None = None,
+                         label_column: str | None = None) -> None:
+    """An InputError when ``--text-column`` or ``--label-column`` was given and none of ``datasets`` reads it
+    (:data:`COLUMN_OPTIONS`): a ``hatecheck:`` set reads HateCheck's own columns, so the option would be ignored
+    without a word. With several sets, one that reads it is enough (the others read their own columns)."""
+    for option, value in (("--text-column", text_column), ("--label-column", label_column)):
+        readers = COLUMN_OPTIONS[option]
+        if value is None or not datasets or any(d.layout in readers for d in datasets):
+            continue
+        named = ", ".join(f"{d.name} ({d.layout})" for d in datasets)
+        raise InputError(f"{option} {value} would be ignored: {named} {'has' if len(datasets) == 1 else 'have'} "
+                         f"a layout whose columns are fixed, and {option} applies to "
+                         f"{' and '.join(readers)} data only",
+                         hint=f"drop {option}, or read the file as a plain table: table:PATH {option} {value}"
+                              + (" --text-column COLUMN" if option == "--label-column" else
+                                 " --label-column COLUMN"))
 
 
 def split_sample(spec: str) -> tuple[str, int | None]:
@@ -226,14 +266,19 @@ def _demonstrations(path: str | None, name: str | None) -> LabeledData:
     return load_demonstration_data(path, name=name)
 
 
-def load_specs(specs: Sequence[str], **kwargs: Any) -> list[LabeledData]:
-    """:func:`load_spec` for each spec; names made unique (``x``, ``x (2)``) so reports keep them apart."""
+def load_specs(specs: Sequence[str], *, check_columns: bool = True, **kwargs: Any) -> list[LabeledData]:
+    """:func:`load_spec` for each spec; names made unique (``x``, ``x (2)``) so reports keep them apart. A
+    ``text_column``/``label_column`` must apply to one of the sets (:func:`check_column_options`); a command that
+    loads two lists with one such option (``train --data ... --eval ...``) passes ``check_columns=False`` and
+    checks both lists together."""
     out: list[LabeledData] = []
     seen: dict[str, int] = {}
     for spec in specs:
-        data = load_spec(spec, **kwargs)
+        data = _load_sampled(spec, **kwargs)
         seen[data.name] = seen.get(data.name, 0) + 1
         if seen[data.name] > 1:
             data.name = f"{data.name} ({seen[data.name]})"
         out.append(data)
+    if check_columns:
+        check_column_options(out, text_column=kwargs.get("text_column"), label_column=kwargs.get("label_column"))
     return out

@@ -3,9 +3,9 @@
 ``load_table("mine.csv", text_column="sentence", label_column="is_toxic")``. Without names, the text column is
 the first of :data:`TEXT_CANDIDATES` present and the label column the first of :data:`LABEL_CANDIDATES`; if none
 is present the error lists the columns found. Labels must be binary: 0/1, true/false, 0.0/1.0 or words
-(hate/nothate, toxic/benign, ...); anything else is an error naming the values. Optional ``group_column`` and
-``method_column`` (default: ``group``/``target_group`` and ``generation_method``/``method`` when present) fill
-:attr:`Example.group` and :attr:`Example.method`.
+(hate/nothate, toxic/benign, HateCheck's hateful/non-hateful, ...); anything else is an error naming the values.
+Optional ``group_column`` and ``method_column`` (default: ``group``/``target_group`` and
+``generation_method``/``method`` when present) fill :attr:`Example.group` and :attr:`Example.method`.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.cards import (
-    CONTENT_WARNING,
     OUTPUT_LICENSE,
     OUTPUT_LICENSE_NAME,
     OUTPUT_LICENSE_TEXT,
+    PATHS_NOTE,
+    content_warning,
     make_card,
     settings_table,
     size_category,
@@ -129,7 +130,7 @@ def dataset_card(out_dir: str | Path, manifest: dict[str, Any], schema: Any = No
     count_rows = [(g, y, m, n) for (g, y, m), n in sorted(counts.items())]
     body = [
         f"# {data.pretty_name}",
-        CONTENT_WARNING.format(what="This dataset contains"),
+        content_warning("This dataset contains implicit hate speech"),
         f"Machine-generated {what}, made by `{command}` (toxiforge {manifest.get('versions', {}).get('toxiforge', '')})"
         ". **Every row is machine-generated** (column `machine_generated` is true); `prompt_label` is the label the "
         "prompt or source statement was meant to have, not a person's judgment of the row.",
@@ -146,7 +147,7 @@ def dataset_card(out_dir: str | Path, manifest: dict[str, Any], schema: Any = No
         f"{manifest.get('started_at')}"
         + (f", resumed {', '.join(manifest['resumed_at'])}" if manifest.get("resumed_at") else "") + "). "
         "The columns are described in toxiforge's docs/generation.md"
-        + (" and docs/attacks.md" if attack else "") + ".",
+        + (" and docs/attacks.md" if attack else "") + ". " + PATHS_NOTE,
         settings_table(manifest.get("versions") or {}),
         "## Intended use and limitations",
         "For training and testing classifiers of implicit hate speech and for auditing them. Labels are the prompts' "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toxiforge.cards import CARD_FILE, CONTENT_WARNING, hub_dataset_id, make_card, table, write_card
+from toxiforge.cards import CARD_FILE, PATHS_NOTE, content_warning, make_card, table, write_card
 
 if TYPE_CHECKING:
     from toxiforge.data.examples import LabeledData
@@ -41,8 +41,19 @@ class CardFacts:
 
 
 def hub_datasets(sources: Sequence[LabeledData]) -> list[str]:
-    """The hub ids of the datasets ``sources`` come from (ToxiGen, SBF), for the card's ``datasets``."""
+    """The hub ids of the datasets ``sources`` come from (ToxiGen, SBF, HateCheck, Davidson), for the card's
+    ``datasets``."""
+    from toxiforge.data.registry import hub_dataset_id
+
     return list(dict.fromkeys(i for i in (hub_dataset_id(d.layout) for d in sources) if i))
+
+
+def machine_rows(log: dict[str, Any]) -> tuple[int, int]:
+    """``(machine-generated rows, rows)`` of the training data in ``log``: the rows that carry a generation
+    method."""
+    train = log.get("train", {})
+    n = train.get("n", 0)
+    return n - train.get("methods", {}).get("none", 0), n
 
 
 def run_provenance(source: str) -> str:
@@ -86,10 +97,11 @@ def base_model_id(log: dict[str, Any]) -> str | None:
 
 
 def _data_section(log: dict[str, Any], facts: CardFacts) -> list[str]:
+    from toxiforge.data.registry import hub_dataset_id
+
     train, held = log.get("train", {}), log.get("eval", {})
-    n = train.get("n", 0)
     methods = train.get("methods", {})
-    machine = n - methods.get("none", 0)
+    machine, n = machine_rows(log)
     lines = ["## Training data",
              f"Trained on {n} rows ({train.get('toxic')} toxic, {train.get('benign')} benign); {held.get('n', 0)} "
              f"more ({held.get('toxic', 0)} toxic, {held.get('benign', 0)} benign) were held out for validation. "
@@ -102,8 +114,9 @@ def _data_section(log: dict[str, Any], facts: CardFacts) -> list[str]:
         for d in facts.sources:
             counts = d.counts()
             machine_made = "yes" if d.layout in MACHINE_LAYOUTS else "unknown" if d.layout == "table" else "no"
-            rows.append((d.name, f"`{d.source}`", d.layout, counts["n"], counts["toxic"], counts["benign"],
-                         machine_made, run_provenance(d.source)))
+            hub = hub_dataset_id(d.layout)
+            rows.append((d.name, f"`{d.source}`", d.layout + (f" (hub `{hub}`)" if hub else ""), counts["n"],
+                         counts["toxic"], counts["benign"], machine_made, run_provenance(d.source)))
         lines += ["Sources (`--data`; rows as read, before `--subset` and the held-out split):",
                   table(("name", "source", "layout", "rows", "toxic", "benign", "machine-generated", "provenance"),
                         rows)]
@@ -183,14 +196,16 @@ def model_card(log: dict[str, Any], facts: CardFacts = CardFacts(), *, held_out:
     versions = ", ".join(f"{k} {log.get(k)}" for k in ("toxiforge", "transformers", "torch") if log.get(k))
     body = [
         f"# {name}",
-        CONTENT_WARNING.format(what="The training data of this model includes"),
+        content_warning("The training data of this model includes hate speech, implicit or explicit",
+                        machine_rows(log)),
         "## Model description",
         f"A binary toxicity classifier (labels: {labels}; P(toxic) is the softmax of label 1), fine-tuned with "
         f"toxiforge ({versions}). Load it with `transformers.pipeline(\"text-classification\", model=DIR)` or "
         "`toxiforge classify -c DIR`. Licence in the metadata: " + licence + ".",
         "## Base model",
         f"`{log.get('base_model')}`" + (f" (hub: `{base_id}`)" if base_id and base_id != log.get("base_model") else "")
-        + (f", read from `{source}`" if local_base and source != log.get("base_model") else "") + ".",
+        + (f", read from `{source}`" if local_base and source != log.get("base_model")
+           and base_id != EMBEDDED_ENCODER_HUB_ID else "") + ".",
         *_data_section(log, facts),
         *_recipe_section(log, held_out),
         *_metrics_section(log),
@@ -202,7 +217,8 @@ def model_card(log: dict[str, Any], facts: CardFacts = CardFacts(), *, held_out:
         "`toxiforge bias measure`).",
         "## How to reproduce",
         *reproduce,
-        "`training_log.json` beside this card records the whole configuration, the counts and the versions.",
+        "`training_log.json` beside this card records the whole configuration, the counts and the versions. "
+        + PATHS_NOTE,
     ]
     return make_card(ModelCard, data, body)
 

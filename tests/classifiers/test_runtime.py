@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from toxiforge.classifiers import load_classifier
 from toxiforge.classifiers import runtime as rt
+from toxiforge.classifiers.base import scoring_settings
 from toxiforge.classifiers.hf import HFClassifier
 from toxiforge.cli import app
 from toxiforge.errors import InputError
@@ -46,6 +47,9 @@ def test_onnx_scores_equal_torchs_up_to_float_noise(tokenizer, cache):
     tol = noise_tolerance(DEPTH)
     assert torch.allclose(onnx.class_log_probs(BATCH), reference, rtol=tol, atol=tol)
     assert onnx.describe()["runtime"] == "onnx" and len(list(cache.iterdir())) == 1
+    # a resumed run compares these: another runtime than the run's is refused; torch adds nothing (older runs)
+    assert scoring_settings(onnx) == {"toxic_label": "LABEL_1", "runtime": "onnx"}
+    assert scoring_settings(_clf(tokenizer, "torch")) == {"toxic_label": "LABEL_1"}
 
 
 @pytest.mark.parametrize("runtime", ["torch-int8", "onnx-int8"])

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 import torch
-from floats import noise_tolerance
 from test_classifiers import TEXTS, build_tiny_bert, build_wordlevel_tokenizer
 from typer.testing import CliRunner
 
+from floats import noise_tolerance
 from toxiforge.classifiers import load_classifier
 from toxiforge.classifiers import runtime as rt
 from toxiforge.classifiers.base import scoring_settings

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -117,7 +118,11 @@ def _onnx_session(model: Any, input_names: list[str], *, int8: bool, cache: Path
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            quantize_dynamic(str(exported), str(tmp), weight_type=QuantType.QInt8)
+            logging.disable(logging.WARNING)  # its advice to pre-process, logged on the root logger at every call
+            try:
+                quantize_dynamic(str(exported), str(tmp), weight_type=QuantType.QInt8)
+            finally:
+                logging.disable(logging.NOTSET)
             os.replace(tmp, path)
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()  # as many threads as torch would use (--threads)

@@ -37,7 +37,8 @@ class ToxicityClassifier(Protocol):
 def scoring_settings(classifier: ToxicityClassifier) -> dict[str, Any]:
     """The options besides its name that change a classifier's scores, from :meth:`describe`: a judge's template
     name and policy (as a SHA-256 prefix: policies are long), a head's toxic label. A resumed run compares them
-    (``--judge-template``, ``--judge-policy``, ``--toxic-label``); empty for classifiers without such options."""
+    (``--judge-template``, ``--judge-policy``, ``--toxic-label``, ``--classifier-runtime`` other than torch); empty
+    for classifiers without such options."""
     import hashlib
 
     info = classifier.describe()
@@ -49,4 +50,6 @@ def scoring_settings(classifier: ToxicityClassifier) -> dict[str, Any]:
         out["policy"] = None if policy is None else "sha256:" + hashlib.sha256(policy.encode()).hexdigest()[:12]
     if "toxic_label" in info:
         out["toxic_label"] = info["toxic_label"]
+    if info.get("runtime", "torch") != "torch":  # int8 moves scores (--classifier-runtime); torch runs recorded none
+        out["runtime"] = info["runtime"]
     return out

@@ -44,6 +44,7 @@ import torch
 
 from toxiforge._hf import quiet_transformers, resolve_device, resolve_dtype
 from toxiforge.classifiers._common import as_texts
+from toxiforge.classifiers.runtime import DEFAULT_RUNTIME, check_runtime, make_forward
 from toxiforge.errors import InputError, ToxiforgeError
 
 TOXIC_LABELS: tuple[str, ...] = ("toxic", "toxicity", "hate", "hateful", "hate_speech", "hatespeech", "offensive",
@@ -130,7 +131,7 @@ class HFClassifier:
     def __init__(self, model: Any, tokenizer: Any, *, toxic_index: int | None = None,
                  benign_index: int | None = None, max_length: int = 512, batch_size: int = 32,
                  name: str | None = None, device: str | torch.device | None = None, source: str | None = None,
-                 toxic_label: str | None = None):
+                 toxic_label: str | None = None, runtime: str = DEFAULT_RUNTIME):
         cls_name = type(model).__name__
         if not cls_name.endswith("ForSequenceClassification"):
             raise InputError(f"model {cls_name} is not a sequence classifier",
@@ -196,6 +197,8 @@ class HFClassifier:
             model.to(resolve_device(device))
         self.model = model.eval()
         self.tokenizer = tokenizer
+        self.runtime = check_runtime(runtime, next(model.parameters()).device)
+        self._forward = make_forward(self.model, self.runtime, list(tokenizer(["x"]).keys()))
         self.name = name or getattr(config, "_name_or_path", "") or cls_name
         self.source = source or self.name
         self.load_seconds: float | None = None
@@ -210,17 +213,19 @@ class HFClassifier:
     def load(cls, source: str | Path, *, tokenizer: str | Path | Any | None = None, toxic_index: int | None = None,
              benign_index: int | None = None, device: str | torch.device | None = "auto",
              dtype: str | torch.dtype | None = "auto", max_length: int = 512, batch_size: int = 32,
-             name: str | None = None, toxic_label: str | None = None) -> HFClassifier:
+             name: str | None = None, toxic_label: str | None = None, runtime: str = DEFAULT_RUNTIME) -> HFClassifier:
         """Load from a hub id or a local directory.
 
         ``tokenizer``: a hub id, a directory or a tokenizer object when the checkpoint's own is missing or wrong
         (``tomh/toxigen_hatebert`` needs ``bert-base-uncased``). ``dtype="auto"`` means float32 everywhere, so
-        scores match the checkpoint's reference numbers; pass ``"bfloat16"`` for speed on a GPU.
+        scores match the checkpoint's reference numbers; pass ``"bfloat16"`` for speed on a GPU. ``runtime``: how
+        the forward pass runs (:mod:`toxiforge.classifiers.runtime`), checked before any weights are read.
         """
         from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
         quiet_transformers()
         dev = resolve_device(device)
+        check_runtime(runtime, dev, installed=True)
         torch_dtype = torch.float32 if dtype in (None, "auto") else resolve_dtype(dtype, dev)
         path = Path(str(source)).expanduser()
         local = path.exists()
@@ -250,7 +255,8 @@ class HFClassifier:
                              hint="fine-tune it into a classifier first, or use toxigen-roberta")
         model.to(dev)
         clf = cls(model, tokenizer, toxic_index=toxic_index, benign_index=benign_index, max_length=max_length,
-                  batch_size=batch_size, name=name or str(source), source=str(source), toxic_label=toxic_label)
+                  batch_size=batch_size, name=name or str(source), source=str(source), toxic_label=toxic_label,
+                  runtime=runtime)
         clf.load_seconds = time.perf_counter() - started
         return clf
 
@@ -284,7 +290,7 @@ class HFClassifier:
             enc = {"input_ids": torch.full((len(batch), 1), pad, dtype=torch.long),
                    "attention_mask": torch.ones((len(batch), 1), dtype=torch.long)}
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        logits = self.model(**enc).logits.float()
+        logits = self._forward(enc)
         if self.multi_label:
             z = logits[:, self.label_index]
             return torch.stack([torch.nn.functional.logsigmoid(-z), torch.nn.functional.logsigmoid(z)], 1).cpu()
@@ -298,4 +304,5 @@ class HFClassifier:
             "device": str(self.device), "num_classes": self.num_classes, "id2label": self.id2label,
             "toxic_index": self.toxic_index, "benign_index": self.benign_index, "max_length": self.max_length,
             "kind": "multi-label head" if self.multi_label else "head", "toxic_label": self.toxic_label,
+            "runtime": self.runtime,
         }

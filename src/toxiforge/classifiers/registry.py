@@ -107,6 +107,10 @@ def scoring_options(options: Mapping[str, Any]) -> dict[str, Any]:
     a run resumed with another ``--judge-concurrency`` reuses what it has."""
     return {k: v for k, v in options.items() if v is not None and k not in SPEED_OPTIONS}
 HEAD_OPTIONS = ("toxic_label", "toxic_index", "benign_index", "tokenizer", "max_length")  # transformers heads only
+# How a transformers head's forward pass runs (toxiforge.classifiers.runtime); a command's -c values share it, so the
+# classifiers without a head (profanity-check's SVM, a judge's LM) run as they are and drop it.
+RUNTIME_OPTION = "runtime"
+FLAGS = {RUNTIME_OPTION: "--classifier-runtime"}  # load_classifier options whose CLI flag is not --<name>
 
 
 def _hub_factory(name: str) -> Callable[..., ToxicityClassifier]:
@@ -134,12 +138,15 @@ def load_classifier(name_or_path: str | Path, **kwargs: Any) -> ToxicityClassifi
     """Load a classifier by registry name, local directory or hub id (see the package docstring).
 
     ``kwargs`` go to the backend (``device``, ``dtype``, ``batch_size``, ``max_length``, ``toxic_index``,
-    ``toxic_label``, ``benign_index``, ``tokenizer``, ``name``; ``template`` and ``policy`` for ``judge:MODEL``);
+    ``toxic_label``, ``benign_index``, ``tokenizer``, ``name``, ``runtime`` (dropped for classifiers without a
+    transformers head); ``template`` and ``policy`` for ``judge:MODEL``);
     None values are dropped, so callers can pass optional settings through unchanged. An option of one kind of
     classifier given to another (``--judge-template`` with a head) is an InputError.
     """
     kwargs = check_classifier_options(name_or_path, kwargs)
     text = str(name_or_path)
+    if is_judge(text) or (Registry.key(text) == PROFANITY_CHECK and not Path(text).exists()):
+        kwargs.pop(RUNTIME_OPTION, None)
     if is_judge(text):
         from toxiforge.classifiers.judge import load_judge
 
@@ -217,7 +224,8 @@ def check_classifier_options(name_or_path: str | Path, options: dict[str, Any]) 
 def option_flags(options: Iterable[str]) -> str:
     """load_classifier option names as the CLI spells them: ``template, toxic_label`` ->
     ``--judge-template, --toxic-label``."""
-    return ", ".join("--" + ("judge-" if k in JUDGE_OPTIONS else "") + k.replace("_", "-") for k in options)
+    return ", ".join(FLAGS.get(k) or "--" + ("judge-" if k in JUDGE_OPTIONS else "") + k.replace("_", "-")
+                     for k in options)
 
 
 def _refuse(kwargs: dict[str, Any], options: tuple[str, ...], name: str, only: str) -> None:

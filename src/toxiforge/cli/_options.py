@@ -77,11 +77,17 @@ TOXIC_LABEL = typer.Option(None, "--toxic-label", help="Transformers heads: the 
                            "sigmoid (multi-label heads) is P(toxic). Default: from the labels (toxic, toxicity, ...).")
 
 
+CLASSIFIER_RUNTIME = typer.Option(None, "--classifier-runtime", help="Transformers heads: how the forward pass "
+                                  "runs: torch (default), torch-int8 (dynamic int8 on the CPU: faster, scores move "
+                                  "~5e-3), onnx (ONNX Runtime, exported once and cached), onnx-int8. Other "
+                                  "classifiers run as they are. Measured: docs/benchmarks.md.")
+
+
 def classifier_options(judge_template: str | None, judge_policy: str | None, toxic_label: str | None,
-                       judge_concurrency: int | None = None) -> dict:
+                       judge_concurrency: int | None = None, classifier_runtime: str | None = None) -> dict:
     """The options above as load_classifier keyword arguments (None values are dropped there)."""
     return {"template": judge_template, "policy": judge_policy, "toxic_label": toxic_label,
-            "concurrency": judge_concurrency}
+            "concurrency": judge_concurrency, "runtime": classifier_runtime}
 
 
 # ALICE options generate and harden share (None = AliceConfig's default, the paper's value).

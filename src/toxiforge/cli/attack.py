@@ -50,6 +50,7 @@ def attack_command(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     text_column: str | None = opt.TEXT_COLUMN,
     label_column: str | None = opt.LABEL_COLUMN,
@@ -92,7 +93,8 @@ def attack_command(
                     resources=resources,
                     job=JobConfig(shard_size=shard_size, format=fmt), resume=resume, overwrite=overwrite,
                     progress=progress, classifier_options={
-                        **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency),
+                        **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                 judge_concurrency, classifier_runtime),
                         **({"dtype": dtype} if dtype != "auto" else {}), "batch_size": batch_size},
                     text_column=text_column, label_column=label_column,
                     ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker))

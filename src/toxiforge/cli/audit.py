@@ -35,6 +35,7 @@ def audit(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     lexicon: str | None = typer.Option(None, "--lexicon", help="TOXTRIG lexicon, as `bias measure` takes it."),
     oi_list: Path | None = typer.Option(None, "--oi-list", help="Zhou et al.'s word_based_bias_list.csv (OI), "
@@ -145,7 +146,8 @@ def audit(
                                      validate_with, device)
     require_empty_dir(out, resume or overwrite, option="-o", flag="--resume (reuse its scores) or --overwrite")
     options = {"device": device, "dtype": dtype, "batch_size": batch_size,
-               **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency)}
+               **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                        judge_concurrency, classifier_runtime)}
     settings = AuditSettings(n_boot=bootstrap, seed=seed, resume=resume,
                              classifier_options={k: v for k, v in options.items() if v is not None},
                              lexicon=lexicon, oi_list=oi_list, dialect_model=dialect_model,

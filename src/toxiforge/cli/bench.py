@@ -119,6 +119,7 @@ def bench_generate(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     concurrency: int = opt.CONCURRENCY,
@@ -148,7 +149,8 @@ def bench_generate(
     remote = model.startswith(API_PREFIX)
     chat_format = chat_formatter(model) if chat and not remote else None  # a server applies its own template
     scorer = load_classifier(classifier, device=device,
-                             **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency))
+                             **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                      judge_concurrency, classifier_runtime))
     if remote:
         lm = load_lm(model, dtype, device, concurrency=concurrency, api_key_env=api_key_env)
         batch_size = max(batch_size, concurrency)  # a batch's requests are the ones in flight

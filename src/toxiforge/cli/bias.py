@@ -46,6 +46,7 @@ def measure(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     predictions: str | None = typer.Option(None, "--predictions", help="Column of DATA's table with P(toxic) "
                                               "or 0/1 predictions (instead of --classifier)."),
@@ -93,7 +94,7 @@ def measure(
         with console.status(f"loading {classifier}"):
             clf = load_classifier(classifier, device=device, batch_size=batch_size,
                                   **opt.classifier_options(judge_template, judge_policy, toxic_label,
-                                                           judge_concurrency))
+                                                           judge_concurrency, classifier_runtime))
         with console.status(f"scoring {len(labelled)} texts with {clf.name}"):
             scores = score_texts(clf, labelled.texts)
         model_name = classifier

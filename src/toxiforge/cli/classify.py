@@ -19,6 +19,7 @@ def classify(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     column: str | None = typer.Option(
         None, "--column", help="Score column to add (default: roberta_prediction for toxigen-roberta, else "
@@ -59,7 +60,8 @@ def classify(
     score_column = column or default_score_column(classifier)
     started = time.perf_counter()
     options = {"device": device, "dtype": dtype, "batch_size": batch_size, "toxic_index": toxic_index,
-               **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency)}
+               **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                        judge_concurrency, classifier_runtime)}
     with console.status(f"loading {classifier}"):
         ray_run = opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker)
         if ray_run is not None:

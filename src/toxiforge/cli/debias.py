@@ -175,6 +175,7 @@ def relabel_command(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     lm: str = typer.Option(DEFAULT_LM, "--lm", help="Language model that translates (embedded name, .gguf, "
                            "directory or hub id)."),
@@ -237,7 +238,8 @@ def relabel_command(
     with console.status(f"loading {lm} and {classifier}"):
         model = load_language_model(lm, dtype=dtype, device=device)
         judge = load_classifier(classifier, device=device,
-                                **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency))
+                                **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                         judge_concurrency, classifier_runtime))
     loaded = time.perf_counter()
     seed = 0  # greedy decoding never draws from it; recorded because every generated row names its seed
     with console.status(f"translating the examples with {rule}"):

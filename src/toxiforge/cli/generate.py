@@ -145,6 +145,7 @@ def generate(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     model: str = typer.Option(
         DEFAULT_LM, "--model", help="Embedded name, hub id, model dir, .gguf file, or openai:BASE_URL[#MODEL] "
@@ -241,7 +242,7 @@ def generate(
             lm.close()  # each Ray worker opens its own client
     result = generator.run(plan, decoding, out, classifier=classifier,
                            classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label,
-                                                                     judge_concurrency))
+                                                                     judge_concurrency, classifier_runtime))
     clf_name = result.manifest["config"]["classifier"]
     counts = result.manifest["counts"]
     console.print(f"wrote {result.rows_written} rows in {result.seconds:.1f} s ({counts['rows']} in the dataset; "

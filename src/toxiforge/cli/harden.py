@@ -29,6 +29,7 @@ def harden_command(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Labelled sets measured every round (AUC, "
                                                                     "FPR_NOI): human-written text, never trained on."),
@@ -174,7 +175,7 @@ def harden_command(
                           eval=tuple(v for e in eval_data or [] for v in split_list(e)),
                           classifier=classifier, add=add, init=init, label_rule=label_rule, device=device,
                           classifier_options=opt.classifier_options(judge_template, judge_policy, toxic_label,
-                                                                    judge_concurrency),
+                                                                    judge_concurrency, classifier_runtime),
                           validate_with=validate_with, transfer=transfer,
                           train_options={k: v for k, v in given.items() if v is not None},
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,

@@ -205,6 +205,7 @@ def evaluate_command(
     judge_template: str | None = opt.JUDGE_TEMPLATE,
     judge_policy: str | None = opt.JUDGE_POLICY,
     judge_concurrency: int | None = opt.JUDGE_CONCURRENCY,
+    classifier_runtime: str | None = opt.CLASSIFIER_RUNTIME,
     toxic_label: str | None = opt.TOXIC_LABEL,
     on: list[str] = typer.Option(..., "--on", help="Evaluation data: " + _DATA_HELP),
     out: Path = typer.Option(Path("evaluation"), "-o", "--out", help="Report folder (evaluation.json, "
@@ -229,7 +230,8 @@ def evaluate_command(
                           label_column=label_column, split=split)
     with console.status(f"loading {classifier}"):
         clf = load_classifier(classifier, device=device, batch_size=batch_size,
-                              **opt.classifier_options(judge_template, judge_policy, toxic_label, judge_concurrency))
+                              **opt.classifier_options(judge_template, judge_policy, toxic_label,
+                                                       judge_concurrency, classifier_runtime))
     with console.status(f"scoring {sum(len(d) for d in datasets)} texts with {clf.name}"):
         report = evaluate(clf, datasets)
     paths = write_report(report, out)

@@ -75,7 +75,8 @@ def combined_scores(oracle: Oracle, words: list[str], label: int, p_full: float,
 
 def deepwordbug(classifier, source: Source, max_edits: int, how: str) -> tuple[bool, int, bool]:
     """``(attacked, queries, flipped)`` of DeepWordBug on ``source`` with transformation ``how``."""
-    from toxiforge.attacks.base import Oracle, flipped_label
+    from toxiforge.attacks.base import Oracle
+    from toxiforge.records import flipped_label
 
     oracle = Oracle(classifier)
     score = float(oracle.toxic([source.text])[0])

@@ -61,3 +61,51 @@ def test_classifiers_import_no_stage():
     stages = ("toxiforge.attacks", "toxiforge.audit", "toxiforge.harden", "toxiforge.decoding", "toxiforge.pipeline",
               "toxiforge.bench")
     assert not _offenders("classifiers", stages)
+
+
+# The pipeline's layers, lowest first (DEVELOPERS.md's folder tree read as the pipeline): a package imports only
+# from its own layer or those below it, at the top or inside a function. The base modules (records, groups,
+# intervals, cards, errors and the _helpers) sit below every package.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("demonstrations", "models"),
+    ("classifiers",),
+    ("decoding",),
+    ("pipeline",),
+    ("data",),
+    ("annotation",),
+    ("analysis", "training"),
+    ("attacks",),
+    ("bias",),
+    ("audit", "bench"),
+    ("harden",),
+    ("cli",),
+)
+BASE = ("records", "groups", "intervals", "cards", "errors", "_hf", "_io", "_lazy", "_net", "_proc", "_tokens")
+
+
+def _layer(module: str) -> int | None:
+    """The layer of a toxiforge module (-1: a base module; None: the package itself, __main__)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    if parts[1] in BASE:
+        return -1
+    return next((i for i, names in enumerate(LAYERS) if parts[1] in names), None)
+
+
+def test_every_package_imports_from_its_layer_or_below():
+    """What a table *is* (generation rows, attack rows) is records' knowledge, and hub ids belong to data/: so data/
+    and analysis/ never reach up to attacks/, and the base modules never reach into a package."""
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == {name for names in LAYERS for name in names}, "a package is missing from LAYERS"
+    offenders = set()
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        mine = _layer(".".join(rel.parts))
+        if mine is None:
+            continue
+        for name in imported_modules(path):
+            theirs = _layer(name) if name.startswith("toxiforge.") else None
+            if theirs is not None and theirs > mine:
+                offenders.add(f"{path.relative_to(PACKAGE)}: {name}")
+    assert not offenders

@@ -142,6 +142,46 @@ def arrow_schema():
     return pa.schema([pa.field(name, types.get(name, pa.string())) for name in COLUMNS])
 
 
+# --- attack rows (toxiforge attack): generate's columns plus these (toxiforge.attacks.job writes them) ----------
+
+ATTACK_COLUMNS: dict[str, str] = {
+    "source_text": "string", "source_score": "float64", "family": "string", "edits": "string", "queries": "int64",
+    "similarity": "float64", "flipped": "bool_", "validator": "string", "validator_score": "float64",
+    "validator_agrees": "bool_",
+}
+
+
+def attack_schema():
+    """The pyarrow schema of attack rows: :func:`arrow_schema` then :data:`ATTACK_COLUMNS`."""
+    import pyarrow as pa
+
+    return pa.schema([*arrow_schema(), *(pa.field(n, getattr(pa, t)()) for n, t in ATTACK_COLUMNS.items())])
+
+
+def is_attack_table(columns: Sequence[str]) -> bool:
+    """Whether a table's columns are an attack run's."""
+    return {"flipped", "queries", "family"} <= set(columns)
+
+
+def flipped_label(score: float, label: int) -> bool:
+    """Whether P(toxic) ``score`` gives a statement labelled ``label`` the other label (the one rule,
+    :func:`is_toxic`)."""
+    return bool(is_toxic(score)) != (label == 1)
+
+
+def attack_counts(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Of attack rows: rows, skipped (the classifier already got the source wrong), attacked, flipped, queries spent
+    on the attacked ones, queries per success (all of them over the flips), and validated flips (with a validator)."""
+    attacked = [r for r in rows if not flipped_label(r["source_score"], r["prompt_label"])]
+    flips = [r for r in attacked if r["flipped"]]
+    queries = sum(int(r["queries"]) for r in attacked)
+    validated = [r for r in flips if r.get("validator_agrees") is not None]
+    return {"rows": len(rows), "skipped": len(rows) - len(attacked), "attacked": len(attacked),
+            "flipped": len(flips), "flip_rate": round(len(flips) / len(attacked), 4) if attacked else None,
+            "queries": queries, "queries_per_success": round(queries / len(flips), 2) if flips else None,
+            "validated_flips": sum(bool(r["validator_agrees"]) for r in validated) if validated else None}
+
+
 def format_of(path: str | Path) -> str:
     """``parquet``, ``jsonl`` or ``csv`` from a file's suffix; InputError for any other suffix."""
     suffix = Path(path).suffix.lower()

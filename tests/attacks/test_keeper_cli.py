@@ -88,10 +88,10 @@ def test_attack_alice_with_a_keeper_fills_keeper_score(dirs, tmp_path, tiny_lm):
     """The function `attack --family alice --keep-label-with K` calls (with a short token budget, for speed)."""
     import json
 
-    from toxiforge.attacks.base import flipped_label
     from toxiforge.attacks.registry import Resources
     from toxiforge.attacks.runner import attack
     from toxiforge.classifiers import load_classifier
+    from toxiforge.records import flipped_label
 
     out = tmp_path / "run"
     attack([str(dirs / "statements.csv")], "alice", str(dirs / "clf"), out, labels=["toxic"],

@@ -89,8 +89,7 @@ def test_summary_of_an_attack_run_counts_attacked_statements_only(tmp_path):
     attack that flipped, so it is in neither the flips nor the denominator of the main table."""
     import pyarrow as pa
 
-    from toxiforge.attacks.job import attack_schema
-    from toxiforge.records import write_table
+    from toxiforge.records import attack_schema, write_table
 
     def row(i: int, source_score: float, score: float, flipped: bool) -> dict:
         return {"prompt": f"placeholder statement {i}", "generation": f"placeholder statement {i} edited",

@@ -132,10 +132,9 @@ def load_summary_rows(paths: Sequence[str | Path], score_column: str | None = No
 def attack_flips(rows: Sequence[Row], table: Any) -> int | None:
     """On the rows of an attack run (``table``'s ``family`` set), ``fooled`` becomes the attack's ``flipped`` for
     the statements attacked and None for those skipped (the classifier already gave the source the other label,
-    :func:`~toxiforge.attacks.job.attack_counts`'s rule), so the label flips count attacked statements only; the
+    :func:`~toxiforge.records.attack_counts`'s rule), so the label flips count attacked statements only; the
     number skipped, or None when no row is an attack's. Other rows are left as they are."""
-    from toxiforge.attacks.base import flipped_label
-    from toxiforge.attacks.job import is_attack_table
+    from toxiforge.records import flipped_label, is_attack_table
 
     if not is_attack_table(table.column_names):
         return None
@@ -171,9 +170,9 @@ def summarize(rows: Iterable[Row], examples: int = 2) -> list[GroupSummary]:
 
 def attack_lines(paths: Sequence[str | Path]) -> list[str]:
     """One line per attack family of the attack runs among ``paths``: flips among attacked statements, queries per
-    success, skipped statements and validated flips (:func:`~toxiforge.attacks.job.attack_counts`)."""
-    from toxiforge.attacks.job import attack_counts, is_attack_table
+    success, skipped statements and validated flips (:func:`~toxiforge.records.attack_counts`)."""
     from toxiforge.data.examples import read_any_table
+    from toxiforge.records import attack_counts, is_attack_table
 
     by_family: dict[str, list[dict]] = {}
     for p in paths:

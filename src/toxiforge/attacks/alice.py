@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toxiforge.attacks.base import Attempt, Source, flipped_label, untouched
+from toxiforge.attacks.base import Attempt, Source, untouched
 from toxiforge.decoding.alice import AliceConfig, AliceDecoder
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.types import as_hypotheses, postprocess
 from toxiforge.errors import InputError
+from toxiforge.records import flipped_label
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from toxiforge.records import is_toxic
-
 WORD = re.compile(r"\w+(?:['’]\w+)*")
 
 
@@ -130,12 +128,6 @@ def run_together(classifier: Any, attacks: Sequence[Steps]) -> list[Attempt]:
     return [r for r in results if r is not None]
 
 
-def flipped_label(score: float, label: int) -> bool:
-    """Whether P(toxic) ``score`` gives a statement labelled ``label`` the other label (the one rule,
-    :func:`~toxiforge.records.is_toxic`)."""
-    return bool(is_toxic(score)) != (label == 1)
-
-
 def word_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of every word of ``text``, in order."""
     return [m.span() for m in WORD.finditer(text)]
@@ -160,5 +152,5 @@ def untouched(source: Source, score: float, queries: int, **extra: Any) -> Attem
     return Attempt(text=source.text, queries=queries, score_before=score, score_after=score, **extra)
 
 
-__all__ = ["WORD", "Attempt", "AttackFamily", "Oracle", "Source", "Steps", "drop_word", "flipped_label",
+__all__ = ["WORD", "Attempt", "AttackFamily", "Oracle", "Source", "Steps", "drop_word",
            "replace_span", "run_together", "untouched", "word_spans"]

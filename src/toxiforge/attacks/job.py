@@ -10,13 +10,13 @@ Each row has generate's columns, so every reader of generation runs reads an att
 attacked statement, ``generation_method`` the family (ALICE rows: ``ALICE``), ``prompt_label`` the source's label,
 ``classifier_score`` P(toxic) of the attacked statement, ``fooled`` whether the classifier gives it the other
 label, ``decoding`` the family's settings (JSON), ``seed`` the row's seed, ``model`` the encoder (substitute) or
-language model (alice) the family used. And :data:`ATTACK_COLUMNS`: ``source_text``, ``source_score`` (P(toxic)
-of the source), ``family``, ``edits`` (JSON list of ``{op, word, before, after}``), ``queries`` (classifier calls
-on a text, the source's included), ``similarity`` (substitute: sentence cosine to the source), ``flipped`` (the
-classifier got the source right and the attacked statement wrong: a successful attack; a source it already got
-wrong is *skipped*, left as it is with ``flipped`` false), ``validator``, ``validator_score`` and
-``validator_agrees`` (``--validate-with``: whether that classifier gives the attacked statement the source's
-label; null without one).
+language model (alice) the family used. And :data:`~toxiforge.records.ATTACK_COLUMNS`: ``source_text``,
+``source_score`` (P(toxic) of the source), ``family``, ``edits`` (JSON list of ``{op, word, before, after}``),
+``queries`` (classifier calls on a text, the source's included), ``similarity`` (substitute: sentence cosine to
+the source), ``flipped`` (the classifier got the source right and the attacked statement wrong: a successful
+attack; a source it already got wrong is *skipped*, left as it is with ``flipped`` false), ``validator``,
+``validator_score`` and ``validator_agrees`` (``--validate-with``: whether that classifier gives the attacked
+statement the source's label; null without one).
 """
 
 from __future__ import annotations
@@ -29,30 +29,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from toxiforge.attacks.base import AttackFamily, Attempt, Source, flipped_label
+from toxiforge.attacks.base import AttackFamily, Attempt, Source
 from toxiforge.errors import InputError
 from toxiforge.pipeline.manifest import JobConfig, now_utc, prepare_dir, shard_path, start_run, write_manifest
-from toxiforge.records import is_toxic
-
-ATTACK_COLUMNS: dict[str, str] = {
-    "source_text": "string", "source_score": "float64", "family": "string", "edits": "string", "queries": "int64",
-    "similarity": "float64", "flipped": "bool_", "validator": "string", "validator_score": "float64",
-    "validator_agrees": "bool_",
-}
-
-
-def attack_schema():
-    """The pyarrow schema of attack rows: :func:`~toxiforge.records.arrow_schema` then :data:`ATTACK_COLUMNS`."""
-    import pyarrow as pa
-
-    from toxiforge.records import arrow_schema
-
-    return pa.schema([*arrow_schema(), *(pa.field(n, getattr(pa, t)()) for n, t in ATTACK_COLUMNS.items())])
-
-
-def is_attack_table(columns: Sequence[str]) -> bool:
-    """Whether a table's columns are an attack run's."""
-    return {"flipped", "queries", "family"} <= set(columns)
+from toxiforge.records import attack_counts, attack_schema, flipped_label, is_toxic
 
 
 def sources_digest(sources: Sequence[Source]) -> str:
@@ -77,7 +57,7 @@ class AttackJob:
         return shard_path(self.out_dir, index, self.config.format)
 
     def schema(self):
-        """The pyarrow schema of the rows (:func:`attack_schema`)."""
+        """The pyarrow schema of the rows (:func:`~toxiforge.records.attack_schema`)."""
         return attack_schema()
 
 
@@ -156,19 +136,6 @@ def validate_rows(rows: list[dict[str, Any]], validator: Any) -> None:
                  validator_agrees=bool(is_toxic(float(p))) == (r["prompt_label"] == 1))
 
 
-def attack_counts(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Rows, skipped (the classifier already got the source wrong), attacked, flipped, queries spent on the
-    attacked ones, queries per success (all of them over the flips), and validated flips (with a validator)."""
-    attacked = [r for r in rows if not flipped_label(r["source_score"], r["prompt_label"])]
-    flips = [r for r in attacked if r["flipped"]]
-    queries = sum(int(r["queries"]) for r in attacked)
-    validated = [r for r in flips if r.get("validator_agrees") is not None]
-    return {"rows": len(rows), "skipped": len(rows) - len(attacked), "attacked": len(attacked),
-            "flipped": len(flips), "flip_rate": round(len(flips) / len(attacked), 4) if attacked else None,
-            "queries": queries, "queries_per_success": round(queries / len(flips), 2) if flips else None,
-            "validated_flips": sum(bool(r["validator_agrees"]) for r in validated) if validated else None}
-
-
 def attack_calls(family: AttackFamily, sources: Sequence[Source], config: JobConfig = JobConfig()
                  ) -> Iterator[tuple[list[Source], list[Attempt]]]:
     """``family``'s attempts on ``sources`` (one shard), a ``family.attack`` call at a time: all of them in one call
@@ -226,6 +193,5 @@ def run_attack(sources: Sequence[Source], family: AttackFamily, out_dir: str | P
     return AttackResult(job.out_dir, manifest, written, seconds)
 
 
-__all__ = ["ATTACK_COLUMNS", "AttackJob", "AttackResult", "attack_calls", "attack_counts", "attack_row",
-           "attack_schema", "clear_run", "is_attack_table", "open_attack", "run_attack", "sources_digest",
-           "validate_rows"]
+__all__ = ["AttackJob", "AttackResult", "attack_calls", "attack_row", "clear_run", "open_attack", "run_attack",
+           "sources_digest", "validate_rows"]

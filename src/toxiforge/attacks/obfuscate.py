@@ -25,10 +25,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from toxiforge.attacks.base import Attempt, Source, Steps, flipped_label, replace_span, run_together, untouched
+from toxiforge.attacks.base import Attempt, Source, Steps, replace_span, run_together, untouched
 from toxiforge.attacks.edits import OPERATIONS, SPACE_DELETE, WORD_OPERATIONS, join_words
 from toxiforge.attacks.importance import ranking, removal_texts
 from toxiforge.errors import InputError
+from toxiforge.records import flipped_label
 
 DEFAULT_MAX_EDITS = 5
 

@@ -28,9 +28,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from toxiforge.attacks.base import Attempt, Oracle, Source, flipped_label, replace_span, untouched
+from toxiforge.attacks.base import Attempt, Oracle, Source, replace_span, untouched
 from toxiforge.attacks.importance import rank_words
 from toxiforge.errors import InputError
+from toxiforge.records import flipped_label
 
 DEFAULT_MIN_SIMILARITY = 0.85
 DEFAULT_MAX_CHANGED = 0.2

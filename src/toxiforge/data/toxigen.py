@@ -133,7 +133,7 @@ def load_generated(path: str | Path | None = None, *, label_column: str = "promp
             examples.append(Example(text, label, normalize_group(groups[i]), normalize_method(methods[i]), row=i))
     default = name or ("ToxiGen train" if path is None else _stem(path))
     layout = "toxiforge" if "machine_generated" in table.column_names else "toxigen-train"
-    from toxiforge.attacks.job import is_attack_table
+    from toxiforge.records import is_attack_table
 
     if label_column == "prompt_label" and is_attack_table(table.column_names):
         why = " (the attacked statement's own label, which the attack keeps: text = the attacked text)"

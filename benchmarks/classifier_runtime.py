@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -91,8 +92,8 @@ def alice(folder: Path, work: Path, threads: int, prompts: int) -> None:
         out = work / f"alice-{r}"
         command = [sys.executable, "-m", "toxiforge", "generate", "--method", "alice", "-d", str(DEMONSTRATIONS),
                    "--groups", groups, "--labels", "toxic,benign", "-n", str(max(1, prompts // 8)), "-c", str(folder),
-                   "--classifier-runtime", r, "--device", "cpu", "-o", str(out), "--no-summary", "--no-progress",
-                   "--overwrite"]
+                   "--classifier-runtime", r, "--device", "cpu", "-o", str(out), "--no-summary", "--no-progress"]
+        shutil.rmtree(out, ignore_errors=True)
         started, cpu = time.perf_counter(), os.times()
         subprocess.run(command, check=True, env=env)
         wall, used = time.perf_counter() - started, os.times()

@@ -102,6 +102,7 @@ def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objectiv
     options += [f"--tokenizer {shlex.quote(config.tokenizer)}"] if config.tokenizer else []
     options += [f"--early-stopping {config.early_stopping}"] if config.early_stopping is not None else []
     options += ["--bf16"] if config.bf16 else []
+    options += [f"--gradient-accumulation {config.gradient_accumulation}"] if config.gradient_accumulation != 1 else []
     options += objective.flags() if objective is not None else []
     return "toxiforge train " + " ".join(options)
 

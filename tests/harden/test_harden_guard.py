@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import CHECKED, good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
+from test_harden import good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
 from typer.testing import CliRunner
 
 from audit.test_audit_cli import hatecheck  # noqa: F401 (fixtures)
@@ -125,7 +125,7 @@ def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start,
                    "eval_fraction": 0.0, "debias": "none"}  # the whole recipe, as a C_0 without its log needs
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse .*on guard-slice moved") as stop:
         harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False,
-               train_options=destructive, **CHECKED)
+               train_options=destructive)
     report = json.loads((out / "report.json").read_text())
     assert report["problems"]["1"] == stop.value.problems
     assert report["guard"]["slice"]["rows"] >= 2 and report["guard"]["reference"] == str(good_start[1])

@@ -58,7 +58,7 @@ CHECKS: tuple[tuple[str, str, str, bool], ...] = (
 @dataclass(frozen=True)
 class Tolerance:
     """How far a round may move from round 0 before its paired interval can call it worse: ROC AUC down by
-    ``auc``, a rate (FPR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
+    ``auc``, an error rate (FPR, FNR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
 
     auc: float = 0.01
     rate: float = 0.02

@@ -315,8 +315,7 @@ class Harden:
             self.pending.append(command)
             return folder
         self.say(f"{what}: training {config.base_model} on {len(rows)} rows ({self.recipe.objective.describe()})")
-        train_round(rows, folder, config, self.recipe.objective, [*self.config.data, *additions], self.progress,
-                    command)
+        train_round(rows, folder, config, self.recipe.objective, [*data, *additions], self.progress, command)
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
 

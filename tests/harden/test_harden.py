@@ -556,7 +556,8 @@ def test_training_options_must_agree_with_c0_recipe(setup, good_start, varied_lm
 
 def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm, tmp_path):
     """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: the paired check finds
-    both arms of round 1 worse than C_0 on the eval set, so the loop stops with the numbers and the fix; --keep-going warns and goes on."""
+    both arms of round 1 worse than C_0 on the eval set, so the loop stops with the numbers and the fix; --keep-going
+    warns and goes on."""
     from toxiforge.errors import ToxiforgeWarning
     from toxiforge.harden.guard import HardenStopped
 

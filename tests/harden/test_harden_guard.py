@@ -31,8 +31,12 @@ def test_guard_slice_is_stratified_seeded_and_never_shares_a_text_with_training(
     data = rows(1000) + [Example("Placeholder  STATEMENT 3", 1, "asian")]  # a folded repeat of a row
     train, guard, note = split_guard(data, seed=1)
     assert note is None and 145 <= len(guard) <= 155 and abs(sum(guard.labels) - len(guard) / 2) <= 1
-    assert not {fold(t) for t in guard.texts} & {fold(e.text) for e in train}
-    assert len(train) + len(guard) + sum(fold(e.text) == "placeholder statement 3" for e in train) >= 1000
+    kept_apart = {fold(t) for t in guard.texts}
+    assert not kept_apart & {fold(e.text) for e in train}
+    # every row is on exactly one side, a text's rows together: training is --data less the slice's texts, in order
+    assert train == [e for e in data if fold(e.text) not in kept_apart]
+    assert kept_apart | {fold(e.text) for e in train} == {fold(e.text) for e in data}
+    assert len(guard) == len(kept_apart) and {fold(e.text) for e in data if fold(e.text) in kept_apart} == kept_apart
     assert split_guard(data, seed=1)[1].texts == guard.texts and split_guard(data, seed=2)[1].texts != guard.texts
     _, small, note = split_guard(rows(500), seed=1)
     assert len(small) == 100 and note is None  # 15% is 75: at least 100 rows where they are a quarter at most
@@ -177,9 +181,16 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
         "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
         "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
         "--no-progress"])
-    assert result.exit_code in (0, 1), result.output  # 1: a round the check found worse (the report says which)
-    assert "guard slice: " in result.output and "closing audit" in result.output
+    # The tiny BERT knows none of HateCheck's words: C_0 scores every case 0.007 (benign), both rounds call its
+    # benign cases toxic (scores near 0.99). The paired check finds both arms worse there, by far (FPR and
+    # over-blocking +0.833 [+0.666, +0.958]), and on nothing else: harden stops with exit 1 and ships C_0.
     check = json.loads((out / "round-1" / "guard.json").read_text())
+    assert result.exit_code == 1 and isinstance(result.exception, HardenStopped), result.output
+    assert result.exception.problems == check["problems"] and len(check["problems"]) == 4
+    assert all(p.startswith(f"round-1-{arm}'s {what} on HateCheck moved +") for p, (arm, what) in zip(
+        check["problems"], [(a, w) for a in ("alice", "control") for w in ("FPR", "over-blocking")]))
+    assert "guard slice: " in result.output and "closing audit" in result.output
+    assert json.loads((out / "report.json").read_text())["ship"]["name"] == "C_0"
     (name,) = [s for s in check["sets"] if s != GUARD_SET]
     assert "over_blocking" in check["sets"][name]["arms"]["round-1-alice"]
     assert check["sets"][GUARD_SET]["reference"] == "round-0-retrained"
@@ -197,11 +208,11 @@ def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path
     C_0's AUC (the interval is written as such a set gives it): a second rule compared that interval with round 0's
     point value, with no tolerance, and stopped the loop whatever --auc-tolerance said. The paired check (tolerance
     0.01) is the one rule: nothing stops, and no arm is kept from shipping."""
+    from test_harden import config_for
+
     from toxiforge.harden.loop import Harden
     from toxiforge.harden.recipe import Recipe
     from toxiforge.training.trainer import TrainConfig
-
-    from test_harden import config_for
 
     data = balanced()
     start, _ = moderate_damage(data)

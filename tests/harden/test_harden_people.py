@@ -192,7 +192,7 @@ def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, var
     lines = " ".join("\n".join(people_markdown({"people": {"studies": [summary], "rounds": []}})).split())
     assert f"These labels were frozen when they were read (round-1: {summary['read_at']}, {2 * n - 1} answers)" \
         in lines and "answers given after that moment are not read by this run, even with --resume" in lines
-    assert f"`toxiforge annotate export --study STUDY --db DB -o FILE`" in lines and f"`{study.name}`" in lines
+    assert "`toxiforge annotate export --study STUDY --db DB -o FILE`" in lines and f"`{study.name}`" in lines
 
 
 def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path):  # noqa: F811

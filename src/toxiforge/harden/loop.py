@@ -12,10 +12,11 @@ then C_r is trained on the base data plus every addition so far, with C_0's reci
 model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
 C_r (both arms' attacks of a round share their prompts). A round that the paired check on the eval sets and the
-guard slice of --data (never trained on) finds worse than round 0 (guardset.py: the one rule for worse) stops the loop (``keep_going``: a warning); the report names the classifier to ship and
-the closing audit compares it with C_0 (ship.py). With ``transfer``, one more attack on C_0 is scored by every
-C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
-(``validate_with="people"``) the run's annotators do, in a study per round (people.py).
+guard slice of --data (never trained on) finds worse than round 0 (guardset.py: the one rule for worse) stops the
+loop (``keep_going``: a warning); the report names the classifier to ship and the closing audit compares it with C_0
+(ship.py). With ``transfer``, one more attack on C_0 is scored by every C_r. With ``validate_with``, a classifier
+other than the attacked one validates statements (data.py), or (``validate_with="people"``) the run's annotators do,
+in a study per round (people.py).
 Prompts and statements never repeat across the run's generated sets (sets.py), and no ``--eval`` text is trained on
 (inputs.py).
 
@@ -173,7 +174,7 @@ class Harden:
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
-        self.guard = self._guard(start, base)
+        self.guard = guard = self._guard(start, base)
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0, options)
         self._admit("round-0/attack", r0 / "attack")
@@ -184,7 +185,7 @@ class Harden:
             transfer = self._admit("round-0/transfer", r0 / "transfer")[0]
         self._transfer = transfer
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, {**measure(  # both arms start at C_0
-            start, "round-0", self.guard.sections(START, start, eval_sets), self._sets[r0 / "attack"],
+            start, "round-0", guard.sections(START, start, eval_sets), self._sets[r0 / "attack"],
             self.config.device, self.config.threshold, options, transfer), "train_rows": len(base),
             "attacks": self._families(r0 / HELD_OUT_DIR, start, "round-0", base, options)}))
         rounds = [first]
@@ -263,10 +264,11 @@ class Harden:
         path = folder / METRICS_FILE
 
         def compute() -> dict[str, Any]:
-            out = {}
+            out, guard = {}, self.guard
+            assert guard is not None
             for arm in ARMS:
                 name = f"round-{r}-{arm}"
-                out[arm] = measure(previous[arm], name, self.guard.sections(name, previous[arm], eval_sets),
+                out[arm] = measure(previous[arm], name, guard.sections(name, previous[arm], eval_sets),
                                    self._sets[folder / arm / "attack"], self.config.device, self.config.threshold,
                                    transfer=self._transfer)
                 new = alice_new if arm == "alice" else control_new

@@ -16,8 +16,10 @@
   intervals lies wholly on the worse side of its tolerance (:class:`Tolerance`: ROC AUC -0.01, the rates +2
   points); the loop stops there.
 
-The scores are cached by classifier and data content in ``OUT/audit/scores/`` (the audit's
-:class:`~toxiforge.audit.scores.ScoreCache`), which the closing audit (ship.py) reads again.
+The paired check is the one rule for *worse* (issue 56). The scores are cached by classifier and data content in
+``OUT/audit/scores/`` (the audit's :class:`~toxiforge.audit.scores.ScoreCache`) and each classifier's sections kept
+(:meth:`GuardCheck.sections`): a round's metrics (report.measure), its check and the closing audit (ship.py) read the
+same scores, so no eval set is scored twice by one classifier.
 """
 
 from __future__ import annotations

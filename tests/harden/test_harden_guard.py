@@ -187,8 +187,9 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
     check = json.loads((out / "round-1" / "guard.json").read_text())
     assert result.exit_code == 1 and isinstance(result.exception, HardenStopped), result.output
     assert result.exception.problems == check["problems"] and len(check["problems"]) == 4
-    assert all(p.startswith(f"round-1-{arm}'s {what} on HateCheck moved +") for p, (arm, what) in zip(
-        check["problems"], [(a, w) for a in ("alice", "control") for w in ("FPR", "over-blocking")]))
+    expected = [(arm, what) for arm in ("alice", "control") for what in ("FPR", "over-blocking")]
+    assert all(p.startswith(f"round-1-{arm}'s {what} ") and " on HateCheck moved +0.833 " in p
+               for p, (arm, what) in zip(check["problems"], expected))
     assert "guard slice: " in result.output and "closing audit" in result.output
     assert json.loads((out / "report.json").read_text())["ship"]["name"] == "C_0"
     (name,) = [s for s in check["sets"] if s != GUARD_SET]

@@ -52,15 +52,21 @@ def measure(classifier: str | Path, name: str, sections: Mapping[str, Mapping[st
         flipped = [bool(is_toxic(float(s), threshold)) != bool(e.label) for e, s in zip(examples, scores)]
         validated = None if transfer.validated is None else [v for _, _, v in rows if v is not None]
         out["transfer"] = flip_shares(examples, flipped, validated)
-    for set_name, s in sections.items():
-        auc, noi = s["accuracy"]["roc_auc"], s["lexical"]["fpr"]["noi"]
-        entry = out["eval"][set_name] = {
-            "auc": auc.value, "auc_interval": None if auc.low is None else [auc.low, auc.high],
-            "fpr_noi": None if noi is None else noi.value, "noi_benign": s["lexical"]["n_benign"]["noi"],
-            "texts": s["n"], "toxic": s["toxic"]}
-        if "hatecheck" in s:
-            entry["spell_accuracy"] = s["hatecheck"]["obfuscation_accuracy"].to_dict()
+    out["eval"] = {set_name: eval_numbers(s) for set_name, s in sections.items()}
     return out
+
+
+def eval_numbers(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's numbers on one eval set, from the audit's sections of the classifier on it: ROC AUC and its
+    interval, FPR_NOI and its benign rows, the rows, and on a HateCheck set the ``spell_*`` accuracy (the audit's
+    obfuscation accuracy, with its Wilson interval)."""
+    auc, noi = sections["accuracy"]["roc_auc"], sections["lexical"]["fpr"]["noi"]
+    entry = {"auc": auc.value, "auc_interval": None if auc.low is None else [auc.low, auc.high],
+             "fpr_noi": None if noi is None else noi.value, "noi_benign": sections["lexical"]["n_benign"]["noi"],
+             "texts": sections["n"], "toxic": sections["toxic"]}
+    if "hatecheck" in sections:
+        entry["spell_accuracy"] = sections["hatecheck"]["obfuscation_accuracy"].to_dict()
+    return entry
 
 
 # --- outputs ---------------------------------------------------------------------------------------------------

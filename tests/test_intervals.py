@@ -96,18 +96,3 @@ def test_small_n_is_marked_in_cells_and_json():
     large = Estimate.proportion(4, SMALL_N)
     assert not large.small_n and SMALL_N_MARK not in large.cell() and large.to_dict()["small_n"] is False
     assert "n" not in Estimate.of(0.5, None).to_dict() and Estimate.proportion(0, 0).value is None
-
-
-def test_hardens_auc_interval_is_the_resampled_auc_of_scikit_learn():
-    """harden's AUC interval comes from the audit's metric over a Resampler: the same interval as scikit-learn's
-    roc_auc_score on each of the same resamples (one-class resamples left out)."""
-    from sklearn.metrics import roc_auc_score
-
-    from toxiforge.harden.report import auc_interval
-
-    rng = np.random.default_rng(4)
-    y, s = (rng.random(106) < 0.3).astype(int), rng.random(106).round(2)
-    draws = np.random.default_rng(0).integers(0, 106, size=(200, 106))
-    values = [roc_auc_score(y[i], s[i]) for i in draws if 0 < y[i].sum() < len(i)]
-    np.testing.assert_allclose(auc_interval(y, s), np.percentile(values, [2.5, 97.5]), atol=1e-12)
-    assert auc_interval([1, 1, 1], [0.2, 0.5, 0.9]) is None

@@ -101,10 +101,12 @@ def test_the_keeper_vetoes_plain_alices_pick_as_eq1_with_a_third_term_says(tiny_
     assert checked >= 6
     # plain ALICE's pick scores below the keeper's pick under the three-term objective
     assert eq1_with_keeper(lm, PROMPTS[0], plain[0][0], clf, targets[0], keeper, 1, config) < kept[0][0].score
-    # λK = 0 is plain ALICE
+    # λK = 0 is plain ALICE, and asks the keeper nothing (issue 56: it was called every pruning round)
+    keeper.calls.clear()
     _same(alice_search(lm, PROMPTS[:3], targets, AliceConfig(**{**config.__dict__, "keep_label_with": "k",
                                                                    "lambda_keep": 0.0}),
                        classifier=clf, keeper=keeper, keep_targets=keep_targets), plain)
+    assert keeper.calls == []
 
 
 SETTINGS = [dict(), dict(lambda_keep=2.0), dict(lambda_lm=0.0, lambda_clf=1.0, lambda_keep=0.3),

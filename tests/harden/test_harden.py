@@ -78,7 +78,9 @@ def setup(tmp_path_factory):
 
 
 def train_config(base, **overrides) -> TrainConfig:
-    return TrainConfig(**{**dict(base_model=str(base), max_steps=2, batch_size=8, learning_rate=1e-3, max_length=16,
+    """20 steps at lr 3e-3: the tiny BERT separates the placeholder classes (held-out AUC 1.0, 46% called toxic of
+    46% toxic), so the paired check has a real classifier to compare rounds with."""
+    return TrainConfig(**{**dict(base_model=str(base), max_steps=20, batch_size=8, learning_rate=3e-3, max_length=16,
                                  eval_fraction=0.0, logging_steps=1, device="cpu"), **overrides})
 
 
@@ -132,14 +134,11 @@ def kept_sets(setup, out) -> dict[str, list]:
     return sets
 
 
-# The paired check's default tolerances (issue 48). The bookkeeping tests turn the check off (tolerance 1): their C_0
-# learns nothing in 2 steps, and a round that calls every text one class would stop them (test_harden_guard.py and
-# test_rounds_train_with_c0_recipe_and_stay_as_good check with these).
-CHECKED = {"auc_tolerance": 0.01, "fpr_tolerance": 0.02}
-
-
 def config_for(setup, **overrides) -> HardenConfig:
-    settings = dict(auc_tolerance=1.0, fpr_tolerance=1.0,
+    """A one-round run on the tiny models, with harden's defaults: the paired check on at its default tolerances
+    (issue 56: they were both 1, so most tests ran with the check off). C_0 and the rounds learn the placeholder
+    classes (:func:`train_config`), so a round the check finds worse is a bug, not noise."""
+    settings = dict(
         rounds=1, attack=AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=3),
         alice=decoder_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4}),
         topk=decoder_config("top-k", {"max_new_tokens": 4}), train=train_config(setup["base"]),
@@ -149,7 +148,12 @@ def config_for(setup, **overrides) -> HardenConfig:
     return HardenConfig(**settings)
 
 
-def harden(setup, out, tiny_lm, *, resume=False, keep_going=False, **overrides) -> Harden:
+def harden(setup, out, tiny_lm, *, resume=False, keep_going=True, **overrides) -> Harden:
+    """Run (or resume) harden on the tiny models. The paired check runs at its default tolerances, but goes on
+    (``keep_going``: a warning, and the problems in the report) unless a test asks to stop: the tiny LM's flips
+    are mostly of one label, so a round trained on the 12 rows of --data less the slice plus them may call every
+    held-out text one class, which the check rightly finds worse; the bookkeeping tests test the rest of the run.
+    The tests of stopping pass ``keep_going=False``."""
     generator = Generator(model="tiny", lm=tiny_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
     job = Harden(config_for(setup, **overrides), out, generator, keep_going=keep_going)
     job.run(resume)
@@ -303,8 +307,7 @@ def test_runs_with_other_seeds_read_together(setup, varied_lm, finished, tmp_pat
 
     _, first = finished
     plan = AttackPlan(groups=GROUPS, per_cell=3, source=str(setup["demos"]), k=2, seed=4)
-    harden(setup, tmp_path / "s4", varied_lm, attack=plan, train=replace(train_config(setup["base"]), seed=4),
-           keep_going=True)  # tiny models: the round check is not what this tests
+    harden(setup, tmp_path / "s4", varied_lm, attack=plan, train=replace(train_config(setup["base"]), seed=4))
     combined = combine([first, tmp_path / "s4"])
     reports = [json.loads((d / "report.json").read_text()) for d in (first, tmp_path / "s4")]
     assert combined["seeds"] == [3, 4] and combined["headline"] == "attack"  # no validator: the raw flip rate
@@ -337,7 +340,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
 
     out = tmp_path / "h"
     generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
-    job = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    job = Harden(config_for(setup, eval=()), out, generator, external_training=True, keep_going=True)  # as harden()
     with pytest.raises(TrainingPending) as stop:  # first the guard slice's reference: C_0's recipe, less the slice
         job.run()
     assert len(stop.value.commands) == 1 and "round-0/reference/model" in stop.value.commands[0]
@@ -347,7 +350,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
     for command in stop.value.commands:
         assert runner.invoke(app, [*shlex.split(command)[1:], "--no-progress"]).exit_code == 0
     with pytest.raises(TrainingPending) as stop:
-        Harden(config_for(setup, eval=()), out, generator, external_training=True).run(resume=True)
+        Harden(config_for(setup, eval=()), out, generator, external_training=True, keep_going=True).run(resume=True)
     assert len(stop.value.commands) == 2 and not (out / "round-1" / "alice" / "model").exists()
     assert f"table:{out / 'round-1' / 'alice' / 'added.jsonl'}" in stop.value.commands[0]
     for command in stop.value.commands:
@@ -356,7 +359,7 @@ def test_external_training_stops_with_train_commands_then_resumes(setup, varied_
     added = read_examples(out / "round-1" / "alice" / "added.jsonl")
     log = json.loads((out / "round-1" / "alice" / "model" / LOG_FILE).read_text())
     assert log["train"]["n"] == base + len(added)
-    again = Harden(config_for(setup, eval=()), out, generator, external_training=True)
+    again = Harden(config_for(setup, eval=()), out, generator, external_training=True, keep_going=True)
     again.run(resume=True)
     assert not any(step.startswith("train") for step in again.steps)
     assert (out / "round-1" / "control" / "attack" / "manifest.json").exists() and (out / "report.md").exists()
@@ -398,6 +401,26 @@ def test_cli_errors(setup, tmp_path):
     result = runner.invoke(app, [*common, "-c", str(setup["base"]), "--groups", "asian"])
     assert "not a sequence classifier" in str(result.exception)
     assert not (tmp_path / "h").exists()
+
+
+def test_the_tolerance_options_say_what_they_govern():
+    """--fpr-tolerance governs every error rate of the paired check, FNR included (its help named FPR only)."""
+    import inspect
+
+    from toxiforge.cli.harden import harden_command
+
+    options = inspect.signature(harden_command).parameters
+    assert "(FPR, FNR, FPR_NOI or over-blocking)" in options["fpr_tolerance"].default.help
+    assert "ROC AUC" in options["auc_tolerance"].default.help
+
+
+def test_lambda_keep_at_its_default_needs_no_keeper(setup):
+    """--lambda-keep 1 (the default) without --keep-label-with weighs what the default weighs: accepted; another
+    value without a keeper would weigh nothing, and is refused."""
+    config = config_for(setup, alice=decoder_config("alice", {"num_beams": 2, "lambda_keep": 1.0}))
+    assert "lambda_keep" not in config.fingerprint()["alice"]  # as a run without the option records it
+    with pytest.raises(InputError, match="lambda_keep=0.5 was given without a keeper"):
+        config_for(setup, alice=decoder_config("alice", {"num_beams": 2, "lambda_keep": 0.5}))
 
 
 def test_cli_judge_options_are_checked_before_any_work(setup, tmp_path):
@@ -450,7 +473,7 @@ def test_cli_runs_a_round(setup, varied_lm, tmp_path, monkeypatch):
             "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
             str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
             "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress",  # C_0's base model: agreed
-            "--auc-tolerance", "1", "--fpr-tolerance", "1"]  # the paired check off: this C_0 learnt nothing
+            "--keep-going"]  # as harden(): the check runs and reports; this tests the command's outputs
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "guard slice: 4 rows of --data kept apart" in result.output and "closing audit" in result.output
@@ -508,22 +531,22 @@ def good_start(setup):
 def test_rounds_train_with_c0_recipe_and_stay_as_good(setup, good_start, varied_lm, tmp_path):
     """The issue's set-up, shrunk: C_0 trained with another recipe than harden's defaults, harden run with its
     defaults. Every round trains with C_0's recipe (from its training_log.json), so round 1 changes the data only:
-    no round is degenerate or below round 0's AUC interval. (Before: the rounds trained at lr 2e-5, batch 32 and
+    the paired check finds no round worse. (Before: the rounds trained at lr 2e-5, batch 32 and
     called every held-out text one class.)"""
     out = tmp_path / "h"
     job = harden(setup, out, varied_lm, classifier=str(good_start[0]), transfer=False, add="all",
-                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"), **CHECKED)  # all: both labels join
+                 train=TrainConfig(base_model=str(setup["base"]), device="cpu"))  # all: both labels join
     for arm in ("alice", "control"):
         config = json.loads((out / "round-1" / arm / "model" / LOG_FILE).read_text())["config"]
         assert (config["learning_rate"], config["batch_size"], config["max_steps"], config["max_length"]) == \
             (3e-3, 8, 80, 16)
     report = json.loads((out / "report.json").read_text())
     assert report["recipe"]["source"] == "C_0's training_log.json" and report["problems"] == {}
-    start = report["rounds"][0]["alice"]["eval"]["held"]
-    assert start["auc"] > 0.9 and 0.05 < start["called_toxic"] < 0.95
+    assert report["rounds"][0]["alice"]["eval"]["held"]["auc"] > 0.9
+    check = report["guard"]["rounds"]["1"]["sets"]["held"]["arms"]  # the paired check against C_0, every rate
     for arm in ("alice", "control"):
-        held = report["rounds"][1][arm]["eval"]["held"]
-        assert 0.05 < held["called_toxic"] < 0.95 and held["auc_interval"][1] >= start["auc"]
+        assert {"roc_auc", "fpr", "fnr"} <= set(check[f"round-1-{arm}"])
+        assert not any(row["worse"] for row in check[f"round-1-{arm}"].values())
     assert "Every round trains with this recipe (C_0's training_log.json)" in (out / "report.md").read_text()
     assert job.problems == {}
 
@@ -537,8 +560,9 @@ def test_training_options_must_agree_with_c0_recipe(setup, good_start, varied_lm
 
 
 def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm, tmp_path):
-    """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: round 1 is degenerate or
-    below round 0's AUC interval, so the loop stops with the numbers and the fix; --keep-going warns and goes on."""
+    """C_0's recipe unknown (no training_log.json), the rounds' recipe too weak to learn: the paired check finds
+    both arms of round 1 worse than C_0 on the eval set, so the loop stops with the numbers and the fix; --keep-going
+    warns and goes on."""
     from toxiforge.errors import ToxiforgeWarning
     from toxiforge.harden.guard import HardenStopped
 
@@ -548,15 +572,16 @@ def test_a_round_worse_than_round_0_stops_the_loop(setup, good_start, varied_lm,
              "eval_fraction": 0.0, "debias": "none"}
     out = tmp_path / "h"
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse than round 0, so harden stopped: "
-                                            r"the alice arm .*Fix: the rounds train with .*lr 1e-06") as stop:
-        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak, train_options=given)
-    assert any("held" in p and "%" in p or "below round 0's" in p for p in stop.value.problems)
+                                            r"round-1-alice's .*Fix: the rounds train with .*lr 1e-06") as stop:
+        harden(setup, out, varied_lm, classifier=str(good_start[1]), transfer=False, train=weak, train_options=given,
+               keep_going=False)
+    assert any(p.startswith("round-1-control's") and " on held moved " in p for p in stop.value.problems)
     report = json.loads((out / "report.json").read_text())  # written before stopping, with the numbers
     assert report["problems"]["1"] == stop.value.problems and "no training_log.json" in report["recipe"]["note"]
     assert "**Round 1 is worse than round 0**" in (out / "report.md").read_text()
     with pytest.raises(HardenStopped):  # resuming stops again at the same round
         harden(setup, out, varied_lm, resume=True, classifier=str(good_start[1]), transfer=False, train=weak,
-               train_options=given)
+               train_options=given, keep_going=False)
     generator = Generator(model="tiny", lm=varied_lm, device="cpu", job=JobConfig(batch_size=4, shard_size=4))
     job = Harden(config_for(setup, classifier=str(good_start[1]), transfer=False, train=weak, train_options=given),
                  out, generator, keep_going=True)

@@ -184,15 +184,22 @@ def test_spell_accuracy_of_a_hatecheck_eval_set_by_hand():
     obfuscation accuracy): the share of spell_* cases whose prediction equals the gold label."""
     import numpy as np
 
+    from toxiforge.audit.run import AuditSettings, sections
+    from toxiforge.audit.sections import LexicalContext
     from toxiforge.data.examples import Example, LabeledData
-    from toxiforge.harden.report import spell_accuracy
+    from toxiforge.harden.report import eval_numbers
+
+    def spell_accuracy(data, scores):  # harden's number, from the audit's sections (what a round reads)
+        return eval_numbers(sections(data, scores, LexicalContext(), AuditSettings(n_boot=200))).get("spell_accuracy")
 
     tests = ["spell_leet_h"] * 4 + ["spell_space_del_h"] * 2 + ["derog_neg_emote_h"] * 3
-    rows = [Example(f"placeholder case {i}", 1, meta={"functionality": t}) for i, t in enumerate(tests)]
+    rows = [Example(f"placeholder case {i}", i % 2, meta={"functionality": t}) for i, t in enumerate(tests)]
     data = LabeledData(name="HateCheck", examples=rows, layout="hatecheck", source="memory")
-    scores = np.array([0.9, 0.2, 0.8, 0.1, 0.7, 0.3, 0.1, 0.1, 0.1])
+    scores = np.array([0.1, 0.9, 0.8, 0.1, 0.7, 0.3, 0.1, 0.9, 0.1])
     spell = spell_accuracy(data, scores)
-    assert spell is not None and spell["value"] == pytest.approx(3 / 6)  # 0.9, 0.8, 0.7 of the six spell_* cases
+    # of the six spell_* cases (gold 0, 1, 0, 1, 0, 1), predictions 0, 1, 1, 0, 1, 0: the first two right
+    assert spell is not None and spell["value"] == pytest.approx(2 / 6)
     assert spell["low"] <= spell["value"] <= spell["high"]
-    plain = LabeledData(name="plain", examples=[Example("placeholder", 1)], layout="table", source="memory")
-    assert spell_accuracy(plain, np.array([0.9])) is None
+    plain = LabeledData(name="plain", examples=[Example("placeholder", 1), Example("placeholder b", 0)],
+                        layout="table", source="memory")
+    assert spell_accuracy(plain, np.array([0.9, 0.2])) is None

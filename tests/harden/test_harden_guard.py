@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import CHECKED, good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
+from test_harden import good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
 from typer.testing import CliRunner
 
 from audit.test_audit_cli import hatecheck  # noqa: F401 (fixtures)
 from toxiforge.cli import app
 from toxiforge.data.examples import Example, LabeledData
-from toxiforge.harden.guard import HardenStopped, round_problems
+from toxiforge.harden.guard import HardenStopped
 from toxiforge.harden.guardset import GUARD_SET, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.sets import fold
 from toxiforge.harden.ship import recommend
@@ -31,8 +31,12 @@ def test_guard_slice_is_stratified_seeded_and_never_shares_a_text_with_training(
     data = rows(1000) + [Example("Placeholder  STATEMENT 3", 1, "asian")]  # a folded repeat of a row
     train, guard, note = split_guard(data, seed=1)
     assert note is None and 145 <= len(guard) <= 155 and abs(sum(guard.labels) - len(guard) / 2) <= 1
-    assert not {fold(t) for t in guard.texts} & {fold(e.text) for e in train}
-    assert len(train) + len(guard) + sum(fold(e.text) == "placeholder statement 3" for e in train) >= 1000
+    kept_apart = {fold(t) for t in guard.texts}
+    assert not kept_apart & {fold(e.text) for e in train}
+    # every row is on exactly one side, a text's rows together: training is --data less the slice's texts, in order
+    assert train == [e for e in data if fold(e.text) not in kept_apart]
+    assert kept_apart | {fold(e.text) for e in train} == {fold(e.text) for e in data}
+    assert len(guard) == len(kept_apart) and {fold(e.text) for e in data if fold(e.text) in kept_apart} == kept_apart
     assert split_guard(data, seed=1)[1].texts == guard.texts and split_guard(data, seed=2)[1].texts != guard.texts
     _, small, note = split_guard(rows(500), seed=1)
     assert len(small) == 100 and note is None  # 15% is 75: at least 100 rows where they are a quarter at most
@@ -76,8 +80,8 @@ def check_with(tmp_path: Path, scores: dict[str, dict[str, float]]) -> GuardChec
 
 
 def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
-    """The issue's case (b): AUC 0.934 -> 0.86 and 90% of a balanced set called toxic passed the round check of
-    issue 34 (its AUC interval reaches round 0's AUC; 90% is not degenerate); the paired check finds it worse."""
+    """Issue 48's case (b): AUC 0.934 -> 0.86 and 90% of a balanced set called toxic passed issue 34's round check
+    (its AUC interval reached round 0's AUC; 90% was not degenerate); the paired check finds it worse."""
     from sklearn.metrics import roc_auc_score
 
     data = balanced()
@@ -86,10 +90,6 @@ def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
     auc0, auc1 = roc_auc_score(y, [start[t] for t in data.texts]), roc_auc_score(y, [worse[t] for t in data.texts])
     called = np.mean([worse[t] > 0.5 for t in data.texts])
     assert 0.9 < auc0 < 0.96 and 0.8 < auc1 < auc0 - 0.03 and 0.85 <= called < 0.95
-    before = {"eval": {"balanced": {"auc": auc0, "called_toxic": 0.5, "true_toxic": 0.5, "texts": 200}}}
-    after = {arm: {"eval": {"balanced": {"auc": auc1, "auc_interval": [auc1 - 0.07, auc0 + 0.001], "texts": 200,
-                                         "called_toxic": called, "true_toxic": 0.5}}} for arm in ("alice", "control")}
-    assert round_problems(1, before, after) == []  # what let it through before
     guard = check_with(tmp_path, {"c0": start, "r1": worse, "same": start})
     problems = guard.check(1, {"alice": "r1", "control": "same"}, [data], None)
     assert problems and all(p.startswith("round-1-alice's") for p in problems)
@@ -97,7 +97,7 @@ def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
     rows_ = guard.results[1]["sets"]["balanced"]["arms"]
     assert rows_["round-1-alice"]["fpr"]["worse"] and not any(r["worse"] for r in rows_["round-1-control"].values())
     assert json.loads((tmp_path / "round-1" / "guard.json").read_text())["problems"] == problems
-    ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
+    ship = recommend(guard, 1, ("alice", "control"), tmp_path, "c0")
     # the control arm scores as C_0 does: not worse, but not above round 0 either, so C_0 is shipped
     assert ship["name"] == "C_0" and "no round scores above round 0" in ship["why"]
     assert "found worse: round-1-alice" in ship["why"]
@@ -116,7 +116,7 @@ def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_
     problems = guard.check(1, {"alice": "collapsed", "control": "better"}, [data], None)
     assert problems and all(p.startswith("round-1-alice's") for p in problems)
     assert any("FNR (accuracy.fnr) on balanced moved +" in p for p in problems)
-    ship = recommend(guard, {1: problems}, 1, ("alice", "control"), tmp_path, "c0")
+    ship = recommend(guard, 1, ("alice", "control"), tmp_path, "c0")
     assert ship["name"] == "round-1-control" and "found worse: round-1-alice" in ship["why"]
 
 
@@ -129,7 +129,7 @@ def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start,
                    "eval_fraction": 0.0, "debias": "none"}  # the whole recipe, as a C_0 without its log needs
     with pytest.raises(HardenStopped, match=r"round 1 made the classifier worse .*on guard-slice moved") as stop:
         harden(setup, out, varied_lm, classifier=str(good_start[1]), eval=(), transfer=False,
-               train_options=destructive, **CHECKED)
+               train_options=destructive, keep_going=False)
     report = json.loads((out / "report.json").read_text())
     assert report["problems"]["1"] == stop.value.problems
     assert report["guard"]["slice"]["rows"] >= 2 and report["guard"]["reference"] == str(good_start[1])
@@ -181,9 +181,17 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
         "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
         "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
         "--no-progress"])
-    assert result.exit_code in (0, 1), result.output  # 1: a round the check found worse (the report says which)
-    assert "guard slice: " in result.output and "closing audit" in result.output
+    # The tiny BERT knows none of HateCheck's words: C_0 scores every case 0.007 (benign), both rounds call its
+    # benign cases toxic (scores near 0.99). The paired check finds both arms worse there, by far (FPR and
+    # over-blocking +0.833 [+0.666, +0.958]), and on nothing else: harden stops with exit 1 and ships C_0.
     check = json.loads((out / "round-1" / "guard.json").read_text())
+    assert result.exit_code == 1 and isinstance(result.exception, HardenStopped), result.output
+    assert result.exception.problems == check["problems"] and len(check["problems"]) == 4
+    expected = [(arm, what) for arm in ("alice", "control") for what in ("FPR", "over-blocking")]
+    assert all(p.startswith(f"round-1-{arm}'s {what} ") and " on HateCheck moved +0.833 " in p
+               for p, (arm, what) in zip(check["problems"], expected))
+    assert "guard slice: " in result.output and "closing audit" in result.output
+    assert json.loads((out / "report.json").read_text())["ship"]["name"] == "C_0"
     (name,) = [s for s in check["sets"] if s != GUARD_SET]
     assert "over_blocking" in check["sets"][name]["arms"]["round-1-alice"]
     assert check["sets"][GUARD_SET]["reference"] == "round-0-retrained"
@@ -191,3 +199,76 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
     assert "**The classifier to ship: " in (out / "report.md").read_text()
     audit = json.loads((out / "audit" / "report.json").read_text())
     assert {"C_0", "round-0-retrained", "round-1-alice", "round-1-control"} <= set(audit["results"])
+
+
+# --- issue 56, item 3: one rule for "worse" ----------------------------------------------------------------------
+
+
+def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path):  # noqa: F811
+    """Round 1 at ROC AUC 0.004 below C_0's, on a set large enough that its own bootstrap interval lies wholly below
+    C_0's AUC (the interval is written as such a set gives it): a second rule compared that interval with round 0's
+    point value, with no tolerance, and stopped the loop whatever --auc-tolerance said. The paired check (tolerance
+    0.01) is the one rule: nothing stops, and no arm is kept from shipping."""
+    from test_harden import config_for
+
+    from toxiforge.harden.loop import Harden
+    from toxiforge.harden.recipe import Recipe
+    from toxiforge.training.trainer import TrainConfig
+
+    data = balanced()
+    start, _ = moderate_damage(data)
+    noise = np.random.default_rng(16).normal(0, 0.03, len(data))
+    slight = {t: float(np.clip(start[t] + d, 0.001, 0.999)) for t, d in zip(data.texts, noise)}
+    arms = {arm: str(tmp_path / "round-1" / arm / "model") for arm in ("alice", "control")}  # what the loop checks
+    guard = check_with(tmp_path, {"c0": start, **dict.fromkeys(arms.values(), slight)})
+    from sklearn.metrics import roc_auc_score
+
+    auc0, auc1 = (roc_auc_score(data.labels, [scores[t] for t in data.texts]) for scores in (start, slight))
+    assert 0.003 < auc0 - auc1 < 0.005
+    job = Harden(config_for(setup), tmp_path, generator=None)  # type: ignore[arg-type]
+    job.recipe, job.guard = Recipe(TrainConfig(), "test"), guard
+    job._report = lambda rounds: {}  # type: ignore[method-assign]  # a stopped loop writes its report first
+    own = {"auc": auc1, "auc_interval": [auc1 - 0.003, auc1 + 0.003], "texts": 200}
+    rounds = [dict.fromkeys(("alice", "control"), {"eval": {"balanced": {"auc": auc0, "texts": 200}}}),
+              dict.fromkeys(("alice", "control"), {"eval": {"balanced": own}})]
+    job._check(1, rounds, [data])  # no HardenStopped
+    assert job.problems == {} and guard.results[1]["problems"] == []
+    assert recommend(guard, 1, ("alice", "control"), tmp_path, "c0")["name"] == "C_0"  # not above round 0: C_0
+    assert {c["name"] for c in recommend(guard, 1, ("alice", "control"), tmp_path, "c0")["candidates"]} == \
+        {"round-1-alice", "round-1-control"}  # both arms were candidates: neither was found worse
+
+
+def test_each_eval_set_is_scored_once_per_classifier(setup, good_start, varied_lm, tmp_path,  # noqa: F811
+                                                     monkeypatch):
+    """A round's metrics (AUC, FPR_NOI) and its paired check read the same audit scores: C_0, each round's
+    classifier and (in the closing audit) the slice's reference score every --eval text once (the metrics scored them
+    a second time through `evaluate`), and the AUC in metrics.json is the one the paired check compared."""
+    from collections import Counter
+
+    import toxiforge.classifiers
+
+    held = {line.split(",")[0] for line in setup["eval"].read_text().splitlines()[1:]}
+    real, scored = toxiforge.classifiers.load_classifier, Counter()
+
+    def counting(spec, **options):
+        classifier = real(spec, **options)
+        predict = classifier.predict_proba
+
+        def predict_proba(texts):
+            scored.update((str(spec), t) for t in texts if t in held)
+            return predict(texts)
+
+        classifier.predict_proba = predict_proba
+        return classifier
+
+    monkeypatch.setattr(toxiforge.classifiers, "load_classifier", counting)
+    out = tmp_path / "h"
+    harden(setup, out, varied_lm, classifier=str(good_start[0]), transfer=False)
+    specs = {str(good_start[0]), *(str(out / "round-1" / arm / "model") for arm in ("alice", "control")),
+             str(out / "round-0" / "reference" / "model")}  # the reference: by the closing audit
+    assert {spec for spec, _ in scored} == specs and len(scored) == 4 * len(held)
+    assert set(scored.values()) == {1}
+    metrics = json.loads((out / "round-1" / "metrics.json").read_text())
+    check = json.loads((out / "round-1" / "guard.json").read_text())["sets"]["held"]
+    for arm in ("alice", "control"):
+        assert metrics[arm]["eval"]["held"]["auc"] == check["auc"][f"round-1-{arm}"]

@@ -187,3 +187,53 @@ def test_a_c0_without_its_log_is_refused_unless_options_give_the_recipe(setup, v
     assert (job.recipe.train.learning_rate, job.recipe.train.max_steps, job.recipe.objective.loss) == \
         (1e-3, 2, "cross-entropy")
     assert not (tmp_path / "h").exists()
+
+
+def test_a_c0_trained_with_eval_and_early_stopping_is_refused_before_any_attack(setup, varied_lm, tmp_path):  # noqa: F811
+    """Issue 56, item 4: `train --eval X --early-stopping N` gives a recipe with held-out share 0 and early stopping
+    N, which every round's training refused (`early stopping needs an evaluation set`) after round 0's attacks.
+    harden refuses it at the start, saying why and how to train C_0 instead; nothing is written."""
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+
+    start = tmp_path / "c0"
+    result = CliRunner().invoke(app, ["train", "--data", str(setup["data"]), "--eval", str(setup["eval"]), "-o",
+                                      str(start), "--base-model", str(setup["base"]), "--max-steps", "2",
+                                      "--max-length", "16", "--device", "cpu", "--no-progress", "--early-stopping",
+                                      "1"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "h"
+    with pytest.raises(InputError, match=r"stops early after 1 epoch\(s\) .* holds out none of the rows") as refused:
+        harden(setup, out, varied_lm, classifier=str(start))
+    assert "--eval-fraction" in refused.value.hint and not out.exists()
+
+
+def test_gradient_accumulation_is_trained_by_the_printed_command(setup, tmp_path):  # noqa: F811
+    """Issue 56, item 4: C_0 trained with `train --gradient-accumulation 2`: the rounds' recipe keeps it, and the
+    `toxiforge train` command harden prints for --external-training trains with it too (train had no such option)."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from toxiforge.cli import app
+    from toxiforge.harden.guard import train_command
+    from toxiforge.harden.recipe import round_recipe
+    from toxiforge.training.trainer import TrainConfig
+
+    start = tmp_path / "c0"
+    common = ["--base-model", str(setup["base"]), "--max-steps", "2", "--max-length", "16", "--device", "cpu",
+              "--no-progress", "--eval-fraction", "0"]
+    result = CliRunner().invoke(app, ["train", "--data", str(setup["data"]), "-o", str(start), *common,
+                                      "--gradient-accumulation", "2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((start / "training_log.json").read_text())["config"]["gradient_accumulation"] == 2
+    recipe = round_recipe(str(start), TrainConfig(device="cpu"), {})
+    assert recipe.train.gradient_accumulation == 2
+    command = train_command(recipe.train, [str(setup["data"])], tmp_path / "again", recipe.objective)
+    assert "--gradient-accumulation 2" in command
+    result = CliRunner().invoke(app, [*shlex.split(command)[1:], "--no-progress"])
+    assert result.exit_code == 0, result.output
+    again = json.loads((tmp_path / "again" / "training_log.json").read_text())["config"]
+    assert {k: again[k] for k in ("gradient_accumulation", "max_steps", "learning_rate", "batch_size")} == \
+        {"gradient_accumulation": 2, "max_steps": 2, "learning_rate": 2e-5, "batch_size": 32}

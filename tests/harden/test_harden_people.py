@@ -183,6 +183,16 @@ def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, var
     assert shares["validator_agrees"]["all"]["n"] == sum(not math.isnan(v) for v in labels) < len(rows)
     lines = "\n".join(people_markdown({"people": {"studies": [summary], "rounds": []}}))
     assert f"round-1: 1 of {summary['statements']} labels are the majority of fewer answers than asked" in lines
+    # issue 56: the labels are frozen at that moment; an answer given later is not read by the run (even resumed),
+    # and the report says so, when, and how to read the later answers
+    assignment, _ = store.next_assignment(second)
+    store.submit(second.id, assignment.id, {"hateful": "no", "trouble": False})
+    again = partial.collect("round-1", [run], "round 1")[out / "round-0" / "attack"]
+    assert [str(v) for v in again] == [str(v) for v in labels]
+    lines = " ".join("\n".join(people_markdown({"people": {"studies": [summary], "rounds": []}})).split())
+    assert f"These labels were frozen when they were read (round-1: {summary['read_at']}, {2 * n - 1} answers)" \
+        in lines and "answers given after that moment are not read by this run, even with --resume" in lines
+    assert "`toxiforge annotate export --study STUDY --db DB -o FILE`" in lines and f"`{study.name}`" in lines
 
 
 def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path):  # noqa: F811

@@ -120,10 +120,12 @@ def harden_command(
                                                                                 "--eval)."),
     auc_tolerance: float = typer.Option(0.01, "--auc-tolerance", help="A round is worse when its paired ROC AUC "
                                                                       "difference to round 0 lies wholly below "
-                                                                      "-this."),
+                                                                      "-this (the one rule for worse, with "
+                                                                      "--fpr-tolerance; 1: that side off)."),
     fpr_tolerance: float = typer.Option(0.02, "--fpr-tolerance", help="A round is worse when its paired difference "
-                                                                      "to round 0 in FPR, FPR_NOI or over-blocking "
-                                                                      "lies wholly above +this (0.02: 2 points)."),
+                                                                      "to round 0 in an error rate (FPR, FNR, "
+                                                                      "FPR_NOI or over-blocking) lies wholly above "
+                                                                      "+this (0.02: 2 points; 1: that side off)."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),

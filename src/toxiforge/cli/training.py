@@ -63,6 +63,9 @@ def train_command(
     seed: int = typer.Option(0, "--seed"),
     early_stopping: int | None = typer.Option(None, "--early-stopping",
                                               help="Stop after N epochs without a better eval AUC."),
+    gradient_accumulation: int = typer.Option(1, "--gradient-accumulation", help="Batches whose gradients are "
+                                              "summed per optimizer step (transformers' gradient_accumulation_steps): "
+                                              "an effective batch of N × --batch-size × GPUs."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (multi-GPU: run under torchrun)."),
     bf16: bool = BF16,
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty -o."),
@@ -105,8 +108,14 @@ def train_command(
 
     given = training_settings(paper=paper_settings, epochs=epochs, batch_size=batch_size,
                               learning_rate=learning_rate, warmup=warmup_ratio, weight_decay=weight_decay)
+    if gradient_accumulation < 1:
+        from toxiforge.errors import InputError
+
+        raise InputError(f"--gradient-accumulation {gradient_accumulation} must be at least 1",
+                         hint="use 1 (every batch is a step) or more")
     config = replace(_train_config(base_model, tokenizer, 3.0, max_steps, 32, 2e-5, max_length, seed,
-                                   eval_fraction, early_stopping, device, bf16), **given)
+                                   eval_fraction, early_stopping, device, bf16), **given,
+                     gradient_accumulation=gradient_accumulation)
     toxic = sum(e.label for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
                   f"subset {subset})", highlight=False, soft_wrap=True)

@@ -323,6 +323,8 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     expand = torch.arange(len(prompts), device=device).repeat_interleave(width)  # each prompt -> its beams' rows
     constraints = [s.keep_rows(expand) for s in
                    _constraints(lm, prompt_ids, group_objects, config, stop) + list(scorers)]
+    if config.lambda_keep == 0:
+        keeper = None  # a term of weight 0 changes no score: λK 0 is plain ALICE, with no keeper calls
     classifier_term = (ClassifierTerm(classifier.class_log_probs, lm.batch_decode, config.lambda_clf,
                                       None if keeper is None else keeper.class_log_probs, config.lambda_keep)
                        if config.lambda_clf > 0 else None)

@@ -4,17 +4,18 @@
   against round 0 changes the data and nothing else. Found on held-out data: a MiniLM trained at lr 5e-5, batch 16,
   retrained by every round at harden's old fixed defaults (lr 2e-5, batch 32: about a third of the updates) fell from
   AUC 0.934 to 0.66 and called every benign text toxic; round 1 had compared another recipe with C_0, not other data.
-* **A round check** (:func:`round_problems`): after each round, a classifier that calls one class for at least
-  :data:`DEGENERATE_SHARE` of an eval set (where round 0 did not, and the set's own labels are not that lopsided), or
-  whose AUC lies below round 0's beyond its 95% bootstrap interval, stops the loop (:class:`HardenStopped`, with the
-  numbers and the fix) or, with ``keep_going``, is warned about and marked in the report.
+* **"Worse" has one rule**, the paired check of :mod:`toxiforge.harden.guardset`: a round whose paired difference
+  to round 0 lies wholly beyond ``--auc-tolerance``/``--fpr-tolerance`` on an eval set or the guard slice stops the
+  loop (:class:`HardenStopped`, with the numbers and the fix) or, with ``keep_going``, is warned about and marked in
+  the report. (A second rule, each round's own AUC interval against round 0's point value with no tolerance, flagged
+  an AUC drop of 0.004 whatever ``--auc-tolerance`` said; it is gone, issue 56.)
 * **Checks before any work**: ``-c`` is a sequence classifier, ``-o`` is new or this run's (:func:`check_out_dir`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
 SETTINGS_FILE = "harden.json"
 FLAGS_WEIGHTS = {"classifier": "-c", "validate_with": "--validate-with"}  # harden.json's "weights", by option
-# One class for this share of an eval set's texts or more is a degenerate classifier (the issue's rule).
-DEGENERATE_SHARE = 0.95
 
 
 # --- checks before any work ------------------------------------------------------------------------------------
@@ -109,12 +108,13 @@ def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objectiv
     options += [f"--tokenizer {shlex.quote(config.tokenizer)}"] if config.tokenizer else []
     options += [f"--early-stopping {config.early_stopping}"] if config.early_stopping is not None else []
     options += ["--bf16"] if config.bf16 else []
+    options += [f"--gradient-accumulation {config.gradient_accumulation}"] if config.gradient_accumulation != 1 else []
     options += objective.flags() if objective is not None else []
     return "toxiforge train " + " ".join(options)
 
 
 class HardenStopped(ToxiforgeError):
-    """A round's classifier is degenerate or worse than round 0 (:func:`round_problems`); ``problems`` say how."""
+    """The paired check found a round worse than round 0 (guardset.py); ``problems`` say how."""
 
     def __init__(self, r: int, problems: list[str], recipe: Recipe):
         self.problems = problems
@@ -123,26 +123,3 @@ class HardenStopped(ToxiforgeError):
                          f"rounds train with {recipe.describe()} ({recipe.source}); check that this is how C_0 was "
                          f"trained and look at round-{r}/*/added.jsonl (what joined the training data); "
                          "the numbers are in report.md. Pass --keep-going (with --resume) to go on anyway")
-
-
-def round_problems(r: int, start: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
-    """What is wrong with round ``r``'s classifiers (``metrics``, by arm) against round 0's (``start``): one line
-    per arm and eval set that is degenerate or whose AUC fell beyond its interval."""
-    problems = []
-    for arm in ("alice", "control"):
-        for name, e in metrics[arm]["eval"].items():
-            s = start["eval"].get(name, {})
-            if "called_toxic" in e and "called_toxic" in s:
-                called, true, before = e["called_toxic"], e["true_toxic"], s["called_toxic"]
-                one = max(called, 1 - called)
-                if one >= DEGENERATE_SHARE and max(before, 1 - before) < DEGENERATE_SHARE \
-                        and max(true, 1 - true) < DEGENERATE_SHARE:
-                    word = "toxic" if called >= 0.5 else "benign"
-                    share = called if called >= 0.5 else 1 - called
-                    problems.append(f"the {arm} arm calls {100 * share:.1f}% of {name}'s {e['texts']} texts {word} "
-                                    f"(round 0: {100 * before:.1f}% toxic; the labels: {100 * true:.1f}%)")
-            interval, auc = e.get("auc_interval"), s.get("auc")
-            if interval and auc is not None and interval[1] < auc:
-                problems.append(f"the {arm} arm's AUC on {name} is {e['auc']:.3f} [{interval[0]:.3f}, "
-                                f"{interval[1]:.3f}], below round 0's {auc:.3f}")
-    return problems

@@ -16,8 +16,10 @@
   intervals lies wholly on the worse side of its tolerance (:class:`Tolerance`: ROC AUC -0.01, the rates +2
   points); the loop stops there.
 
-The scores are cached by classifier and data content in ``OUT/audit/scores/`` (the audit's
-:class:`~toxiforge.audit.scores.ScoreCache`), which the closing audit (ship.py) reads again.
+The paired check is the one rule for *worse* (issue 56). The scores are cached by classifier and data content in
+``OUT/audit/scores/`` (the audit's :class:`~toxiforge.audit.scores.ScoreCache`) and each classifier's sections kept
+(:meth:`GuardCheck.sections`): a round's metrics (report.measure), its check and the closing audit (ship.py) read the
+same scores, so no eval set is scored twice by one classifier.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ CHECKS: tuple[str, ...] = (
 @dataclass(frozen=True)
 class Tolerance:
     """How far a round may move from round 0 before its paired interval can call it worse: ROC AUC down by
-    ``auc``, a rate (FPR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
+    ``auc``, an error rate (FPR, FNR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
 
     auc: float = 0.01
     rate: float = 0.02
@@ -169,6 +171,22 @@ class GuardCheck:
     reference_note: str | None = None
     log: Callable[[str], None] = lambda line: None
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _sections: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def sections(self, name: str, spec: str | Path, sets: Sequence[LabeledData]) -> dict[str, dict[str, Any]]:
+        """The audit's sections of classifier ``spec`` on each of ``sets`` (by set name): scored once per classifier
+        and set (the scores cached in ``OUT/audit/scores/``, the sections kept here), so a round's metrics
+        (report.measure) and its paired check read the same numbers. The resamples depend on the set only: sections
+        of two classifiers on one set are paired."""
+        from toxiforge.audit.run import ClassifierSpec, run_audit
+
+        missing = [d for d in sets if (str(spec), d.name) not in self._sections]
+        if missing:
+            result = run_audit([ClassifierSpec(name, str(spec))], missing, self.out / AUDIT_DIR, self.settings,
+                               loader=self.loader, log=self.log)
+            for d in missing:
+                self._sections[(str(spec), d.name)] = result.pair(name, d.name).sections
+        return {d.name: self._sections[(str(spec), d.name)] for d in sets}
 
     def check(self, r: int, arms: Mapping[str, str | Path], eval_sets: Sequence[LabeledData],
               guard: LabeledData | None) -> list[str]:
@@ -196,18 +214,15 @@ class GuardCheck:
         from toxiforge.audit.compare import headline
         from toxiforge.audit.glossary import name
         from toxiforge.audit.headlines import HEADLINES, section_of
-        from toxiforge.audit.run import run_audit
         from toxiforge.intervals import paired_difference
 
-        result = run_audit([reference, *others], sets, self.out / AUDIT_DIR, self.settings, loader=self.loader,
-                           log=self.log)
+        measured = {c.name: self.sections(c.name, c.spec, sets) for c in (reference, *others)}
         for data in sets:
-            auc = {c.name: result.pair(c.name, data.name).sections["accuracy"]["roc_auc"].value
-                   for c in (reference, *others)}
+            auc = {name: by_set[data.name]["accuracy"]["roc_auc"].value for name, by_set in measured.items()}
             entry: dict[str, Any] = {"reference": reference.name, "auc": auc, "arms": {}}
-            base = result.pair(reference.name, data.name).sections
+            base = measured[reference.name][data.name]
             for other in others:
-                sections = result.pair(other.name, data.name).sections
+                sections = measured[other.name][data.name]
                 rows = entry["arms"][other.name] = {}
                 for key in CHECKS:
                     (section, metric), higher = section_of(key), HEADLINES[key].higher_is_better

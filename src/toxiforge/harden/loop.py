@@ -11,18 +11,19 @@ Round r >= 1, per arm:
 then C_r is trained on the base data plus every addition so far, with C_0's recipe (recipe.py), from the base
 model (``init="base"``) or continued from C_{r-1} (``init="continue"``), and measured: ROC AUC on each eval set
 (bootstrap interval), FPR_NOI on its benign texts that name a group, and the flip rate of a **new** ALICE attack on
-C_r (both arms' attacks of a round share their prompts). A round whose classifier is degenerate or below round 0's
-AUC interval, or that a paired check on the eval sets or the guard slice of --data (never trained on) finds worse
-than round 0 (guardset.py), stops the loop (``keep_going``: a warning); the report names the classifier to ship and
-the closing audit compares it with C_0 (ship.py). With ``transfer``, one more attack on C_0 is scored by every
-C_r. With ``validate_with``, a classifier other than the attacked one validates statements (data.py), or
-(``validate_with="people"``) the run's annotators do, in a study per round (people.py).
+C_r (both arms' attacks of a round share their prompts). A round that the paired check on the eval sets and the
+guard slice of --data (never trained on) finds worse than round 0 (guardset.py: the one rule for worse) stops the
+loop (``keep_going``: a warning); the report names the classifier to ship and the closing audit compares it with C_0
+(ship.py). With ``transfer``, one more attack on C_0 is scored by every C_r. With ``validate_with``, a classifier
+other than the attacked one validates statements (data.py), or (``validate_with="people"``) the run's annotators do,
+in a study per round (people.py).
 Prompts and statements never repeat across the run's generated sets (sets.py), and no ``--eval`` text is trained on
 (inputs.py).
 
 Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
-:func:`~toxiforge.training.trainer.train_classifier`, :func:`~toxiforge.training.evaluate.evaluate`,
-:func:`~toxiforge.bias.measure.measure_data`). Layout of ``DIR`` (each run a normal toxiforge run)::
+:func:`~toxiforge.training.trainer.train_classifier`, the audit's :func:`~toxiforge.audit.run.run_audit` for the eval
+sets' numbers: scored once per classifier, for the metrics and the paired check alike). Layout of ``DIR`` (each run a
+normal toxiforge run)::
 
     harden.json                      the settings (a resumed run must match them; --rounds may grow)
     data-apart-from-eval.jsonl       --external-training: --data less its --eval rows, when it has some
@@ -74,10 +75,9 @@ from toxiforge.harden.guard import (
     TrainingPending,
     check_out_dir,
     check_sequence_classifier,
-    round_problems,
     train_command,
 )
-from toxiforge.harden.guardset import GuardCheck, keep_apart, make_check, slice_reference, split_guard
+from toxiforge.harden.guardset import START, GuardCheck, keep_apart, make_check, slice_reference, split_guard
 from toxiforge.harden.inputs import data_specs, load_inputs
 from toxiforge.harden.people import People, people_report, read_labels
 from toxiforge.harden.recipe import Recipe, round_recipe, train_round
@@ -106,9 +106,9 @@ class Harden:
     # lines that train it (e.g. under torchrun); --resume then goes on with the models they wrote
     external_training: bool = False
     pending: list[str] = field(default_factory=list)
-    # keep_going: a degenerate round, or one worse than round 0, is warned about instead of stopping the loop
+    # keep_going: a round the paired check finds worse than round 0 is warned about instead of stopping the loop
     keep_going: bool = False
-    problems: dict[int, list[str]] = field(default_factory=dict)  # round -> what round_problems found
+    problems: dict[int, list[str]] = field(default_factory=dict)  # round -> what the paired check found
     recipe: Recipe | None = None  # how every round trains (recipe.round_recipe), set by prepare
     _validation: Validation = field(default_factory=lambda: Validation(None), repr=False)
     _transfer: Statements | None = field(default=None, repr=False)
@@ -174,7 +174,7 @@ class Harden:
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
-        self.guard = self._guard(start, base)
+        self.guard = guard = self._guard(start, base)
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", 0, options)
         self._admit("round-0/attack", r0 / "attack")
@@ -185,8 +185,8 @@ class Harden:
             transfer = self._admit("round-0/transfer", r0 / "transfer")[0]
         self._transfer = transfer
         first = self._metrics(r0 / METRICS_FILE, lambda: dict.fromkeys(ARMS, {**measure(  # both arms start at C_0
-            start, "round-0", eval_sets, self._sets[r0 / "attack"], self.config.device, self.config.threshold,
-            options, transfer), "train_rows": len(base),
+            start, "round-0", guard.sections(START, start, eval_sets), self._sets[r0 / "attack"],
+            self.config.device, self.config.threshold, options, transfer), "train_rows": len(base),
             "attacks": self._families(r0 / HELD_OUT_DIR, start, "round-0", base, options)}))
         rounds = [first]
         previous = {arm: start for arm in ARMS}
@@ -204,8 +204,8 @@ class Harden:
         extra: dict[str, Any] = {"recipe": self.recipe.to_dict(), "sets": self.leaks, "eval_overlap": self.eval_overlap,
                                  "problems": {str(r): p for r, p in sorted(self.problems.items())}}
         if self.guard is not None and self._inputs is not None:  # the classifier to ship, the closing audit
-            extra |= closing(self.guard, self.problems, len(rounds) - 1, ARMS, self._inputs[1], self.guard_slice,
-                             self.guard_note, self.say)
+            extra |= closing(self.guard, len(rounds) - 1, ARMS, self._inputs[1], self.guard_slice, self.guard_note,
+                             self.say)
         if self.people is not None:
             extra["people"] = people_report(self.out, len(rounds) - 1, self._sets)
         report = write_harden_report(self.out, self.config, rounds, extra)
@@ -213,16 +213,15 @@ class Harden:
         return report
 
     def _check(self, r: int, rounds: list[dict[str, Any]], eval_sets: list[LabeledData]) -> None:
-        """Stop (or, with keep_going, warn) when round r's classifiers are degenerate or worse than round 0's
-        (guard.py), or a paired interval lies beyond the tolerance (guardset.py)."""
+        """Stop (or, with keep_going, warn) when the paired check finds round r worse than round 0 (guardset.py:
+        the one rule for worse)."""
         import warnings
 
         from toxiforge.errors import ToxiforgeWarning
 
         assert self.recipe is not None and self.guard is not None
-        problems = round_problems(r, rounds[0]["alice"], rounds[r])
-        problems += self.guard.check(r, {arm: self.out / f"round-{r}" / arm / "model" for arm in ARMS}, eval_sets,
-                                     self.guard_slice)
+        problems = self.guard.check(r, {arm: self.out / f"round-{r}" / arm / "model" for arm in ARMS}, eval_sets,
+                                    self.guard_slice)
         if not problems:
             return
         self.problems[r] = problems
@@ -265,10 +264,13 @@ class Harden:
         path = folder / METRICS_FILE
 
         def compute() -> dict[str, Any]:
-            out = {}
+            out, guard = {}, self.guard
+            assert guard is not None
             for arm in ARMS:
-                out[arm] = measure(previous[arm], f"round-{r}-{arm}", eval_sets, self._sets[folder / arm / "attack"],
-                                   self.config.device, self.config.threshold, transfer=self._transfer)
+                name = f"round-{r}-{arm}"
+                out[arm] = measure(previous[arm], name, guard.sections(name, previous[arm], eval_sets),
+                                   self._sets[folder / arm / "attack"], self.config.device, self.config.threshold,
+                                   transfer=self._transfer)
                 new = alice_new if arm == "alice" else control_new
                 out[arm].update(added_this_round=len(new), added_total=len(added[arm]),
                                 train_rows=len(base) + len(added[arm]), added_by_method=fam.count_methods(new),
@@ -315,8 +317,7 @@ class Harden:
             self.pending.append(command)
             return folder
         self.say(f"{what}: training {config.base_model} on {len(rows)} rows ({self.recipe.objective.describe()})")
-        train_round(rows, folder, config, self.recipe.objective, [*self.config.data, *additions], self.progress,
-                    command)
+        train_round(rows, folder, config, self.recipe.objective, [*data, *additions], self.progress, command)
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
 

@@ -44,6 +44,7 @@ from toxiforge.attacks.validation import run_rows
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.data import Statements
 from toxiforge.harden.sets import fold
+from toxiforge.pipeline.manifest import now_utc
 
 PEOPLE = "people"  # --validate-with people
 DEFAULT_FORM = "short"  # one question per statement: the loop needs one bit (docs/harden.md says why)
@@ -221,7 +222,8 @@ class People:
         partial = sum(0 < len(v) < self.min_annotators and label is not None for v, (label, _) in zip(votes, decided))
         summary = {"step": step, "study": plan["study"], "form": plan["form"], "statements": len(decided),
                    "responses": sum(len(v) for v in votes), **counts, "accept_partial": self.accept_partial,
-                   "partial": partial, "agreement": study_agreement(self.store, study.id).to_dict()}
+                   "partial": partial, "agreement": study_agreement(self.store, study.id).to_dict(),
+                   "db": self.db, "read_at": now_utc()}  # with accept_partial: the moment the labels were frozen
         atomic_write_text(self.out / STUDIES_DIR / f"{step}.labels.json", json.dumps(summary, indent=1) + "\n")
         self.say(f"{plan['study']}: {counts['majority']} of {len(decided)} statements have a majority label"
                  + (f" ({partial} of them from fewer than {self.min_annotators} answers: --accept-partial)"
@@ -336,7 +338,15 @@ def people_markdown(report: dict[str, Any]) -> list[str]:
     if partial:
         lines += ["", "**Read before every statement had its annotations** (`--accept-partial`): " + "; ".join(
             f"{s['step']}: {s['partial']} of {s['statements']} labels are the majority of fewer answers than asked, "
-            f"{s['under-annotated']} statements had none (left out)" for s in partial) + "."]
+            f"{s['under-annotated']} statements had none (left out)" for s in partial) + ".",
+                  "", "These labels were frozen when they were read (" + "; ".join(
+            f"{s['step']}: {s.get('read_at', 'time not recorded')}, {s['responses']} answers" for s in partial)
+                  + "): every later step of this run was built on them, and answers given after that moment are not "
+                    "read by this run, even with --resume. They stay in the study: `toxiforge annotate export "
+                    "--study STUDY --db DB -o FILE` (or `annotate agreement`) reads them all, for the studies "
+                  + ", ".join(f"`{s['study']}`" for s in partial) + (f" in `{partial[0]['db']}`" if partial[0].get(
+                      "db") else "") + ", beside the labels this run used (each run's `RUN.people.json`: `labels` "
+                    "and the `votes` they came from)."]
     lines += ["", "Per round and arm, the fresh attack's statements people labelled: flips people confirmed (% of the "
                   "labelled flips people give their prompt label), the flip rate among the statements people give "
                   "their prompt label, people agreeing with the prompt label, and the human-validated fool rate (% "

@@ -101,6 +101,21 @@ class Recipe:
     note: str | None = None
     objective: Objective = field(default_factory=Objective)
 
+    def __post_init__(self) -> None:
+        """Refuse, before any attack, a recipe every round's training would refuse (``train_classifier``'s checks
+        that do not depend on the rows)."""
+        t = self.train
+        if t.early_stopping and not t.eval_fraction:
+            raise InputError(f"the rounds' recipe ({self.source}) stops early after {t.early_stopping} epoch(s) "
+                             "without a better eval AUC but holds out none of the rows (C_0 was trained with `train "
+                             "--eval X --early-stopping N`, and the rounds have no X of their own), so every round's "
+                             "training would fail after round 0's attacks: early stopping needs an evaluation set",
+                             hint="train C_0 with --eval-fraction (e.g. 0.1) instead of --eval, or without "
+                                  "--early-stopping, and pass that as -c")
+        if t.gradient_accumulation < 1:
+            raise InputError(f"the rounds' recipe ({self.source}) has gradient_accumulation "
+                             f"{t.gradient_accumulation}", hint="train C_0 with --gradient-accumulation 1 or more")
+
     def describe(self) -> str:
         t = self.train
         steps = f"max {t.max_steps} steps" if t.max_steps > 0 else f"{t.epochs:g} epochs"

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.attacks.validation import flip_shares
-from toxiforge.data.examples import LabeledData
 from toxiforge.harden.data import Statements
 from toxiforge.intervals import Share
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
@@ -36,70 +33,40 @@ def flip_rates(statements: Statements) -> dict[str, Any]:
     return flip_shares([e for e, _, _ in rows], [f for _, f, _ in rows], validated)
 
 
-def auc_interval(labels: Sequence[int], scores: np.ndarray, n_boot: int = 200, seed: int = 0) -> list[float] | None:
-    """95% percentile-bootstrap interval of ROC AUC, the audit's metric over :class:`~toxiforge.intervals.Resampler`'s
-    resamples (those with one class only left out); None without both classes."""
-    from toxiforge.audit.metrics import auc_metric
-    from toxiforge.intervals import Resampler
-
-    y = np.asarray(labels)
-    if len(set(y.tolist())) < 2:
-        return None
-    auc = Resampler(len(y), n_boot, seed).estimates({"auc": auc_metric(y, np.asarray(scores))})["auc"]
-    return None if auc.low is None or auc.high is None else [auc.low, auc.high]
-
-
-def measure(classifier: str | Path, name: str, eval_sets: Sequence[LabeledData], attack: Statements,
+def measure(classifier: str | Path, name: str, sections: Mapping[str, Mapping[str, Any]], attack: Statements,
             device: str = "auto", threshold: float = TOXIC_THRESHOLD, options: dict[str, Any] | None = None,
             transfer: Statements | None = None) -> dict[str, Any]:
-    """The round's numbers for one classifier (loaded with ``options``, e.g. a judge's template): AUC and FPR_NOI
-    per eval set, the flip rate of the attack on it and, with ``transfer``, of a fixed attack set (statements
-    made once against C_0, never trained on) that it scores here."""
-    from toxiforge.bias.lexicon import default_bias_lexicon
-    from toxiforge.bias.measure import measure_data
-    from toxiforge.classifiers import load_classifier
-    from toxiforge.training.evaluate import evaluate
-
+    """The round's numbers for one classifier: per eval set, read from the audit's ``sections`` of it (by set name;
+    :meth:`~toxiforge.harden.guardset.GuardCheck.sections`, the scores the paired check reads too, so no eval set
+    is scored twice): ROC AUC with its 95% bootstrap interval, FPR_NOI and, on a HateCheck set, the ``spell_*``
+    accuracy; the flip rate of the attack on it and, with ``transfer``, of a fixed attack set (statements made once
+    against C_0, never trained on) that it scores here (loaded with ``options``, e.g. a judge's template)."""
     out: dict[str, Any] = {"classifier": str(classifier), "flip_rate": flip_rates(attack), "eval": {}}
-    if not eval_sets and transfer is None:
-        return out
-    loaded = load_classifier(classifier, device=device, name=name, **(options or {}))
     if transfer is not None:
+        from toxiforge.classifiers import load_classifier
+
+        loaded = load_classifier(classifier, device=device, name=name, **(options or {}))
         rows = transfer.rows()
         examples = [e for e, _, _ in rows]
         scores = loaded.predict_proba([e.text for e in examples]) if examples else []
         flipped = [bool(is_toxic(float(s), threshold)) != bool(e.label) for e, s in zip(examples, scores)]
         validated = None if transfer.validated is None else [v for _, _, v in rows if v is not None]
         out["transfer"] = flip_shares(examples, flipped, validated)
-    if eval_sets:
-        report = evaluate(loaded, eval_sets)
-        lexicon = default_bias_lexicon()
-        for r in report.results:
-            bias = measure_data(r.data, lexicon=lexicon, scores=r.scores, model=name,
-                                threshold=threshold).report.to_json()
-            out["eval"][r.data.name] = {**r.auc.to_dict(), "auc_interval": auc_interval(r.data.labels, r.scores),
-                                        "fpr_noi": bias["fpr"]["noi"], "noi_benign": bias["n_benign"]["noi"],
-                                        # guard.round_problems: a classifier calling (almost) all one class
-                                        "texts": len(r.scores), "true_toxic": float(np.mean(r.data.labels)),
-                                        "called_toxic": float(np.mean(is_toxic(np.asarray(r.scores), threshold)))}
-            spell = spell_accuracy(r.data, np.asarray(r.scores), threshold)
-            if spell is not None:
-                out["eval"][r.data.name]["spell_accuracy"] = spell
+    out["eval"] = {set_name: eval_numbers(s) for set_name, s in sections.items()}
     return out
 
 
-def spell_accuracy(data: LabeledData, scores: np.ndarray, threshold: float = TOXIC_THRESHOLD
-                   ) -> dict[str, float | None] | None:
-    """HateCheck's ``spell_*`` accuracy (robustness to obfuscated spellings) with a 95% Wilson interval, by the
-    audit's own code; None for a set without HateCheck's functional tests."""
-    from toxiforge.audit.sections import has_functional_tests, hatecheck_section
-
-    if not has_functional_tests(data):
-        return None
-    from toxiforge.intervals import Resampler
-
-    section = hatecheck_section(data, scores, Resampler(len(scores), 200, 0), threshold)
-    return section["obfuscation_accuracy"].to_dict()
+def eval_numbers(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """A round's numbers on one eval set, from the audit's sections of the classifier on it: ROC AUC and its
+    interval, FPR_NOI and its benign rows, the rows, and on a HateCheck set the ``spell_*`` accuracy (the audit's
+    obfuscation accuracy, with its Wilson interval)."""
+    auc, noi = sections["accuracy"]["roc_auc"], sections["lexical"]["fpr"]["noi"]
+    entry = {"auc": auc.value, "auc_interval": None if auc.low is None else [auc.low, auc.high],
+             "fpr_noi": None if noi is None else noi.value, "noi_benign": sections["lexical"]["n_benign"]["noi"],
+             "texts": sections["n"], "toxic": sections["toxic"]}
+    if "hatecheck" in sections:
+        entry["spell_accuracy"] = sections["hatecheck"]["obfuscation_accuracy"].to_dict()
+    return entry
 
 
 # --- outputs ---------------------------------------------------------------------------------------------------
@@ -312,7 +279,7 @@ def write_harden_report(out: Path, config: Any, rounds: list[dict[str, Any]],
                         extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``report.json``, ``report.md`` and ``report.png`` into ``out``; return the JSON content. ``extra``: the
     rounds' training ``recipe``, the generated ``sets`` (prompts re-drawn, statements left out) and the rounds'
-    ``problems`` (guard.round_problems)."""
+    ``problems`` (the paired check's, guardset.py)."""
     report = {"settings": config.fingerprint(), "rounds": rounds, **(extra or {})}
     atomic_write_text(out / REPORT_JSON, json.dumps(report, indent=2, default=str) + "\n")
     atomic_write_text(out / REPORT_MD, markdown(report))

@@ -4,8 +4,8 @@ audit``'s report (HTML, Markdown, JSON) of C_0, the round-0 classifier retrained
 paired against C_0. Harden calls the audit's code (:func:`~toxiforge.audit.run.run_audit`,
 :func:`~toxiforge.audit.report.write_report`); the audit imports nothing from harden.
 
-**The classifier to ship** (:func:`recommend`): among the rounds and arms that no check found worse than round 0
-(guardset.py's paired check, and guard.py's degenerate-classifier check), the one with the best ROC AUC on the guard
+**The classifier to ship** (:func:`recommend`): among the rounds and arms that the paired check (guardset.py, the one
+rule for worse) did not find worse than round 0 on any set, the one with the best ROC AUC on the guard
 slice (without a slice: the mean ROC AUC over the eval sets), if it is above round 0's on the same rows (the slice's
 reference, or C_0); C_0 itself otherwise: a round that no check found worse but that scores below round 0 is not
 worth shipping.
@@ -42,8 +42,13 @@ def _round0_auc(guard: GuardCheck) -> tuple[float | None, str]:
     return auc, f"{name}'s {what}"
 
 
-def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: int, arms: Sequence[str],
-              out: Path, start: str) -> dict[str, Any]:
+def found_worse(check: Mapping[str, Any], name: str) -> bool:
+    """Whether a round's paired check found classifier ``name`` worse than round 0 on any set and metric."""
+    return any(row["worse"] for entry in check.get("sets", {}).values()
+               for row in entry["arms"].get(name, {}).values())
+
+
+def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], out: Path, start: str) -> dict[str, Any]:
     """The classifier to ship (module docstring): ``{"round", "arm", "name", "folder", "why", "candidates"}``."""
     candidates: list[dict[str, Any]] = []
     rejected: list[str] = []
@@ -54,7 +59,7 @@ def recommend(guard: GuardCheck, problems: Mapping[int, Sequence[str]], rounds: 
         for arm in arms:
             name = f"round-{r}-{arm}"
             auc, what = guard_auc(check, name)
-            if problems.get(r) and any(name in p or f"the {arm} arm" in p for p in problems[r]):
+            if found_worse(check, name):
                 rejected.append(name)
             elif auc is not None:
                 candidates.append({"round": r, "arm": arm, "name": name, "auc": auc, "measure": what,
@@ -98,14 +103,14 @@ def final_audit(guard: GuardCheck, ship: Mapping[str, Any], last: int, arms: Seq
     return {k: str(v) for k, v in write_report(result, guard.out / AUDIT_DIR).items()}
 
 
-def closing(guard: GuardCheck, problems: Mapping[int, Sequence[str]], last: int, arms: Sequence[str],
+def closing(guard: GuardCheck, last: int, arms: Sequence[str],
             eval_sets: Sequence[LabeledData], slice_: LabeledData | None, note: str | None,
             say: Callable[[str], None]) -> dict[str, Any]:
     """report.json's ``guard`` (the checks, the slice), ``ship`` (:func:`recommend`) and ``audit`` (the paths of
     :func:`final_audit`'s report, after round 1 or later)."""
     out: dict[str, Any] = {"guard": {**guard.to_dict(), "slice": None if slice_ is None else {
         "rows": len(slice_), "toxic": sum(slice_.labels), "note": note}}}
-    out["ship"] = recommend(guard, problems, last, arms, guard.out, guard.start)
+    out["ship"] = recommend(guard, last, arms, guard.out, guard.start)
     if last >= 1:
         say("closing audit: C_0, each arm's last round and the classifier to ship, paired against C_0")
         out["audit"] = final_audit(guard, out["ship"], last, arms, eval_sets, slice_)

@@ -48,7 +48,8 @@ def worker(args: argparse.Namespace) -> None:
     """Run ALICE on each prompt with the code on ``sys.path``; write rows and times as JSON."""
     _common.set_torch_threads(args.threads)
     from toxiforge.classifiers import load_classifier
-    from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+    from toxiforge.decoding.alice_config import AliceConfig
+    from toxiforge.decoding.alice_decoder import AliceDecoder
     from toxiforge.models import load_language_model
 
     lm = load_language_model()

@@ -120,7 +120,8 @@ def main() -> None:
     import torch
 
     from toxiforge._hf import resolve_device
-    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.decoding.alice import alice_search
+    from toxiforge.decoding.alice_config import AliceConfig
 
     device = resolve_device(args.device)
     lm, clf = build(device, args.small, args.tokenizer)

@@ -196,7 +196,8 @@ def method_keys(args: argparse.Namespace) -> list[tuple[str, float | None]]:
 
 def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out: Path) -> None:
     """Step 3 of the module docstring, with ``models`` from :func:`classifiers`."""
-    from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+    from toxiforge.decoding.alice_config import AliceConfig
+    from toxiforge.decoding.alice_decoder import AliceDecoder
     from toxiforge.decoding.topk import TopKConfig, TopKDecoder
     from toxiforge.decoding.types import postprocess
     from toxiforge.models import load_language_model

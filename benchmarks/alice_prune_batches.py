@@ -24,7 +24,8 @@ def main() -> None:
     parser.add_argument("prompts", type=int, nargs="?", default=6, help="prompts in the batch (default: 6)")
     args = parser.parse_args()
     steps, n_prompts = args.steps, args.prompts
-    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.decoding.alice import alice_search
+    from toxiforge.decoding.alice_config import AliceConfig
     from toxiforge.decoding.pruning import PruningStats
     from toxiforge.models import load_language_model
 

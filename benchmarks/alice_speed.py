@@ -30,7 +30,7 @@ import _common
 from toxiforge.models import DEFAULT_LM
 
 if TYPE_CHECKING:
-    from toxiforge.decoding.alice import AliceConfig
+    from toxiforge.decoding.alice_config import AliceConfig
 
 
 def upstream_style(lm, classifier, prompt: str, target: int, config: AliceConfig) -> tuple[int, ...]:
@@ -93,7 +93,8 @@ def main() -> None:
     import torch
 
     from toxiforge.classifiers import load_classifier
-    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.decoding.alice import alice_search
+    from toxiforge.decoding.alice_config import AliceConfig
     from toxiforge.models import load_language_model
     from toxiforge.pipeline import GenerationPlan
 

@@ -32,7 +32,8 @@ def method_key(method: str, lambda_clf: float) -> str:
 
 def generate(args: argparse.Namespace, clf_dir: Path, eval_groups: list[str], out: Path) -> None:
     from toxiforge.classifiers import load_classifier
-    from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+    from toxiforge.decoding.alice_config import AliceConfig
+    from toxiforge.decoding.alice_decoder import AliceDecoder
     from toxiforge.decoding.topk import TopKDecoder
     from toxiforge.decoding.types import postprocess
     from toxiforge.models import load_language_model

@@ -82,7 +82,8 @@ def main() -> None:
     parser.add_argument("--minilm", default=None, help="a fine-tuned MiniLM directory (default: random head)")
     args = parser.parse_args()
     from toxiforge.classifiers.judge import JudgeClassifier
-    from toxiforge.decoding.alice import AliceConfig, alice_search
+    from toxiforge.decoding.alice import alice_search
+    from toxiforge.decoding.alice_config import AliceConfig
     from toxiforge.models import load_language_model
     from toxiforge.pipeline import GenerationPlan
 

@@ -48,7 +48,7 @@ def lm(tiny_tokenizer):
 
 def _family(lm, keeper: bool, **settings):
     """The family against a fresh :class:`HashScores`; ``keeper``: with a keeper (``--keep-label-with``)."""
-    from toxiforge.decoding.alice import AliceDecoder
+    from toxiforge.decoding.alice_decoder import AliceDecoder
 
     clf = HashScores()
     config = family_config("alice", {**SETTINGS, **settings})

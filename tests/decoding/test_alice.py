@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from floats import alice_depth, assert_same_hypotheses
-from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, check_lm
+from toxiforge.decoding.alice import alice_search
+from toxiforge.decoding.alice_config import AliceConfig, check_lm
+from toxiforge.decoding.alice_decoder import AliceDecoder
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.scorers import complete_text, exempt_from_prompt_ban, group_term_tokens
 from toxiforge.errors import InputError
@@ -322,7 +324,7 @@ def test_require_text_keeps_empty_hypotheses_out(tiny_lm_newlines):
 
 
 def test_decoder_skips_empty_statements(tiny_lm_newlines, monkeypatch):
-    from toxiforge.decoding import alice as alice_module
+    from toxiforge.decoding import alice as alice_module  # the decoder calls alice.alice_search
     from toxiforge.decoding.beam import Hypothesis
 
     word, newline = tiny_lm_newlines.encode(" plain")[0], tiny_lm_newlines.encode("\n")[0]

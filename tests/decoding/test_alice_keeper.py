@@ -13,7 +13,9 @@ import torch
 from test_alice_pruning import PROMPTS  # the same four placeholder prompts
 
 from floats import assert_same_hypotheses
-from toxiforge.decoding.alice import AliceConfig, AliceDecoder, alice_search, keeper_classes
+from toxiforge.decoding.alice import alice_search
+from toxiforge.decoding.alice_config import AliceConfig, keeper_classes
+from toxiforge.decoding.alice_decoder import AliceDecoder
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.scorers import complete_text
 from toxiforge.errors import InputError

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from floats import alice_depth, assert_close, assert_same_hypotheses
-from toxiforge.decoding.alice import AliceConfig, alice_search
+from toxiforge.decoding.alice import alice_search
+from toxiforge.decoding.alice_config import AliceConfig
 from toxiforge.decoding.beam import best_first
 from toxiforge.decoding.pruning import PruningStats, kth_best
 from toxiforge.decoding.scorers import complete_text

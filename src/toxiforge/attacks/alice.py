@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from toxiforge.attacks.base import Attempt, Source, untouched
-from toxiforge.decoding.alice import AliceConfig, AliceDecoder
+from toxiforge.decoding.alice_config import AliceConfig
+from toxiforge.decoding.alice_decoder import AliceDecoder
 from toxiforge.decoding.pruning import PruningStats
 from toxiforge.decoding.types import as_hypotheses, postprocess
 from toxiforge.errors import InputError
@@ -35,7 +36,7 @@ from toxiforge.records import flipped_label
 
 @dataclass(frozen=True)
 class AliceAttackConfig(AliceConfig):
-    """ALICE's own settings (:class:`~toxiforge.decoding.alice.AliceConfig`, the paper's defaults)."""
+    """ALICE's own settings (:class:`~toxiforge.decoding.alice_config.AliceConfig`, the paper's defaults)."""
 
     family: ClassVar[str] = "alice"
 

@@ -8,8 +8,8 @@ finds them by method name in :data:`~toxiforge.decoding.registry.DECODERS`.
 from toxiforge._lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "AliceConfig": "alice:AliceConfig",
-    "AliceDecoder": "alice:AliceDecoder",
+    "AliceConfig": "alice_config:AliceConfig",
+    "AliceDecoder": "alice_decoder:AliceDecoder",
     "alice_search": "alice:alice_search",
     "as_hypotheses": "types:as_hypotheses",
     "Decoder": "types:Decoder",

@@ -39,6 +39,10 @@ up to padding noise in the last bits of a score with a padded one — at a fract
 otherwise (each alone, or with others) give identical statements, their scores equal up to float noise: the LM's
 matmuls have other shapes, which a CPU's kernels may sum in another order.
 
+Where the parts live: this module is the search driver (:func:`alice_search`); the settings and the label-to-class
+rules are :mod:`.alice_config`, the pipeline decoder :mod:`.alice_decoder`, the score terms and constraints (the
+classifier and keeper term included) :mod:`.scorers`, beam bookkeeping :mod:`.beam`, exact pruning :mod:`.pruning`.
+
 Departures from the paper:
 * Full-vocabulary log-probabilities: the paper (GPT-3 API) saw only the top 100 tokens and re-sampled the
   allowed ones with top-k; here the top ``candidates`` tokens are ranked exactly, no re-sampling.
@@ -87,15 +91,12 @@ Departures from upstream code (microsoft/TOXIGEN ``toxigen/alice.py`` at 01517e8
 
 from __future__ import annotations
 
-import math
 import warnings
-import weakref
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any, ClassVar, Literal
 
 import torch
 
+from toxiforge.decoding.alice_config import AliceConfig
 from toxiforge.decoding.beam import (
     BeamState,
     FinishedPool,
@@ -110,178 +111,16 @@ from toxiforge.decoding.beam import (
 from toxiforge.decoding.pruning import PruningStats, pruned_classifier_scores
 from toxiforge.decoding.scorers import (
     ClassifierTerm,
-    NoRepeatNGram,
-    PromptTokenBan,
-    RequireText,
     Scorer,
-    exempt_from_prompt_ban,
-    group_term_tokens,
+    keep_best_extensions,
     lm_scores,
-    text_tokens,
+    token_constraints,
+    vocab_masks,
     weighted,
 )
-from toxiforge.decoding.types import Sample, postprocess
 from toxiforge.errors import InputError
 from toxiforge.groups import Group, resolve_group
 from toxiforge.models.base import LanguageModel
-
-Mode = Literal["auto", "false-negatives", "false-positives"]
-
-
-@dataclass(frozen=True)
-class AliceConfig:
-    """ALICE settings; defaults are the paper's (§3.3) except the departures in the module docstring. The one
-    place these values are checked."""
-
-    method: ClassVar[str] = "alice"
-
-    lambda_lm: float = 0.5
-    lambda_clf: float = 0.5
-    num_beams: int = 10
-    candidates: int = 100
-    temperature: float = 0.9
-    max_new_tokens: int = 30
-    length_penalty: float = 1.0
-    classifier_top_n: int | None = None
-    classifier_top_extensions: int | None = None
-    no_repeat_ngram_size: int = 3
-    ban_prompt_tokens: bool = True
-    exempt_group_terms: bool = True
-    require_text: bool = True
-    mode: Mode = "auto"
-    num_return: int = 1
-    stop_at_newline: bool = True
-    keep_label_with: str | None = None
-    lambda_keep: float = 1.0
-
-    def __post_init__(self) -> None:
-        lambdas = (self.lambda_lm, self.lambda_clf)
-        keeper = self.keep_label_with
-        checks = [
-            (self.num_beams >= 1, f"num_beams={self.num_beams} must be at least 1", "use --beams 10"),
-            (self.candidates >= 1, f"candidates={self.candidates} must be at least 1", "use --candidates 100"),
-            (self.classifier_top_n is None or self.classifier_top_n >= 1,
-             f"classifier_top_n={self.classifier_top_n} must be at least 1", "omit it to score all candidates"),
-            (self.classifier_top_extensions is None or self.classifier_top_extensions >= 1,
-             f"classifier_top_extensions={self.classifier_top_extensions} must be at least 1",
-             "omit it to score all candidates, or use 2 × beams (upstream's)"),
-            (self.temperature > 0 and math.isfinite(self.temperature),
-             f"temperature={self.temperature} must be a finite number > 0", "use 0.9"),
-            (self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens} must be at least 1", "use 30"),
-            (all(math.isfinite(x) and x >= 0 for x in lambdas) and any(x > 0 for x in lambdas),
-             f"λ weights (lambda_lm={self.lambda_lm}, lambda_clf={self.lambda_clf}) must be finite, non-negative "
-             "and not both 0", "use 0.5 and 0.5 (the paper's)"),
-            (self.length_penalty >= 0, f"length_penalty={self.length_penalty} must be >= 0", "use 1"),
-            (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size must be >= 0", "use 3, or 0 to disable"),
-            (self.mode in ("auto", "false-negatives", "false-positives"), f"unknown mode {self.mode!r}",
-             "use auto, false-negatives or false-positives"),
-            (1 <= self.num_return <= self.num_beams,
-             f"num_return={self.num_return} must be between 1 and num_beams ({self.num_beams})",
-             "return at most as many hypotheses as beams, or raise --beams"),
-            (math.isfinite(self.lambda_keep) and self.lambda_keep >= 0,
-             f"lambda_keep={self.lambda_keep} must be a finite number >= 0", "use 1 (the default)"),
-            (keeper is not None or self.lambda_keep == AliceConfig.lambda_keep,
-             f"lambda_keep={self.lambda_keep} was given without a keeper: it would weigh nothing",
-             "add --keep-label-with CLASSIFIER, or drop --lambda-keep"),
-            (keeper is None or self.mode == "auto",
-             f"--keep-label-with {keeper} with --alice-mode {self.mode}: the keeper holds each statement to its "
-             "prompt's label, which only auto mode steers from", "drop --alice-mode (auto is the default)"),
-            (keeper is None or self.lambda_clf > 0,
-             f"--keep-label-with {keeper} with lambda_clf=0: nothing is attacked, the keeper would only keep labels",
-             "use a positive --lambda-clf (paper: 0.5)"),
-        ]
-        for ok, message, hint in checks:
-            if not ok:
-                raise InputError(message, hint=hint)
-
-    def fields(self) -> dict[str, Any]:
-        """The settings by field name, without the keeper's when there is none, so that what a run without one
-        records (manifests, harden's fingerprint, the audit's run folders) is what it recorded before they existed."""
-        out = asdict(self)
-        if self.keep_label_with is None:
-            del out["keep_label_with"], out["lambda_keep"]
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"method": "ALICE", **self.fields()}
-
-    def __repr__(self) -> str:  # the dataclass repr of :meth:`fields` (the audit keys its run folders by it)
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.fields().items())})"
-
-
-def check_lm(lm: LanguageModel, config: AliceConfig) -> None:
-    """Refuse an LM ALICE cannot drive: candidates beyond its vocabulary, or no full-vocabulary log-probs."""
-    if config.candidates > lm.vocab_size:
-        raise InputError(f"candidates={config.candidates} is larger than the LM's vocabulary ({lm.vocab_size})",
-                         hint=f"use --candidates {min(100, lm.vocab_size)} or fewer")
-    probe = lm.start(["-"]).logprobs()
-    if probe.dim() != 2 or probe.shape[-1] != lm.vocab_size:
-        raise InputError(f"LM {lm.name} returned next-token scores of shape {tuple(probe.shape)}, not the full "
-                         f"vocabulary ({lm.vocab_size})",
-                         hint="ALICE needs full-vocabulary log-probabilities; use a transformers or llama.cpp LM")
-
-
-def target_classes(labels: Sequence[int], mode: Mode, toxic_index: int, benign_index: int) -> list[int]:
-    """Classifier class to maximize per prompt: benign for toxic prompts (false negatives), toxic for benign ones."""
-    if mode == "false-negatives":
-        return [benign_index] * len(labels)
-    if mode == "false-positives":
-        return [toxic_index] * len(labels)
-    return [benign_index if label == 1 else toxic_index for label in labels]
-
-
-def keeper_classes(labels: Sequence[int], keeper: Any) -> list[int]:
-    """The keeper's class to keep per prompt: the prompt's own (toxic for toxic prompts, benign for benign ones)."""
-    return [keeper.toxic_index if label == 1 else keeper.benign_index for label in labels]
-
-
-@dataclass(frozen=True)
-class _Vocab:
-    """Per-LM token masks (each looks at the whole vocabulary, so they are computed once per LM object)."""
-
-    exempt: torch.Tensor     # may be copied from the prompt: whitespace, punctuation, stopwords
-    has_text: torch.Tensor   # see scorers.text_tokens
-    newline: torch.Tensor    # tokens whose text contains a newline
-    eos: torch.Tensor
-
-
-_VOCAB_CACHE: weakref.WeakKeyDictionary[Any, _Vocab] = weakref.WeakKeyDictionary()
-
-
-def _vocab(lm: LanguageModel) -> _Vocab:
-    if lm not in _VOCAB_CACHE:
-        texts = lm.token_texts()
-        eos = torch.zeros(lm.vocab_size, dtype=torch.bool)
-        eos[sorted(lm.eos_token_ids)] = True
-        _VOCAB_CACHE[lm] = _Vocab(exempt_from_prompt_ban(texts), text_tokens(texts), lm.newline_mask().cpu(), eos)
-    return _VOCAB_CACHE[lm]
-
-
-def _constraints(lm: LanguageModel, prompt_ids: list[list[int]], groups: Sequence[Group | None],
-                 config: AliceConfig, stop: torch.Tensor) -> list[Scorer]:
-    """The scorers that forbid tokens (full vocabulary), for one row per prompt (the caller repeats rows)."""
-    vocab = _vocab(lm)
-    scorers: list[Scorer] = []
-    if config.ban_prompt_tokens:
-        allowed = [group_term_tokens(ids, g, lm.batch_decode) if g is not None and config.exempt_group_terms
-                   else set() for ids, g in zip(prompt_ids, groups)]
-        ban = PromptTokenBan.from_prompts(prompt_ids, vocab.exempt, allowed)
-        scorers.append(PromptTokenBan(ban.banned.to(lm.device)))
-    if config.no_repeat_ngram_size:
-        scorers.append(NoRepeatNGram(config.no_repeat_ngram_size))
-    if config.require_text:
-        scorers.append(RequireText(stop.to(lm.device), vocab.has_text.to(lm.device)))
-    return scorers
-
-
-def keep_best_extensions(state: BeamState, step_scores: torch.Tensor, n: int) -> torch.Tensor:
-    """Upstream's classifier set: per prompt, only the ``n`` best (beam, candidate) extensions by running score +
-    weighted LM score stay; the others get ``-inf`` (so the classifier never scores them)."""
-    slots, width = state.rows // state.num_beams, state.num_beams * step_scores.shape[1]
-    total = (state.running.view(-1, 1) + step_scores).view(slots, width)
-    keep = torch.zeros_like(total, dtype=torch.bool).scatter_(1, torch.topk(total, min(n, width), dim=-1).indices,
-                                                              True)
-    return step_scores.masked_fill(~keep.view_as(step_scores), float("-inf"))
 
 
 def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[int], config: AliceConfig,
@@ -312,7 +151,7 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
                          hint="pass keep_targets=keeper_classes(labels, keeper)")
     if not prompts:
         return []
-    vocab, device, width = _vocab(lm), lm.device, config.num_beams
+    vocab, device, width = vocab_masks(lm), lm.device, config.num_beams
     stop = (vocab.newline | vocab.eos) if config.stop_at_newline else vocab.eos.clone()
     candidates = min(config.candidates, lm.vocab_size)
     keep = beams_to_keep(width, int(stop.sum()), candidates)
@@ -322,7 +161,7 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     group_objects = [resolve_group(g) if isinstance(g, str) else g for g in groups]
     expand = torch.arange(len(prompts), device=device).repeat_interleave(width)  # each prompt -> its beams' rows
     constraints = [s.keep_rows(expand) for s in
-                   _constraints(lm, prompt_ids, group_objects, config, stop) + list(scorers)]
+                   token_constraints(lm, prompt_ids, group_objects, config, stop) + list(scorers)]
     if config.lambda_keep == 0:
         keeper = None  # a term of weight 0 changes no score: λK 0 is plain ALICE, with no keeper calls
     classifier_term = (ClassifierTerm(classifier.class_log_probs, lm.batch_decode, config.lambda_clf,
@@ -378,95 +217,3 @@ def alice_search(lm: LanguageModel, prompts: Sequence[str], targets: Sequence[in
     return [pool.best(config.num_return) or [Hypothesis((), float("-inf"), "blocked")] for pool in pools]
 
 
-class AliceDecoder:
-    """ALICE as a pipeline decoder (see :class:`toxiforge.decoding.types.Decoder`), steering toward the class
-    chosen by ``config.mode`` and the prompt label.
-
-    ``decode`` returns, per prompt, up to ``num_return`` hypotheses, best first, that post-process to distinct,
-    non-empty statements: of the (up to ``num_beams``) finished hypotheses, one whose statement is empty or equals
-    a better one's is skipped (different token sequences can decode to the same text, e.g. ``"a"+"b"`` and
-    ``"ab"``, or a statement with and without its newline). Fewer than ``num_return`` come back only when the
-    search did not finish that many; when none has a statement, the best hypothesis comes back alone (the job
-    flags its row). The best hypothesis is always first, so rank 0 does not depend on ``num_return``. Each
-    sample's ``score`` is the hypothesis' length-normalized beam score. Beam search is deterministic, so the
-    per-row sampling seeds the pipeline passes are not used.
-
-    ``keeper``: the classifier of ``config.keep_label_with`` already loaded (tests, notebooks); without it the
-    decoder loads it (:func:`~toxiforge.classifiers.load_classifier`, on the attacked classifier's device), so a Ray
-    worker or an attack builds the same decoder from the config alone."""
-
-    method = "ALICE"
-    config_type = AliceConfig
-
-    def __init__(self, classifier, config: AliceConfig = AliceConfig(), keeper=None):
-        if classifier is None and config.lambda_clf > 0:
-            raise InputError("ALICE needs a classifier to steer against",
-                             hint="pass --classifier NAME (e.g. profanity-check, which works offline)")
-        if classifier is not None:
-            for what, index in (("toxic", classifier.toxic_index), ("benign", classifier.benign_index)):
-                if not 0 <= index < classifier.num_classes:
-                    raise InputError(f"classifier {classifier.name} has {classifier.num_classes} classes; its {what} "
-                                     f"class index {index} is out of range",
-                                     hint="set the classifier's toxic_index/benign_index to existing classes")
-        if config.keep_label_with is not None and keeper is None:
-            from toxiforge.classifiers import load_classifier
-
-            device = getattr(classifier, "device", None)
-            keeper = load_classifier(config.keep_label_with, name=config.keep_label_with,
-                                     device=None if device is None else str(device))
-        self.classifier = classifier
-        self.keeper = keeper if config.keep_label_with is not None else None
-        self.config = config
-        self._checked: set[int] = set()
-
-    @classmethod
-    def from_config(cls, config: AliceConfig, classifier=None) -> AliceDecoder:
-        return cls(classifier, config)
-
-    @property
-    def num_return(self) -> int:
-        """At most this many outputs per prompt come back from :meth:`decode`."""
-        return self.config.num_return
-
-    def settings(self) -> dict[str, Any]:
-        """The config, the attacked classifier's name and, with a keeper, its content fingerprint (None: a name, not
-        a local model; :func:`~toxiforge.classifiers.fingerprint.fingerprint`), so a run records which K kept its
-        labels."""
-        out = {**self.config.to_dict(), "classifier": getattr(self.classifier, "name", None)}
-        if self.config.keep_label_with is not None:
-            from toxiforge.classifiers.fingerprint import fingerprint
-
-            out["keeper_weights"] = fingerprint(self.config.keep_label_with)
-        return out
-
-    def decode(self, lm: LanguageModel, prompts: Sequence[str], seeds: Sequence[int], labels: Sequence[int],
-               groups: Sequence[str | None] | None = None,
-               pruning_stats: PruningStats | None = None) -> list[list[Sample]]:
-        """The protocol's ``decode``; ``pruning_stats`` collects the search's counts (:class:`~toxiforge.decoding.
-        pruning.PruningStats`: the ``alice`` attack family reads the texts scored per prompt from it)."""
-        if id(lm) not in self._checked:
-            check_lm(lm, self.config)
-            self._checked.add(id(lm))
-        clf = self.classifier
-        targets = target_classes(labels, self.config.mode, clf.toxic_index if clf else 1,
-                                 clf.benign_index if clf else 0)
-        # the search does not depend on num_return: ask for every finished hypothesis, keep n distinct statements
-        pool = replace(self.config, num_return=self.config.num_beams)
-        keeper = self.keeper
-        results = alice_search(lm, prompts, targets, pool, classifier=clf, groups=groups, keeper=keeper,
-                               keep_targets=None if keeper is None else keeper_classes(labels, keeper),
-                               pruning_stats=pruning_stats)
-        return [self._distinct(lm, hyps) for hyps in results]
-
-    def _distinct(self, lm: LanguageModel, hyps: list[Hypothesis]) -> list[Sample]:
-        samples = [Sample(text, h.token_ids, h.finish_reason, h.score)
-                   for h, text in zip(hyps, lm.batch_decode([list(h.token_ids) for h in hyps]))]
-        chosen, seen = [], set()
-        for sample in samples:
-            statement = postprocess(sample.raw_output).text
-            if statement and statement not in seen:
-                seen.add(statement)
-                chosen.append(sample)
-            if len(chosen) == self.config.num_return:
-                break
-        return chosen or samples[:1]

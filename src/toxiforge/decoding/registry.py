@@ -25,7 +25,7 @@ class DecoderClass(Protocol):
 
 DECODERS: Registry[DecoderClass] = Registry("decoding method", {
     "top-k": "toxiforge.decoding.topk:TopKDecoder",
-    "alice": "toxiforge.decoding.alice:AliceDecoder",
+    "alice": "toxiforge.decoding.alice_decoder:AliceDecoder",
 })
 
 

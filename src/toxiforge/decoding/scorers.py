@@ -11,17 +11,20 @@ scorer for the new rows (stateless scorers return themselves).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from toxiforge.errors import InputError
 
 if TYPE_CHECKING:
+    from toxiforge.decoding.alice_config import AliceConfig
     from toxiforge.decoding.beam import BeamState
     from toxiforge.groups import Group
+    from toxiforge.models.base import LanguageModel
 
 MASKED = -1.0e9  # a finite "impossible" beam score (as transformers), so sums of masked scores never become NaN
 
@@ -241,3 +244,55 @@ class ClassifierTerm:
 
         finishes = torch.zeros_like(token_ids, dtype=torch.bool)  # read only when pruning
         return pruned_classifier_scores(self, state, scores, token_ids, finishes, exhaustive=True)
+
+
+# --- a search's constraints and upstream's extension set -----------------------------------------------------
+
+@dataclass(frozen=True)
+class VocabMasks:
+    """Per-LM token masks (each looks at the whole vocabulary, so they are computed once per LM object)."""
+
+    exempt: torch.Tensor     # may be copied from the prompt: whitespace, punctuation, stopwords
+    has_text: torch.Tensor   # see scorers.text_tokens
+    newline: torch.Tensor    # tokens whose text contains a newline
+    eos: torch.Tensor
+
+
+_VOCAB_CACHE: weakref.WeakKeyDictionary[Any, VocabMasks] = weakref.WeakKeyDictionary()
+
+
+def vocab_masks(lm: LanguageModel) -> VocabMasks:
+    """The token masks of ``lm``, computed once per LM object."""
+    if lm not in _VOCAB_CACHE:
+        texts = lm.token_texts()
+        eos = torch.zeros(lm.vocab_size, dtype=torch.bool)
+        eos[sorted(lm.eos_token_ids)] = True
+        _VOCAB_CACHE[lm] = VocabMasks(exempt_from_prompt_ban(texts), text_tokens(texts), lm.newline_mask().cpu(), eos)
+    return _VOCAB_CACHE[lm]
+
+
+def token_constraints(lm: LanguageModel, prompt_ids: list[list[int]], groups: Sequence[Group | None],
+                      config: AliceConfig, stop: torch.Tensor) -> list[Scorer]:
+    """The scorers that forbid tokens (full vocabulary), for one row per prompt (the caller repeats rows)."""
+    vocab = vocab_masks(lm)
+    scorers: list[Scorer] = []
+    if config.ban_prompt_tokens:
+        allowed = [group_term_tokens(ids, g, lm.batch_decode) if g is not None and config.exempt_group_terms
+                   else set() for ids, g in zip(prompt_ids, groups)]
+        ban = PromptTokenBan.from_prompts(prompt_ids, vocab.exempt, allowed)
+        scorers.append(PromptTokenBan(ban.banned.to(lm.device)))
+    if config.no_repeat_ngram_size:
+        scorers.append(NoRepeatNGram(config.no_repeat_ngram_size))
+    if config.require_text:
+        scorers.append(RequireText(stop.to(lm.device), vocab.has_text.to(lm.device)))
+    return scorers
+
+
+def keep_best_extensions(state: BeamState, step_scores: torch.Tensor, n: int) -> torch.Tensor:
+    """Upstream's classifier set: per prompt, only the ``n`` best (beam, candidate) extensions by running score +
+    weighted LM score stay; the others get ``-inf`` (so the classifier never scores them)."""
+    slots, width = state.rows // state.num_beams, state.num_beams * step_scores.shape[1]
+    total = (state.running.view(-1, 1) + step_scores).view(slots, width)
+    keep = torch.zeros_like(total, dtype=torch.bool).scatter_(1, torch.topk(total, min(n, width), dim=-1).indices,
+                                                              True)
+    return step_scores.masked_fill(~keep.view_as(step_scores), float("-inf"))

@@ -49,8 +49,7 @@ def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Se
         ranked = sorted(judged, key=lambda c: (-(c.gain.value if c.gain.value is not None else -math.inf), c.round))
         why = (f"C_0 itself: no round clears the ship rule against {reference} on {where}; best ranked: "
                + "; ".join(ranked[0].short))
-        others = [c.name for c in ranked[1:]]
-        why += f" (and {', '.join(others)} fall short too)" if others else ""
+        why += f" (also short: {', '.join(c.name for c in ranked[1:])})" if len(ranked) > 1 else ""
     return {"round": 0, "arm": None, "name": START, "folder": guard.start, "why": why, **out}
 
 

@@ -291,9 +291,9 @@ def simultaneous_differences(base: Estimate, others: Mapping[str, Estimate], lev
     candidate's difference on the same rows. The lower ends are ``d_c - q s_c`` with ``s_c`` the standard deviation
     of candidate c's replicates ``D_c`` and ``q`` the ``(1 + level) / 2`` quantile over the resamples of
     ``max_c (d_c - D_c) / s_c`` (how far the worst candidate's replicate falls below its point value, in its own
-    standard deviations: the max-t statistic); the upper ends likewise with ``max_c (D_c - d_c) / s_c``. With one candidate they are
-    :func:`paired_difference`'s percentile interval; with many, wider by the best-of-many effect. Resamples where a
-    difference is undefined (NaN) are left out; a candidate without replicates gets no interval."""
+    standard deviations: the max-t statistic); the upper ends likewise with ``max_c (D_c - d_c) / s_c``. With one
+    candidate they are :func:`paired_difference`'s percentile interval; with many, wider by the best-of-many effect.
+    Resamples where a difference is undefined (NaN) are left out; a candidate without replicates gets no interval."""
     out = {k: Estimate(None) if base.value is None or e.value is None else Estimate(e.value - base.value)
            for k, e in others.items()}
     names = [k for k, e in others.items() if out[k].value is not None and e.reps is not None]

@@ -183,7 +183,7 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
         "harden", "--data", str(setup["data"]), "-c", str(good_start[0]), "-o", str(out), "--rounds", "1",
         "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
         "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
-        "--no-progress"])
+        "--no-progress", "--ship-margin", "1"])  # a small slice detects no margin (test_harden_ship.py)
     # The tiny BERT knows none of HateCheck's words: C_0 scores every case 0.007 (benign), both rounds call its
     # benign cases toxic (scores near 0.99). The paired check finds both arms worse there, by far (FPR and
     # over-blocking +0.833 [+0.666, +0.958]), and on nothing else: harden stops with exit 1 and ships C_0.

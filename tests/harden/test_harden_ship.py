@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_harden import harden, setup, varied_lm  # noqa: F401 (fixtures)
 from test_harden_guard import Fixed
 
 from toxiforge.audit.metrics import auc_metric
@@ -114,7 +115,7 @@ def test_a_clearly_better_round_is_shipped(tmp_path, capsys):
     control = next(c for c in ship["candidates"] if c["name"] == "round-1-control")
     assert control["ships"] and control["gain"]["low"] > DEFAULT_SHIP_MARGIN and control["short"] == []
     assert ship["why"].startswith("ROC AUC +0.09") and "simultaneous lower end +0.0" in ship["why"]
-    assert 0 < ship["detectable"]["roc_auc"] < 0.1 and "round-0-retrained's 95% bootstrap" in \
+    assert 0 < ship["detectable"]["roc_auc"] < 0.1 and "round-0-retrained's 95% ROC AUC interval" in \
         ship["detectable"]["what"]
 
 
@@ -155,3 +156,13 @@ def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_si
     assert len(split_guard(rows, 1, size=400)[1]) == 400
     with pytest.raises(InputError, match="--guard-slice-size 600 is outside"):
         split_guard(rows, 1, size=600)
+
+
+def test_harden_refuses_a_slice_that_cannot_detect_the_margin_before_any_attack(setup, varied_lm, tmp_path):  # noqa: F811
+    """The loop: C_0's recipe retrained on --data less a 4-row slice (the slice's reference), then refused at
+    --ship-margin 0.01 with the size that would do, before round 0's attack."""
+    out = tmp_path / "h"
+    with pytest.raises(InputError, match="more than --ship-margin 0.01") as e:
+        harden(setup, out, varied_lm, ship_margin=0.01)
+    assert "--guard-slice-size" in e.value.hint and (out / "round-0" / "reference" / "model").is_dir()
+    assert not (out / "round-0" / "attack").exists()

@@ -16,8 +16,9 @@ round), if any, is shown better than round 0 beyond noise, and whether the guard
   (guard.json's rows, the one rule's numbers) at most ``+tolerance``. The paired check stops the loop when a rise is
   shown (the interval wholly beyond); shipping needs the opposite shown.
 * **The slice sized for the decision** (:func:`check_slice`, before any attack): the smallest ROC AUC change the
-  slice detects is the half-width of the reference's 95% bootstrap AUC interval on it (one classifier's interval: a
-  paired difference of two similar classifiers is usually narrower, a simultaneous one over many wider). When it is
+  slice detects is the half-width of the reference's 95% bootstrap AUC interval on it, at least the Wilson one's
+  (:func:`detectable`; one classifier's interval: a paired difference of two similar classifiers is usually
+  narrower, a simultaneous one over many wider). When it is
   above the margin, the run is refused, naming the ``--guard-slice-size`` that would do (half-widths shrink as one
   over the square root of the rows).
 
@@ -38,7 +39,7 @@ import numpy as np
 from toxiforge.data.examples import LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden.guardset import BENIGN_CHECKS, REFERENCE, START, GuardCheck, Tolerance
-from toxiforge.intervals import Estimate, simultaneous_differences
+from toxiforge.intervals import Estimate, proportion_interval, simultaneous_differences
 
 DEFAULT_SHIP_MARGIN = 0.01  # ROC AUC: as far up as --auc-tolerance lets a round go down before it is worse
 AUC_KEY = "accuracy.roc_auc"
@@ -149,10 +150,18 @@ def half_width(estimate: Estimate) -> float:
 
 
 def detectable(guard: GuardCheck, slice_: LabeledData) -> tuple[float, str]:
-    """The smallest ROC AUC change the slice detects (module docstring), and what it is."""
+    """The smallest ROC AUC change the slice detects (module docstring), and what it is. The bootstrap interval
+    collapses where the reference ranks the slice perfectly (AUC 1 on every resample of a few rows), so the
+    half-width is at least that of the Wilson interval of the AUC read as a share of the slice's rows, which does
+    not collapse at 1 (intervals.py: why proportions get Wilson's)."""
     name, spec = reference_of(guard, slice_)
-    h = half_width(decision_auc(guard, name, spec, [slice_]))
-    return h, f"the half-width of {name}'s 95% bootstrap ROC AUC interval on the {len(slice_)}-row guard slice"
+    auc = decision_auc(guard, name, spec, [slice_])
+    if auc.value is None:
+        return math.inf, f"{name} has no ROC AUC on the guard slice"
+    low, high = proportion_interval(round(auc.value * len(slice_)), len(slice_))
+    h = max(half_width(auc), (high - low) / 2)
+    return h, (f"the half-width of {name}'s 95% ROC AUC interval on the {len(slice_)}-row guard slice: its "
+               "bootstrap interval's, at least Wilson's on as many rows")
 
 
 def check_slice(guard: GuardCheck, slice_: LabeledData | None) -> GuardCheck:

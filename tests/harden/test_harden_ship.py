@@ -12,13 +12,11 @@ import pytest
 from test_harden import harden, setup, varied_lm  # noqa: F401 (fixtures)
 from test_harden_guard import Fixed
 
-from toxiforge.audit.metrics import auc_metric
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice
 from toxiforge.harden.guardset import GUARD_SET, REFERENCE, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.ship import recommend
-from toxiforge.intervals import Resampler, paired_difference, simultaneous_differences
 
 ARMS = ("alice", "control")
 
@@ -52,20 +50,6 @@ def checked(tmp_path: Path, data: LabeledData, ref: np.ndarray, rounds: list[tup
     for r in range(1, len(rounds) + 1):
         guard.check(r, {arm: f"r{r}-{arm}" for arm in ARMS}, [], data)
     return guard
-
-
-def test_simultaneous_intervals_are_the_paired_one_for_one_candidate_and_wider_for_many():
-    y, ref, rng = logits(200, 1)
-    resampler = Resampler(200, 500, 0)
-    auc = {k: resampler.estimates({"a": auc_metric(y, x)})["a"] for k, x in
-           {"ref": ref, **{f"c{i}": ref + rng.normal(0, 1, 200) for i in range(4)}}.items()}
-    one = simultaneous_differences(auc["ref"], {"c0": auc["c0"]})["c0"]
-    paired = paired_difference(auc["ref"], auc["c0"])
-    assert one.value == pytest.approx(paired.value) and one.low == pytest.approx(paired.low)
-    assert one.high == pytest.approx(paired.high)
-    many = simultaneous_differences(auc["ref"], {k: v for k, v in auc.items() if k != "ref"})
-    assert many["c0"].value == pytest.approx(paired.value) and many["c0"].low < paired.low
-    assert many["c0"].high > paired.high
 
 
 def test_a_gain_smaller_than_the_margin_is_not_shipped(tmp_path):

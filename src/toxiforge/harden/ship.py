@@ -1,8 +1,9 @@
 """How ``toxiforge harden`` ends (issue 48, item 7): the classifier to ship, and ``OUT/audit/``, ``toxiforge
 audit``'s report (HTML, Markdown, JSON) of C_0, the round-0 classifier retrained on ``--data`` less the guard slice
 (when there is one), each arm's last round and the recommended classifier, on every eval set and the guard slice,
-paired against C_0. Harden calls the audit's code (:func:`~toxiforge.audit.run.run_audit`,
-:func:`~toxiforge.audit.report.write_report`); the audit imports nothing from harden.
+paired against round 0's reference (round-0-retrained where trained, else C_0). Harden calls the audit's code
+(:func:`~toxiforge.audit.run.run_audit`, :func:`~toxiforge.audit.report.write_report`); the audit imports nothing
+from harden.
 
 **The classifier to ship** (:func:`recommend`): decide.py's ship rule (issue 55): a round ships only when its
 paired ROC AUC gain over round 0's reference on the guard slice clears ``--ship-margin`` with the lower end of an
@@ -59,9 +60,11 @@ def final_audit(guard: GuardCheck, ship: Mapping[str, Any], last: int, arms: Seq
     from toxiforge.audit.report import write_report
     from toxiforge.audit.run import ClassifierSpec, run_audit
 
+    # the first column is what every other is paired against: round 0's reference, never a C_0 that trained on the
+    # slice (issue 55; C_0's own column then shows what retraining without the slice moved)
     columns = {START: guard.start}
     if guard.reference != guard.start:
-        columns[REFERENCE] = guard.reference
+        columns = {REFERENCE: guard.reference, **columns}
     for arm in arms:
         columns[f"round-{last}-{arm}"] = str(guard.out / f"round-{last}" / arm / "model")
     if ship["name"] not in columns:
@@ -82,7 +85,8 @@ def closing(guard: GuardCheck, last: int, arms: Sequence[str],
     out["ship"] = ship = recommend(guard, last, arms, eval_sets, slice_)
     say(f"the classifier to ship: {ship['name']}: {ship['why']}")
     if last >= 1:
-        say("closing audit: C_0, each arm's last round and the classifier to ship, paired against C_0")
+        say(f"closing audit: C_0, each arm's last round and the classifier to ship, paired against "
+            f"{REFERENCE if guard.reference != guard.start else START}")
         out["audit"] = final_audit(guard, out["ship"], last, arms, eval_sets, slice_)
     return out
 
@@ -113,8 +117,9 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
         lines += ["", f"**The classifier to ship: {ship['name']}** ({where}), in `{ship['folder']}`: {ship['why']}."]
         lines += _ship_table(ship)
     if report.get("audit"):
+        first = (ship or {}).get("reference") or START
         lines += ["", f"The closing audit (C_0, each arm's last round and the classifier to ship, paired against "
-                      f"C_0): `{report['audit']['markdown']}` (and `report.html`, `report.json` there)."]
+                      f"{first}): `{report['audit']['markdown']}` (and `report.html`, `report.json` there)."]
     return lines
 
 

@@ -20,6 +20,7 @@ from toxiforge.intervals import (
     proportion,
     proportion_interval,
     share_difference,
+    simultaneous_differences,
 )
 
 
@@ -96,3 +97,22 @@ def test_small_n_is_marked_in_cells_and_json():
     large = Estimate.proportion(4, SMALL_N)
     assert not large.small_n and SMALL_N_MARK not in large.cell() and large.to_dict()["small_n"] is False
     assert "n" not in Estimate.of(0.5, None).to_dict() and Estimate.proportion(0, 0).value is None
+
+
+def test_simultaneous_intervals_are_the_paired_one_for_one_candidate_and_wider_for_many():
+    """harden's ship rule (issue 55): intervals that hold for several candidates at once, from the same resamples."""
+    from toxiforge.audit.metrics import auc_metric
+
+    rng = np.random.default_rng(1)
+    y = np.arange(200) % 2
+    ref = 1.2 * (2 * y - 1) + rng.normal(0, 1.5, 200)
+    resampler = Resampler(200, 500, 0)
+    auc = {k: resampler.estimates({"a": auc_metric(y, x)})["a"] for k, x in
+           {"ref": ref, **{f"c{i}": ref + rng.normal(0, 1, 200) for i in range(4)}}.items()}
+    one = simultaneous_differences(auc["ref"], {"c0": auc["c0"]})["c0"]
+    paired = paired_difference(auc["ref"], auc["c0"])
+    assert one.value == pytest.approx(paired.value) and one.low == pytest.approx(paired.low)
+    assert one.high == pytest.approx(paired.high)
+    many = simultaneous_differences(auc["ref"], {k: v for k, v in auc.items() if k != "ref"})
+    assert many["c0"].value == pytest.approx(paired.value) and many["c0"].low < paired.low
+    assert many["c0"].high > paired.high

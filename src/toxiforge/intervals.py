@@ -282,3 +282,35 @@ def paired_difference(base: Estimate, other: Estimate) -> Estimate:
             raise ValueError("paired differences need replicates from the same resamples")
         reps = other.reps - base.reps
     return Estimate.of(other.value - base.value, reps)
+
+
+def simultaneous_differences(base: Estimate, others: Mapping[str, Estimate], level: float = LEVEL
+                             ) -> dict[str, Estimate]:
+    """Each ``other - base`` with intervals that hold for all ``others`` at once (a max-statistic bootstrap): all
+    replicates come from one :class:`Resampler` (same rows, ``n_boot`` and seed), so each resample gives every
+    candidate's difference on the same rows. The lower ends are ``d_c - q s_c`` with ``s_c`` the standard deviation
+    of candidate c's replicates ``D_c`` and ``q`` the ``(1 + level) / 2`` quantile over the resamples of
+    ``max_c (d_c - D_c) / s_c`` (how far the worst candidate's replicate falls below its point value, in its own
+    standard deviations: the max-t statistic); the upper ends likewise with ``max_c (D_c - d_c) / s_c``. With one
+    candidate they are :func:`paired_difference`'s percentile interval; with many, wider by the best-of-many effect.
+    Resamples where a difference is undefined (NaN) are left out; a candidate without replicates gets no interval."""
+    out = {k: Estimate(None) if base.value is None or e.value is None else Estimate(e.value - base.value)
+           for k, e in others.items()}
+    names = [k for k, e in others.items() if out[k].value is not None and e.reps is not None]
+    if not names or base.reps is None:
+        return out
+    values = np.asarray([out[k].value for k in names], dtype=np.float64)
+    reps = np.stack([np.asarray(others[k].reps) - base.reps for k in names])      # [candidates, resamples]
+    deviations = reps[:, np.all(np.isfinite(reps), axis=0)] - values[:, None]
+    if deviations.shape[1] == 0:
+        return out
+    # studentized (max-t): each candidate's deviations in its own standard deviations, so one noisy candidate does
+    # not widen the others' intervals (a candidate equal to the base, sd 0, gets none)
+    sd = deviations.std(axis=1)
+    z = deviations / np.where(sd > 0, sd, 1.0)[:, None]
+    tail = 100 * (1 + level) / 2
+    below, above = (float(np.percentile(np.max(d, axis=0), tail)) for d in (-z, z))
+    for i, k in enumerate(names):
+        v = float(values[i])
+        out[k] = Estimate(v, v - below * float(sd[i]), v + above * float(sd[i]), reps[i])
+    return out

@@ -143,7 +143,7 @@ def config_for(setup, **overrides) -> HardenConfig:
         alice=decoder_config("alice", {"num_beams": 2, "candidates": 4, "max_new_tokens": 4}),
         topk=decoder_config("top-k", {"max_new_tokens": 4}), train=train_config(setup["base"]),
         data=(str(setup["data"]),), eval=(f"held=table:{setup['eval']}",), classifier=str(setup["start"]),
-        device="cpu")
+        device="cpu", ship_margin=1.0)  # a slice of 4 rows detects no margin (test_harden_ship.py): no round ships
     settings.update(overrides)
     return HardenConfig(**settings)
 
@@ -452,7 +452,7 @@ def test_cli_attacks_and_measures_a_judge_with_its_template(setup, tiny_llama_di
         "--rounds", "1", "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
         str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--model",
         str(tiny_llama_dir), "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress",
-        "--external-training"])
+        "--external-training", "--ship-margin", "1"])  # a 4-row slice detects no margin (test_harden_ship.py)
     assert result.exit_code == 0, result.output
     assert "stopped: 2 model(s) to train" in result.output
     rows = [r for r in read_rows(out / "round-0" / "attack") if r.parse_error is None]
@@ -473,7 +473,8 @@ def test_cli_runs_a_round(setup, varied_lm, tmp_path, monkeypatch):
             "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "2", "-d",
             str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
             "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress",  # C_0's base model: agreed
-            "--keep-going"]  # as harden(): the check runs and reports; this tests the command's outputs
+            "--keep-going", "--ship-margin", "1"]  # as harden(): the check runs and reports; a 4-row slice
+    # detects no margin (test_harden_ship.py); this tests the command's outputs
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "guard slice: 4 rows of --data kept apart" in result.output and "closing audit" in result.output

@@ -97,10 +97,11 @@ def test_moderate_damage_on_a_balanced_set_is_found_worse(tmp_path):
     rows_ = guard.results[1]["sets"]["balanced"]["arms"]
     assert rows_["round-1-alice"]["fpr"]["worse"] and not any(r["worse"] for r in rows_["round-1-control"].values())
     assert json.loads((tmp_path / "round-1" / "guard.json").read_text())["problems"] == problems
-    ship = recommend(guard, 1, ("alice", "control"), tmp_path, "c0")
-    # the control arm scores as C_0 does: not worse, but not above round 0 either, so C_0 is shipped
-    assert ship["name"] == "C_0" and "no round scores above round 0" in ship["why"]
-    assert "found worse: round-1-alice" in ship["why"]
+    ship = recommend(guard, 1, ("alice", "control"), [data], None)
+    # the control arm scores as C_0 does: not worse, but not above round 0 by the margin either, so C_0 is shipped
+    assert ship["name"] == "C_0" and "round-1-control: ROC AUC +0.000" in ship["why"]
+    alice = next(c for c in ship["candidates"] if c["name"] == "round-1-alice")
+    assert "round-1-alice: found worse than round 0 by the paired check" in alice["short"]
 
 
 def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_is_shipped(tmp_path):
@@ -116,8 +117,10 @@ def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_
     problems = guard.check(1, {"alice": "collapsed", "control": "better"}, [data], None)
     assert problems and all(p.startswith("round-1-alice's") for p in problems)
     assert any("FNR (accuracy.fnr) on balanced moved +" in p for p in problems)
-    ship = recommend(guard, 1, ("alice", "control"), tmp_path, "c0")
-    assert ship["name"] == "round-1-control" and "found worse: round-1-alice" in ship["why"]
+    ship = recommend(guard, 1, ("alice", "control"), [data], None)
+    assert ship["name"] == "round-1-control" and ship["folder"] == "better" and ship["reference"] == "C_0"
+    alice = next(c for c in ship["candidates"] if c["name"] == "round-1-alice")
+    assert not alice["ships"] and "round-1-alice: found worse than round 0 by the paired check" in alice["short"]
 
 
 def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start, varied_lm, tmp_path):  # noqa: F811
@@ -180,7 +183,7 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
         "harden", "--data", str(setup["data"]), "-c", str(good_start[0]), "-o", str(out), "--rounds", "1",
         "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
         "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
-        "--no-progress"])
+        "--no-progress", "--ship-margin", "1"])  # a small slice detects no margin (test_harden_ship.py)
     # The tiny BERT knows none of HateCheck's words: C_0 scores every case 0.007 (benign), both rounds call its
     # benign cases toxic (scores near 0.99). The paired check finds both arms worse there, by far (FPR and
     # over-blocking +0.833 [+0.666, +0.958]), and on nothing else: harden stops with exit 1 and ships C_0.
@@ -233,9 +236,12 @@ def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path
               dict.fromkeys(("alice", "control"), {"eval": {"balanced": own}})]
     job._check(1, rounds, [data])  # no HardenStopped
     assert job.problems == {} and guard.results[1]["problems"] == []
-    assert recommend(guard, 1, ("alice", "control"), tmp_path, "c0")["name"] == "C_0"  # not above round 0: C_0
-    assert {c["name"] for c in recommend(guard, 1, ("alice", "control"), tmp_path, "c0")["candidates"]} == \
-        {"round-1-alice", "round-1-control"}  # both arms were candidates: neither was found worse
+    ship = recommend(guard, 1, ("alice", "control"), [data], None)
+    assert ship["name"] == "C_0"  # below round 0: C_0
+    # both arms were candidates, neither found worse: each falls short on its ROC AUC (below round 0's)
+    assert {c["name"] for c in ship["candidates"]} == {"round-1-alice", "round-1-control"}
+    assert all("ROC AUC -0.004" in c["short"][0] and not any("found worse" in s for s in c["short"])
+               for c in ship["candidates"])
 
 
 def test_each_eval_set_is_scored_once_per_classifier(setup, good_start, varied_lm, tmp_path,  # noqa: F811

@@ -68,7 +68,8 @@ def test_a_people_validated_round_through_the_real_server(setup, varied_lm, tmp_
             "--eval", f"held=table:{setup['eval']}", "--groups", ",".join(GROUPS), "-n", "3", "-d",
             str(setup["demos"]), "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4",
             "--base-model", str(setup["base"]), "--device", "cpu", "--no-progress", "--no-transfer", "--seed", "3",
-            "--validate-with", "people", "--keep-going"]  # tiny random models: the round check is not tested here
+            "--validate-with", "people", "--keep-going",  # tiny random models: the round check is not tested here
+            "--ship-margin", "1"]  # nor the ship rule (a 4-row slice detects no margin: test_harden_ship.py)
     first = runner.invoke(app, args, terminal_width=250)
     assert first.exit_code == 0, first.output
     db = str(out / "annotation.db")

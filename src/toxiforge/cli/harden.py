@@ -126,6 +126,17 @@ def harden_command(
                                                                       "to round 0 in an error rate (FPR, FNR, "
                                                                       "FPR_NOI or over-blocking) lies wholly above "
                                                                       "+this (0.02: 2 points; 1: that side off)."),
+    ship_margin: float = typer.Option(0.01, "--ship-margin", help="A round ships only when its paired ROC AUC "
+                                                                  "gain over round 0 on the guard slice, with "
+                                                                  "intervals simultaneous over every round and arm, "
+                                                                  "has its lower end above +this (else C_0; 1: "
+                                                                  "never ship a round)."),
+    guard_slice_size: int | None = typer.Option(None, "--guard-slice-size", help="Rows of the guard slice "
+                                                                                 "(default: 15% of --data, at "
+                                                                                 "least 100); harden refuses a "
+                                                                                 "slice too small to detect "
+                                                                                 "--ship-margin and says the size "
+                                                                                 "that would."),
     label_rule: str = typer.Option("sum", "--label-rule", help="ToxiGen annotated eval labels: sum or max."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts decoded together."),
     shard_size: int = typer.Option(128, "--shard-size", help="Rows per shard file (the resume unit)."),
@@ -183,7 +194,8 @@ def harden_command(
                           annotation_form=annotation_form, min_annotators=min_annotators, annotation_db=annotation_db,
                           attacks=tuple(split_list(attacks)), eval_attacks=tuple(split_list(eval_attacks or "")),
                           eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap,
-                          guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance)
+                          guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance,
+                          ship_margin=ship_margin, guard_slice_size=guard_slice_size)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

@@ -11,6 +11,7 @@ from toxiforge.attacks.validation import Validation, check_keeper
 from toxiforge.classifiers.fingerprint import fingerprint
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags, scoring_options
 from toxiforge.errors import InputError, check_choice
+from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.guardset import Tolerance
 from toxiforge.harden.inputs import DEFAULT_MAX_EVAL_OVERLAP, check_max_overlap
@@ -87,6 +88,9 @@ class HardenConfig:
     guard_slice: bool = True
     auc_tolerance: float = 0.01
     fpr_tolerance: float = 0.02
+    # issue 55 (decide.py): the ROC AUC gain a round must show to ship, and the slice's rows (None: guardset's share)
+    ship_margin: float = DEFAULT_SHIP_MARGIN
+    guard_slice_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -103,7 +107,10 @@ class HardenConfig:
         object.__setattr__(self, "attacks", attacks)
         object.__setattr__(self, "eval_attacks", eval_attacks)
         check_max_overlap(self.max_eval_overlap)
-        Tolerance(self.auc_tolerance, self.fpr_tolerance)  # in range, else InputError
+        Tolerance(self.auc_tolerance, self.fpr_tolerance, self.ship_margin)  # in range, else InputError
+        if self.guard_slice_size is not None and not self.keeps_guard_slice:
+            raise InputError("--guard-slice-size sizes the guard slice, and --no-guard-slice keeps none",
+                             hint="drop one of them")
         unknown = sorted(set(self.train_options) - set(RECIPE_FIELDS) - set(OBJECTIVE_FIELDS))
         if unknown:
             raise InputError(f"train_options {unknown} are not recipe settings",
@@ -171,7 +178,9 @@ class HardenConfig:
                                 else fingerprint(self.validate_with)},
                     # issue 48: the guard slice (older runs, without it, are refused: their rounds trained on it)
                     "guard": {"slice": self.keeps_guard_slice, "auc_tolerance": self.auc_tolerance,
-                              "fpr_tolerance": self.fpr_tolerance}}
+                              "fpr_tolerance": self.fpr_tolerance,
+                              # issue 55: only when given, as in the harden.json of runs from before it
+                              **({"slice_size": self.guard_slice_size} if self.guard_slice_size else {})}}
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

@@ -56,18 +56,24 @@ CHECKS: tuple[str, ...] = (
     "lexical.fpr.noi",
     "hatecheck.over_blocking",
 )
+# the benign errors a round must not raise beyond the rate tolerance to be shipped (decide.py), read from the same rows
+BENIGN_CHECKS: tuple[str, ...] = ("accuracy.fpr", "lexical.fpr.noi", "hatecheck.over_blocking")
 
 
 @dataclass(frozen=True)
 class Tolerance:
     """How far a round may move from round 0 before its paired interval can call it worse: ROC AUC down by
-    ``auc``, an error rate (FPR, FNR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points)."""
+    ``auc``, an error rate (FPR, FNR, FPR_NOI, over-blocking) up by ``rate`` (a share: 0.02 is 2 points); and
+    ``margin``, the ROC AUC gain a round must show, with its simultaneous lower end, to be shipped (decide.py; 1:
+    never ship a round)."""
 
     auc: float = 0.01
     rate: float = 0.02
+    margin: float = 0.01
 
     def __post_init__(self) -> None:
-        for name, value in (("--auc-tolerance", self.auc), ("--fpr-tolerance", self.rate)):
+        for name, value in (("--auc-tolerance", self.auc), ("--fpr-tolerance", self.rate),
+                            ("--ship-margin", self.margin)):
             if not 0.0 <= value <= 1.0:  # 1: no difference is beyond it (the check is off)
                 raise InputError(f"{name} {value} is outside [0, 1]", hint=f"e.g. {name} 0.01")
 
@@ -76,20 +82,29 @@ class Tolerance:
         return bool(difference.worse_beyond(self.auc if higher_is_better else self.rate, higher_is_better))
 
 
-def guard_size(n: int) -> int:
-    """Rows in the slice of ``n`` rows: :data:`GUARD_SHARE`, at least :data:`GUARD_MIN_ROWS` where they are a
-    quarter of ``n`` at most."""
+def guard_size(n: int, size: int | None = None) -> int:
+    """Rows in the slice of ``n`` rows: ``size`` (``--guard-slice-size``) when given, at most half of them; else
+    :data:`GUARD_SHARE`, at least :data:`GUARD_MIN_ROWS` where they are a quarter of ``n`` at most."""
+    if size is not None:
+        if not 2 <= size <= n // 2:
+            raise InputError(f"--guard-slice-size {size} is outside [2, {n // 2}]: --data has {n} distinct texts "
+                             "and at least half of them must stay to train on",
+                             hint=f"use --guard-slice-size {n // 2} or fewer, or give --data with more rows")
+        return size
     share = math.ceil(GUARD_SHARE * n)
     return GUARD_MIN_ROWS if share < GUARD_MIN_ROWS <= n // 4 else share
 
 
-def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], LabeledData, str | None]:
-    """``rows`` less the guard slice, the slice, and a note when it is small. Stratified by label (each label's
-    share kept, at least one row of each), seeded; rows of one folded text go to the same side."""
+def split_guard(rows: Sequence[Example], seed: int, size: int | None = None
+                ) -> tuple[list[Example], LabeledData, str | None]:
+    """``rows`` less the guard slice (``size`` rows: :func:`guard_size`), the slice, and a note when it is small.
+    Stratified by label (each label's share kept, at least one row of each), seeded; rows of one folded text go to
+    the same side."""
     by_text: dict[str, list[Example]] = {}
     for e in rows:
         by_text.setdefault(fold(e.text), []).append(e)
-    size = guard_size(len(by_text))
+    explicit = size is not None  # --guard-slice-size: no note on its size
+    size = guard_size(len(by_text), size)
     labels = {k: round(sum(e.label for e in v) / len(v)) for k, v in by_text.items()}
     chosen: set[str] = set()
     rng = random.Random(seed)
@@ -102,7 +117,7 @@ def split_guard(rows: Sequence[Example], seed: int) -> tuple[list[Example], Labe
         take = min(len(texts) - 1, max(1, round(size * len(texts) / len(labels))))
         chosen.update(texts[:take])
     guard = [by_text[k][0] for k in sorted(chosen)]
-    note = None if len(guard) >= GUARD_MIN_ROWS else (
+    note = None if len(guard) >= GUARD_MIN_ROWS or explicit else (
         f"--data has {len(by_text)} distinct texts, so the guard slice is {len(guard)} rows (about "
         f"{100 * GUARD_SHARE:.0f}%), not {GUARD_MIN_ROWS}: its intervals are wide and only large damage shows; add "
         "--eval sets or --data rows")
@@ -151,7 +166,7 @@ def make_check(out: Path, config: Any, start: str | Path, reference: str | Path,
     from toxiforge.audit.run import AuditSettings
 
     settings = AuditSettings(seed=config.attack.seed, threshold=config.threshold, resume=True)
-    return GuardCheck(out, Tolerance(config.auc_tolerance, config.fpr_tolerance), settings,
+    return GuardCheck(out, Tolerance(config.auc_tolerance, config.fpr_tolerance, config.ship_margin), settings,
                       audit_loader(str(start), config.start_options(), config.device), str(start), str(reference),
                       note, log)
 
@@ -160,7 +175,7 @@ def make_check(out: Path, config: Any, start: str | Path, reference: str | Path,
 class GuardCheck:
     """Each round's paired check against round 0 (module docstring); ``results[r]`` is round r's ``guard.json``:
     ``{"sets": {set: {"reference", "auc": {arm: AUC}, "arms": {arm: {metric: {"difference", "worse"}}}}},
-    "problems": [...]}``."""
+    "problems": [...], "specs": {arm: classifier}}``."""
 
     out: Path
     tolerance: Tolerance
@@ -202,7 +217,7 @@ class GuardCheck:
         if guard is not None:
             name = START if self.reference == self.start else REFERENCE
             pairs.append((ClassifierSpec(name, self.reference), [guard]))
-        found: dict[str, Any] = {"sets": {}, "problems": []}
+        found: dict[str, Any] = {"sets": {}, "problems": [], "specs": {c.name: c.spec for c in others}}
         for reference, sets in pairs:
             if sets:
                 self._compare(reference, others, sets, found)
@@ -241,7 +256,8 @@ class GuardCheck:
             found["sets"][data.name] = entry
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tolerance": {"auc": self.tolerance.auc, "rate": self.tolerance.rate}, "start": self.start,
+        return {"tolerance": {"auc": self.tolerance.auc, "rate": self.tolerance.rate,
+                              "ship_margin": self.tolerance.margin}, "start": self.start,
                 "reference": self.reference, "reference_note": self.reference_note,
                 "rounds": {str(r): v for r, v in sorted(self.results.items())}}
 

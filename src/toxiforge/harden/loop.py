@@ -68,6 +68,7 @@ from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE, HardenConfig
 from toxiforge.harden.data import Statements, read_examples, select_alice, select_control, write_examples
+from toxiforge.harden.decide import check_slice
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
     SETTINGS_FILE,
@@ -155,7 +156,7 @@ class Harden:
                 raise InputError(f"--eval {', '.join(config.eval)} has no toxic row outside --data for "
                                  "--eval-attacks to attack", hint="add an --eval set with toxic rows")
         if config.keeps_guard_slice:  # no round trains on it
-            base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed)
+            base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed, config.guard_slice_size)
         self._inputs = base, eval_sets
         return self._inputs
 
@@ -294,15 +295,14 @@ class Harden:
 
     def _guard(self, start: str | Path, base: list[Example]) -> GuardCheck:
         """The paired check (guardset.py), with the guard slice's reference: C_0's recipe retrained on ``base``
-        (--data less the slice) where C_0's recipe is its log's, else C_0 itself."""
+        (--data less the slice) where C_0's recipe is its log's, else C_0 itself; the slice sized (decide.py)."""
         assert self.recipe is not None
-        note = slice_reference(self.config, self.recipe.source) if self.guard_slice is not None else None
-        reference = start
+        note, reference = slice_reference(self.config, self.recipe.source) if self.guard_slice else None, start
         if self.guard_slice is not None and note is None:
             reference = self._train(self.out / "round-0" / "reference" / "model", base, None,
                                     "round 0: C_0's recipe on --data less the guard slice (the slice's reference)", [])
             self._stop_for_training()
-        return make_check(self.out, self.config, start, reference, note, self.say)
+        return check_slice(make_check(self.out, self.config, start, reference, note, self.say), self.guard_slice)
 
     def _train(self, folder: Path, rows: list[Example], previous: str | Path | None, what: str,
                additions: list[str]) -> Path:

@@ -1,87 +1,57 @@
 """How ``toxiforge harden`` ends (issue 48, item 7): the classifier to ship, and ``OUT/audit/``, ``toxiforge
 audit``'s report (HTML, Markdown, JSON) of C_0, the round-0 classifier retrained on ``--data`` less the guard slice
 (when there is one), each arm's last round and the recommended classifier, on every eval set and the guard slice,
-paired against C_0. Harden calls the audit's code (:func:`~toxiforge.audit.run.run_audit`,
-:func:`~toxiforge.audit.report.write_report`); the audit imports nothing from harden.
+paired against round 0's reference (round-0-retrained where trained, else C_0). Harden calls the audit's code
+(:func:`~toxiforge.audit.run.run_audit`, :func:`~toxiforge.audit.report.write_report`); the audit imports nothing
+from harden.
 
-**The classifier to ship** (:func:`recommend`): among the rounds and arms that the paired check (guardset.py, the one
-rule for worse) did not find worse than round 0 on any set, the one with the best ROC AUC on the guard
-slice (without a slice: the mean ROC AUC over the eval sets), if it is above round 0's on the same rows (the slice's
-reference, or C_0); C_0 itself otherwise: a round that no check found worse but that scores below round 0 is not
-worth shipping.
+**The classifier to ship** (:func:`recommend`): decide.py's ship rule (issue 55): a round ships only when its
+paired ROC AUC gain over round 0's reference on the guard slice clears ``--ship-margin`` with the lower end of an
+interval simultaneous over all 2 × rounds candidates, and its benign error rates are shown not to rise beyond
+``--fpr-tolerance``; C_0 otherwise, saying which figure fell short and by how much.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from toxiforge.data.examples import LabeledData
-from toxiforge.harden.guardset import AUDIT_DIR, GUARD_SET, REFERENCE, START, GuardCheck
+from toxiforge.harden.decide import candidates, detectable, reference_of
+from toxiforge.harden.guardset import AUDIT_DIR, REFERENCE, START, GuardCheck
 
 
-def guard_auc(check: Mapping[str, Any], name: str) -> tuple[float | None, str]:
-    """A classifier's AUC in a round's check: on the guard slice, else the mean over the eval sets; and which."""
-    sets = check.get("sets", {})
-    if GUARD_SET in sets:
-        return sets[GUARD_SET]["auc"].get(name), "guard-slice ROC AUC"
-    values = [s["auc"].get(name) for s in sets.values() if s["auc"].get(name) is not None]
-    return (sum(values) / len(values) if values else None), "mean ROC AUC over the eval sets"
-
-
-def _round0_auc(guard: GuardCheck) -> tuple[float | None, str]:
-    """Round 0's AUC in the first round's check, measured as :func:`guard_auc` measures a round's: the slice's
-    reference on the guard slice, else C_0's mean over the eval sets."""
-    check = guard.results.get(min(guard.results)) if guard.results else None
-    if check is None:
-        return None, ""
-    sets = check.get("sets", {})
-    name = sets[GUARD_SET]["reference"] if GUARD_SET in sets else START
-    auc, what = guard_auc(check, name)
-    return auc, f"{name}'s {what}"
-
-
-def found_worse(check: Mapping[str, Any], name: str) -> bool:
-    """Whether a round's paired check found classifier ``name`` worse than round 0 on any set and metric."""
-    return any(row["worse"] for entry in check.get("sets", {}).values()
-               for row in entry["arms"].get(name, {}).values())
-
-
-def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], out: Path, start: str) -> dict[str, Any]:
-    """The classifier to ship (module docstring): ``{"round", "arm", "name", "folder", "why", "candidates"}``."""
-    candidates: list[dict[str, Any]] = []
-    rejected: list[str] = []
-    for r in range(1, rounds + 1):
-        check = guard.results.get(r)
-        if check is None:
-            continue
-        for arm in arms:
-            name = f"round-{r}-{arm}"
-            auc, what = guard_auc(check, name)
-            if found_worse(check, name):
-                rejected.append(name)
-            elif auc is not None:
-                candidates.append({"round": r, "arm": arm, "name": name, "auc": auc, "measure": what,
-                                   "folder": str(out / f"round-{r}" / arm / "model")})
-    if not candidates:
-        why = ("every round a check found worse than round 0 (" + ", ".join(rejected) + ")" if rejected
-               else "no round was measured")
-        return {"round": 0, "arm": None, "name": START, "folder": start, "why": f"C_0 itself: {why}",
-                "candidates": []}
-    ranked = sorted(candidates, key=lambda c: (-c["auc"], c["round"]))
-    best = ranked[0]
-    base, base_what = _round0_auc(guard)
-    if base is not None and best["auc"] <= base:
-        return {"round": 0, "arm": None, "name": START, "folder": start, "candidates": candidates,
-                "why": f"C_0 itself: no round scores above round 0 on the same rows (best: {best['name']}, "
-                       f"{best['measure']} {best['auc']:.3f}; {base_what} {base:.3f})"
-                       + (f"; found worse: {', '.join(rejected)}" if rejected else "")}
-    why = (f"the best {best['measure']} ({best['auc']:.3f}) among the {len(candidates)} round(s) and arm(s) that no "
-           "check found worse than round 0")
-    why += f" (next: {ranked[1]['name']}, {ranked[1]['auc']:.3f})" if len(ranked) > 1 else ""
-    why += f"; found worse: {', '.join(rejected)}" if rejected else ""
-    return {**{k: best[k] for k in ("round", "arm", "name", "folder")}, "why": why, "candidates": candidates}
+def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Sequence[LabeledData],
+              slice_: LabeledData | None) -> dict[str, Any]:
+    """The classifier to ship (decide.py's rule): ``{"round", "arm", "name", "folder", "why", "reference",
+    "margin", "detectable", "candidates"}``."""
+    judged = candidates(guard, rounds, arms, eval_sets, slice_)
+    reference = reference_of(guard, slice_)[0]
+    where = "the guard slice" if slice_ is not None else "the eval sets (mean ROC AUC)"
+    out: dict[str, Any] = {"reference": reference, "margin": guard.tolerance.margin,
+                           "candidates": [c.to_dict() for c in judged]}
+    if slice_ is not None:
+        h, what = detectable(guard, slice_)
+        out["detectable"] = {"roc_auc": None if math.isinf(h) else h, "what": what}
+    if guard.reference_note and slice_ is not None and reference == START:
+        out["reference_note"] = guard.reference_note
+    ships = sorted((c for c in judged if not c.short), key=lambda c: (-(c.auc or 0.0), c.round))
+    if ships:
+        best = ships[0]
+        why = (f"ROC AUC {best.gain.value:+.3f} over {reference} on {where}, simultaneous lower end "
+               f"{best.gain.low:+.3f} > +{guard.tolerance.margin:g} over all {len(judged)} candidates, and no "
+               f"benign error rate up beyond +{guard.tolerance.rate:g}")
+        why += f" ({len(ships)} of {len(judged)} clear the rule; the best ROC AUC ships)" if len(ships) > 1 else ""
+        return {"round": best.round, "arm": best.arm, "name": best.name, "folder": best.folder, "why": why, **out}
+    if not judged:
+        why = "C_0 itself: no round was measured"
+    else:
+        ranked = sorted(judged, key=lambda c: (-(c.gain.value if c.gain.value is not None else -math.inf), c.round))
+        why = (f"C_0 itself: no round clears the ship rule against {reference} on {where}; best ranked: "
+               + "; ".join(ranked[0].short))
+        why += f" (also short: {', '.join(c.name for c in ranked[1:])})" if len(ranked) > 1 else ""
+    return {"round": 0, "arm": None, "name": START, "folder": guard.start, "why": why, **out}
 
 
 def final_audit(guard: GuardCheck, ship: Mapping[str, Any], last: int, arms: Sequence[str],
@@ -90,9 +60,11 @@ def final_audit(guard: GuardCheck, ship: Mapping[str, Any], last: int, arms: Seq
     from toxiforge.audit.report import write_report
     from toxiforge.audit.run import ClassifierSpec, run_audit
 
+    # the first column is what every other is paired against: round 0's reference, never a C_0 that trained on the
+    # slice (issue 55; C_0's own column then shows what retraining without the slice moved)
     columns = {START: guard.start}
     if guard.reference != guard.start:
-        columns[REFERENCE] = guard.reference
+        columns = {REFERENCE: guard.reference, **columns}
     for arm in arms:
         columns[f"round-{last}-{arm}"] = str(guard.out / f"round-{last}" / arm / "model")
     if ship["name"] not in columns:
@@ -110,9 +82,11 @@ def closing(guard: GuardCheck, last: int, arms: Sequence[str],
     :func:`final_audit`'s report, after round 1 or later)."""
     out: dict[str, Any] = {"guard": {**guard.to_dict(), "slice": None if slice_ is None else {
         "rows": len(slice_), "toxic": sum(slice_.labels), "note": note}}}
-    out["ship"] = recommend(guard, last, arms, guard.out, guard.start)
+    out["ship"] = ship = recommend(guard, last, arms, eval_sets, slice_)
+    say(f"the classifier to ship: {ship['name']}: {ship['why']}")
     if last >= 1:
-        say("closing audit: C_0, each arm's last round and the classifier to ship, paired against C_0")
+        say(f"closing audit: C_0, each arm's last round and the classifier to ship, paired against "
+            f"{REFERENCE if guard.reference != guard.start else START}")
         out["audit"] = final_audit(guard, out["ship"], last, arms, eval_sets, slice_)
     return out
 
@@ -141,9 +115,11 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
     if ship:
         where = f"round {ship['round']}, {ship['arm']} arm" if ship["arm"] else "round 0"
         lines += ["", f"**The classifier to ship: {ship['name']}** ({where}), in `{ship['folder']}`: {ship['why']}."]
+        lines += _ship_table(ship)
     if report.get("audit"):
+        first = (ship or {}).get("reference") or START
         lines += ["", f"The closing audit (C_0, each arm's last round and the classifier to ship, paired against "
-                      f"C_0): `{report['audit']['markdown']}` (and `report.html`, `report.json` there)."]
+                      f"{first}): `{report['audit']['markdown']}` (and `report.html`, `report.json` there)."]
     return lines
 
 
@@ -154,3 +130,23 @@ def _delta(row: Mapping[str, Any] | None) -> str:
     if d.get("low") is None:
         return f"{d['value']:+.3f}"
     return f"{d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def _ship_table(ship: Mapping[str, Any]) -> list[str]:
+    """report.md's table of the candidates under the ship rule (decide.py)."""
+    if not ship.get("candidates"):
+        return []
+    seen = ship.get("detectable") or {}
+    lines = ["", f"The ship rule (docs/harden.md): ROC AUC gain over {ship['reference']} with intervals simultaneous "
+                 f"over the {len(ship['candidates'])} candidates, lower end > +{ship['margin']:g}; no benign error "
+                 "rate's upper end above the rate tolerance."
+             + (f" The slice detects ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
+                if seen.get("roc_auc") is not None else "")
+             + (f" Its reference is C_0: {ship['reference_note']}." if ship.get("reference_note") else ""), "",
+             "| candidate | ROC AUC | gain [simultaneous 95%] | ships | short |", "|---|---:|---|---|---|"]
+    for c in ship["candidates"]:
+        auc = "n/a" if c["auc"] is None else f"{c['auc']:.3f}"
+        gain = "n/a" if c["gain"]["value"] is None else _delta({"difference": c["gain"]})
+        lines.append(f"| {c['name']} | {auc} | {gain} | "
+                     f"{'**yes**' if c['ships'] else 'no'} | {'; '.join(c['short']) or '-'} |")
+    return lines

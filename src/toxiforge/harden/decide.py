@@ -1,0 +1,184 @@
+"""The ship rule of ``toxiforge harden`` (issue 55, item 2): which of the 2 × rounds candidates (each arm of each
+round), if any, is shown better than round 0 beyond noise, and whether the guard slice can show it.
+
+* **The reference** (:func:`reference_of`): on the guard slice, the slice's reference (guardset.py: C_0's recipe
+  retrained on --data less the slice, or C_0 where none could be trained: a judge, or C_0 trained here on --data less
+  the slice; C_0 of an unknown recipe may have trained on the slice, which flatters it and makes the rule stricter,
+  and the report says so). Without a slice (``--no-guard-slice`` with ``--eval``), C_0 on the eval sets (the mean
+  ROC AUC over them).
+* **Better beyond noise, corrected for the best of many** (:func:`candidates`): every candidate's paired ROC AUC
+  difference to the reference on the same resamples of the same rows (the audit's :class:`~toxiforge.intervals.
+  Resampler`, so all candidates share them), with intervals that hold for all candidates at once
+  (:func:`~toxiforge.intervals.simultaneous_differences`, a max-statistic bootstrap). A candidate clears when the
+  simultaneous lower end is above ``+margin`` (``--ship-margin``, default :data:`DEFAULT_SHIP_MARGIN`).
+* **No rise in benign errors**: FPR, FPR_NOI and (on a HateCheck set) over-blocking, on every set the paired check
+  measured, must be *shown* not to rise beyond ``--fpr-tolerance``: the upper end of the paired check's 95% interval
+  (guard.json's rows, the one rule's numbers) at most ``+tolerance``. The paired check stops the loop when a rise is
+  shown (the interval wholly beyond); shipping needs the opposite shown.
+* **The slice sized for the decision** (:func:`check_slice`, before any attack): the smallest ROC AUC change the
+  slice detects is the half-width of the reference's 95% bootstrap AUC interval on it, at least the Wilson one's
+  (:func:`detectable`; one classifier's interval: a paired difference of two similar classifiers is usually
+  narrower, a simultaneous one over many wider). When it is
+  above the margin, the run is refused, naming the ``--guard-slice-size`` that would do (half-widths shrink as one
+  over the square root of the rows).
+
+A round found worse by the paired check is a candidate too (it counts among those chosen from) but never ships.
+Among the candidates that clear every part, the one with the best ROC AUC ships; C_0 otherwise, and ``why`` says
+which figure of the best-ranked candidate fell short and by how much.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toxiforge.data.examples import LabeledData
+from toxiforge.errors import InputError
+from toxiforge.harden.guardset import BENIGN_CHECKS, REFERENCE, START, GuardCheck, Tolerance
+from toxiforge.intervals import Estimate, proportion_interval, simultaneous_differences
+
+DEFAULT_SHIP_MARGIN = 0.01  # ROC AUC: as far up as --auc-tolerance lets a round go down before it is worse
+AUC_KEY = "accuracy.roc_auc"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One arm of one round: its ROC AUC on the decision sets, its simultaneous difference to the reference
+    (``gain``) and why it cannot ship (``short``: empty when it can)."""
+
+    round: int
+    arm: str
+    name: str
+    folder: str
+    auc: float | None
+    gain: Estimate
+    short: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "arm": self.arm, "name": self.name, "folder": self.folder, "auc": self.auc,
+                "gain": self.gain.to_dict(), "ships": not self.short, "short": list(self.short)}
+
+
+def reference_of(guard: GuardCheck, slice_: LabeledData | None) -> tuple[str, str]:
+    """The decision's reference, ``(name, spec)`` (module docstring)."""
+    if slice_ is None or guard.reference == guard.start:
+        return START, guard.start
+    return REFERENCE, guard.reference
+
+
+def decision_auc(guard: GuardCheck, name: str, spec: str, sets: Sequence[LabeledData]) -> Estimate:
+    """ROC AUC with its replicates on ``sets`` (the slice, or the eval sets: their mean, replicate by replicate)."""
+    from toxiforge.audit.compare import headline
+    from toxiforge.audit.headlines import section_of
+
+    found = [headline(s, *section_of(AUC_KEY)) for s in guard.sections(name, spec, sets).values()]
+    defined = [e for e in found if e is not None and e.value is not None]
+    if len(defined) <= 1:
+        return defined[0] if defined else Estimate(None)
+    stacked = [e.reps for e in defined if e.reps is not None]
+    reps = np.mean(stacked, axis=0) if len(stacked) == len(defined) else None
+    return Estimate.of(float(np.mean([e.value for e in defined])), reps)
+
+
+def found_worse(check: Mapping[str, Any], name: str) -> bool:
+    """Whether a round's paired check found classifier ``name`` worse than round 0 on any set and metric."""
+    return any(row["worse"] for entry in check.get("sets", {}).values()
+               for row in entry["arms"].get(name, {}).values())
+
+
+def gain_short(name: str, gain: Estimate, margin: float) -> list[str]:
+    """Why ``gain`` (a simultaneous difference) does not clear ``+margin``; nothing when it does."""
+    if gain.value is None or gain.low is None:
+        return [f"{name}: ROC AUC has no interval against round 0 (one label only, or no resamples)"]
+    if gain.low > margin:
+        return []
+    return [f"{name}: ROC AUC {gain.value:+.3f}, simultaneous lower end {gain.low:+.3f}, needs > {margin:+.3f} "
+            f"margin: short by {margin - gain.low:.3f}"]
+
+
+def benign_short(check: Mapping[str, Any], name: str, rate: float) -> list[str]:
+    """Each benign error rate (:data:`BENIGN_CHECKS`) whose paired interval's upper end is above ``+rate``."""
+    from toxiforge.audit.glossary import name as term
+    from toxiforge.audit.headlines import section_of
+
+    out = []
+    for set_name, entry in check.get("sets", {}).items():
+        rows = entry["arms"].get(name, {})
+        for key in BENIGN_CHECKS:
+            row = rows.get(section_of(key)[1])
+            if row is None:
+                continue
+            d = row["difference"]
+            high = d["value"] if d.get("high") is None else d["high"]
+            if high > rate:
+                out.append(f"{name}: {term(key)} on {set_name} {d['value']:+.3f}, upper end {high:+.3f}, needs "
+                           f"<= +{rate:g}: over by {high - rate:.3f}")
+    return out
+
+
+def candidates(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Sequence[LabeledData],
+               slice_: LabeledData | None) -> list[Candidate]:
+    """Every measured round's arms, judged by the ship rule (module docstring)."""
+    sets = [slice_] if slice_ is not None else list(eval_sets)
+    found = {(r, arm): guard.results[r].get("specs", {}).get(f"round-{r}-{arm}",
+                                                             str(guard.out / f"round-{r}" / arm / "model"))
+             for r in range(1, rounds + 1) if r in guard.results for arm in arms}
+    if not found or not sets:
+        return []
+    base = decision_auc(guard, *reference_of(guard, slice_), sets)
+    aucs = {(r, arm): decision_auc(guard, f"round-{r}-{arm}", spec, sets) for (r, arm), spec in found.items()}
+    gains = simultaneous_differences(base, {f"round-{r}-{arm}": e for (r, arm), e in aucs.items()})
+    tol: Tolerance = guard.tolerance
+    out = []
+    for (r, arm), spec in found.items():
+        name, check = f"round-{r}-{arm}", guard.results[r]
+        short = ([f"{name}: found worse than round 0 by the paired check"] if found_worse(check, name) else [])
+        short += gain_short(name, gains[name], tol.margin) + benign_short(check, name, tol.rate)
+        out.append(Candidate(r, arm, name, spec, aucs[(r, arm)].value, gains[name], tuple(short)))
+    return out
+
+
+def half_width(estimate: Estimate) -> float:
+    """Half the width of ``estimate``'s interval (infinite without one)."""
+    if estimate.low is None or estimate.high is None:
+        return math.inf
+    return (estimate.high - estimate.low) / 2
+
+
+def detectable(guard: GuardCheck, slice_: LabeledData) -> tuple[float, str]:
+    """The smallest ROC AUC change the slice detects (module docstring), and what it is. The bootstrap interval
+    collapses where the reference ranks the slice perfectly (AUC 1 on every resample of a few rows), so the
+    half-width is at least that of the Wilson interval of the AUC read as a share of the slice's rows, which does
+    not collapse at 1 (intervals.py: why proportions get Wilson's)."""
+    name, spec = reference_of(guard, slice_)
+    auc = decision_auc(guard, name, spec, [slice_])
+    if auc.value is None:
+        return math.inf, f"{name} has no ROC AUC on the guard slice"
+    low, high = proportion_interval(round(auc.value * len(slice_)), len(slice_))
+    h = max(half_width(auc), (high - low) / 2)
+    return h, (f"the half-width of {name}'s 95% ROC AUC interval on the {len(slice_)}-row guard slice: its "
+               "bootstrap interval's, at least Wilson's on as many rows")
+
+
+def check_slice(guard: GuardCheck, slice_: LabeledData | None) -> GuardCheck:
+    """``guard``, once the slice is found able to detect ``--ship-margin`` (module docstring); else InputError.
+    Without a slice, or with ``--ship-margin 1`` (no round ships), there is nothing to check."""
+    margin = guard.tolerance.margin
+    if slice_ is None or margin >= 1:
+        return guard
+    h, what = detectable(guard, slice_)
+    if h <= margin:
+        guard.log(f"guard slice: detects ROC AUC changes of ±{h:.3f} ({what}), within --ship-margin {margin:g}")
+        return guard
+    shown = "no interval" if math.isinf(h) else f"±{h:.3f}"
+    need = "more rows of both labels" if math.isinf(h) else (
+        f"--guard-slice-size {math.ceil(len(slice_) * (h / margin) ** 2)} (half-widths shrink as 1/√rows: "
+        f"{len(slice_)} × ({h:.3f} / {margin:g})²; --data needs twice that many distinct texts)")
+    raise InputError(f"the guard slice detects ROC AUC changes of {shown} ({what}), more than --ship-margin "
+                     f"{margin:g}: no round could be shown better than round 0 by the margin",
+                     hint=f"pass {need} in a new -o, or --ship-margin {min(1.0, h):.3f} to ship only gains that "
+                          "large (--ship-margin 1: never ship a round)")

@@ -1,0 +1,152 @@
+"""Issue 55, item 2: harden ships a round only beyond noise. Its ROC AUC gain over round 0's reference on the guard
+slice must clear --ship-margin with the lower end of an interval simultaneous over every candidate (a max-statistic
+bootstrap), its benign error rates must be shown not to rise beyond --fpr-tolerance, and a slice too small to
+detect the margin is refused. Fixed score arrays through the real paired check (no training); placeholder text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_harden import harden, setup, varied_lm  # noqa: F401 (fixtures)
+from test_harden_guard import Fixed
+
+from toxiforge.data.examples import Example, LabeledData
+from toxiforge.errors import InputError
+from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice
+from toxiforge.harden.guardset import GUARD_SET, REFERENCE, GuardCheck, Tolerance, split_guard
+from toxiforge.harden.ship import recommend
+
+ARMS = ("alice", "control")
+
+
+def guard_slice(n: int = 300) -> LabeledData:
+    return LabeledData(GUARD_SET, [Example(f"placeholder row {i}", i % 2, "asian") for i in range(n)], "test", "test")
+
+
+def logits(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """Labels, the reference's logits (a signal plus noise: ROC AUC about 0.7) and the generator for more."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    return y, 1.2 * (2 * y - 1) + rng.normal(0, 1.5, n), rng
+
+
+def scores(data: LabeledData, x: np.ndarray) -> dict[str, float]:
+    return dict(zip(data.texts, (1 / (1 + np.exp(-x))).tolist()))
+
+
+def checked(tmp_path: Path, data: LabeledData, ref: np.ndarray, rounds: list[tuple[np.ndarray, np.ndarray]],
+            margin: float = DEFAULT_SHIP_MARGIN) -> GuardCheck:
+    """The paired check of each round (alice, control logits) against the reference on the slice, as the loop runs
+    it (C_0 trained on the slice: the reference is round-0-retrained)."""
+    from toxiforge.audit.run import AuditSettings
+
+    specs = {"c0": scores(data, ref + 0.5), "ref": scores(data, ref)}
+    for r, pair in enumerate(rounds, 1):
+        specs |= {f"r{r}-{arm}": scores(data, x) for arm, x in zip(ARMS, pair)}
+    guard = GuardCheck(tmp_path, Tolerance(margin=margin), AuditSettings(resume=True),
+                       lambda spec, **_: Fixed(specs[spec]), start="c0", reference="ref")
+    for r in range(1, len(rounds) + 1):
+        guard.check(r, {arm: f"r{r}-{arm}" for arm in ARMS}, [], data)
+    return guard
+
+
+def test_a_gain_smaller_than_the_margin_is_not_shipped(tmp_path):
+    """A round better than the reference beyond noise (its paired interval above 0), but by less than the margin:
+    the old rule shipped the best ROC AUC above round 0's; now C_0 ships, and why says by how much it fell short."""
+    data = guard_slice()
+    y, ref, _ = logits(len(data), 5)
+    slight = ref + 0.08 * y    # every toxic row a little higher: a small, sure gain
+    guard = checked(tmp_path, data, ref, [(slight, ref)])
+    gain = guard.results[1]["sets"][GUARD_SET]["arms"]["round-1-alice"]["roc_auc"]["difference"]
+    assert 0 < gain["low"] and gain["value"] < DEFAULT_SHIP_MARGIN
+    ship = recommend(guard, 1, ARMS, [], data)
+    assert ship["name"] == "C_0" and ship["reference"] == REFERENCE
+    assert "round-1-alice: ROC AUC +0.00" in ship["why"] and "needs > +0.010 margin: short by 0.0" in ship["why"]
+    alice = next(c for c in ship["candidates"] if c["name"] == "round-1-alice")
+    assert not alice["ships"] and alice["gain"]["low"] < DEFAULT_SHIP_MARGIN
+
+
+def test_the_best_of_eight_rounds_as_good_as_the_reference_is_not_shipped(tmp_path):
+    """Four rounds of two arms, each the reference's signal with noise of its own (as good as the reference): by
+    chance one's naive paired interval lies above the margin (+0.067 [+0.012, ...]), and the old rule shipped it. Its
+    lower end simultaneous over the eight is below 0: C_0 ships."""
+    data = guard_slice()
+    y, ref, rng = logits(len(data), 33)
+    signal = 1.2 * (2 * y - 1)
+    draws = [signal + rng.normal(0, 1.5, len(data)) for _ in range(8)]
+    guard = checked(tmp_path, data, ref, [(draws[2 * i], draws[2 * i + 1]) for i in range(4)])
+    naive = {name: row["roc_auc"]["difference"] for r, check in guard.results.items()
+             for name, row in check["sets"][GUARD_SET]["arms"].items()}
+    lucky = max(naive, key=lambda k: naive[k]["low"])
+    assert naive[lucky]["low"] > DEFAULT_SHIP_MARGIN  # a per-candidate interval would ship it
+    assert not any(p for check in guard.results.values() for p in check["problems"])
+    ship = recommend(guard, 4, ARMS, [], data)
+    assert ship["name"] == "C_0" and len(ship["candidates"]) == 8
+    chosen = next(c for c in ship["candidates"] if c["name"] == lucky)
+    assert chosen["gain"]["value"] == pytest.approx(naive[lucky]["value"]) and chosen["gain"]["low"] < 0
+    assert f"best ranked: {lucky}: ROC AUC +0.06" in ship["why"]
+
+
+def test_a_clearly_better_round_is_shipped(tmp_path, capsys):
+    data = guard_slice()
+    y, ref, _ = logits(len(data), 5)
+    better = ref + 1.0 * (2 * y - 1)   # ranks better, and calls fewer benign rows toxic
+    guard = checked(tmp_path, data, ref, [(ref, better)])
+    ship = recommend(guard, 1, ARMS, [], data)
+    assert ship["name"] == "round-1-control" and ship["folder"] == "r1-control"
+    control = next(c for c in ship["candidates"] if c["name"] == "round-1-control")
+    assert control["ships"] and control["gain"]["low"] > DEFAULT_SHIP_MARGIN and control["short"] == []
+    assert ship["why"].startswith("ROC AUC +0.09") and "simultaneous lower end +0.0" in ship["why"]
+    assert 0 < ship["detectable"]["roc_auc"] < 0.1 and "round-0-retrained's 95% ROC AUC interval" in \
+        ship["detectable"]["what"]
+
+
+def test_a_better_auc_with_fpr_up_beyond_the_tolerance_is_not_shipped(tmp_path):
+    """ROC AUC clearly up, FPR up +0.047 [+0.014, +0.084]: not found worse (the interval is not wholly beyond the
+    2-point tolerance), so the old rule shipped it; a rise beyond the tolerance is not ruled out, so it is not
+    shipped now."""
+    data = guard_slice()
+    y, ref, _ = logits(len(data), 5)
+    trades = ref + 1.0 * y + 0.15      # toxic rows ranked higher, and every row pushed toward toxic
+    guard = checked(tmp_path, data, ref, [(trades, ref)])
+    rows = guard.results[1]["sets"][GUARD_SET]["arms"]["round-1-alice"]
+    assert rows["roc_auc"]["difference"]["low"] > 0.03 and not rows["fpr"]["worse"]
+    assert rows["fpr"]["difference"]["low"] < 0.02 < rows["fpr"]["difference"]["high"]
+    ship = recommend(guard, 1, ARMS, [], data)
+    assert ship["name"] == "C_0"
+    assert "round-1-alice: FPR on guard-slice +0.047, upper end +0.08" in ship["why"]
+    assert "needs <= +0.02: over by 0.06" in ship["why"]
+
+
+def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_size(tmp_path):
+    from toxiforge.audit.run import AuditSettings
+
+    data = guard_slice(120)
+    _, ref, _ = logits(len(data), 5)
+    guard = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), lambda spec, **_: Fixed(scores(data, ref)),
+                       start="c0", reference="ref")
+    with pytest.raises(InputError, match=r"detects ROC AUC changes of ±0\.\d+ .* more than --ship-margin 0.01") as e:
+        check_slice(guard, data)
+    assert "--guard-slice-size " in e.value.hint and "120 × (0." in e.value.hint
+    need = int(e.value.hint.split("--guard-slice-size ")[1].split()[0])
+    assert need > 120 * 4   # the half-width is more than twice the margin
+    # a margin the slice can detect, or none (1: no round ships), passes
+    wide = GuardCheck(tmp_path, Tolerance(margin=0.2), AuditSettings(resume=True), guard.loader, "c0", "ref")
+    assert check_slice(wide, data) is wide and check_slice(guard, None) is guard
+    # and --guard-slice-size sizes the slice (at most half of --data's texts)
+    rows = [Example(f"placeholder row {i}", i % 2, "asian") for i in range(1000)]
+    assert len(split_guard(rows, 1, size=400)[1]) == 400
+    with pytest.raises(InputError, match="--guard-slice-size 600 is outside"):
+        split_guard(rows, 1, size=600)
+
+
+def test_harden_refuses_a_slice_that_cannot_detect_the_margin_before_any_attack(setup, varied_lm, tmp_path):  # noqa: F811
+    """The loop: C_0's recipe retrained on --data less a 4-row slice (the slice's reference), then refused at
+    --ship-margin 0.01 with the size that would do, before round 0's attack."""
+    out = tmp_path / "h"
+    with pytest.raises(InputError, match="more than --ship-margin 0.01") as e:
+        harden(setup, out, varied_lm, ship_margin=0.01)
+    assert "--guard-slice-size" in e.value.hint and (out / "round-0" / "reference" / "model").is_dir()
+    assert not (out / "round-0" / "attack").exists()

@@ -20,6 +20,8 @@ from toxiforge.harden.ship import recommend
 
 ARMS = ("alice", "control")
 
+MARGIN = 0.01  # the margin these tests ask for (the default is 0: better beyond noise)
+
 
 def guard_slice(n: int = 300) -> LabeledData:
     return LabeledData(GUARD_SET, [Example(f"placeholder row {i}", i % 2, "asian") for i in range(n)], "test", "test")
@@ -37,7 +39,7 @@ def scores(data: LabeledData, x: np.ndarray) -> dict[str, float]:
 
 
 def checked(tmp_path: Path, data: LabeledData, ref: np.ndarray, rounds: list[tuple[np.ndarray, np.ndarray]],
-            margin: float = DEFAULT_SHIP_MARGIN) -> GuardCheck:
+            margin: float = MARGIN) -> GuardCheck:
     """The paired check of each round (alice, control logits) against the reference on the slice, as the loop runs
     it (C_0 trained on the slice: the reference is round-0-retrained)."""
     from toxiforge.audit.run import AuditSettings
@@ -60,12 +62,12 @@ def test_a_gain_smaller_than_the_margin_is_not_shipped(tmp_path):
     slight = ref + 0.08 * y    # every toxic row a little higher: a small, sure gain
     guard = checked(tmp_path, data, ref, [(slight, ref)])
     gain = guard.results[1]["sets"][GUARD_SET]["arms"]["round-1-alice"]["roc_auc"]["difference"]
-    assert 0 < gain["low"] and gain["value"] < DEFAULT_SHIP_MARGIN
+    assert 0 < gain["low"] and gain["value"] < MARGIN
     ship = recommend(guard, 1, ARMS, [], data)
     assert ship["name"] == "C_0" and ship["reference"] == REFERENCE
     assert "round-1-alice: ROC AUC +0.00" in ship["why"] and "needs > +0.010 margin: short by 0.0" in ship["why"]
     alice = next(c for c in ship["candidates"] if c["name"] == "round-1-alice")
-    assert not alice["ships"] and alice["gain"]["low"] < DEFAULT_SHIP_MARGIN
+    assert not alice["ships"] and alice["gain"]["low"] < MARGIN
 
 
 def test_the_best_of_eight_rounds_as_good_as_the_reference_is_not_shipped(tmp_path):
@@ -80,7 +82,7 @@ def test_the_best_of_eight_rounds_as_good_as_the_reference_is_not_shipped(tmp_pa
     naive = {name: row["roc_auc"]["difference"] for r, check in guard.results.items()
              for name, row in check["sets"][GUARD_SET]["arms"].items()}
     lucky = max(naive, key=lambda k: naive[k]["low"])
-    assert naive[lucky]["low"] > DEFAULT_SHIP_MARGIN  # a per-candidate interval would ship it
+    assert naive[lucky]["low"] > MARGIN  # a per-candidate interval would ship it
     assert not any(p for check in guard.results.values() for p in check["problems"])
     ship = recommend(guard, 4, ARMS, [], data)
     assert ship["name"] == "C_0" and len(ship["candidates"]) == 8
@@ -97,7 +99,7 @@ def test_a_clearly_better_round_is_shipped(tmp_path, capsys):
     ship = recommend(guard, 1, ARMS, [], data)
     assert ship["name"] == "round-1-control" and ship["folder"] == "r1-control"
     control = next(c for c in ship["candidates"] if c["name"] == "round-1-control")
-    assert control["ships"] and control["gain"]["low"] > DEFAULT_SHIP_MARGIN and control["short"] == []
+    assert control["ships"] and control["gain"]["low"] > MARGIN and control["short"] == []
     assert ship["why"].startswith("ROC AUC +0.09") and "simultaneous lower end +0.0" in ship["why"]
     assert 0 < ship["detectable"]["roc_auc"] < 0.1 and "round-0-retrained's 95% ROC AUC interval" in \
         ship["detectable"]["what"]
@@ -125,7 +127,8 @@ def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_si
 
     data = guard_slice(120)
     _, ref, _ = logits(len(data), 5)
-    guard = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), lambda spec, **_: Fixed(scores(data, ref)),
+    guard = GuardCheck(tmp_path, Tolerance(margin=0.01), AuditSettings(resume=True),
+                       lambda spec, **_: Fixed(scores(data, ref)),
                        start="c0", reference="ref")
     with pytest.raises(InputError, match=r"detects ROC AUC changes of ±0\.\d+ .* more than --ship-margin 0.01") as e:
         check_slice(guard, data)
@@ -135,6 +138,13 @@ def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_si
     # a margin the slice can detect, or none (1: no round ships), passes
     wide = GuardCheck(tmp_path, Tolerance(margin=0.2), AuditSettings(resume=True), guard.loader, "c0", "ref")
     assert check_slice(wide, data) is wide and check_slice(guard, None) is guard
+    # the default margin (0: a gain shown beyond noise) is never refused by a slice that gives an interval; the run
+    # says what the slice can detect
+    lines: list[str] = []
+    default = GuardCheck(tmp_path, Tolerance(margin=DEFAULT_SHIP_MARGIN), AuditSettings(resume=True), guard.loader,
+                         "c0", "ref", log=lines.append)
+    assert DEFAULT_SHIP_MARGIN == 0 and check_slice(default, data) is default
+    assert any("guard slice: detects ROC AUC changes of ±0." in line for line in lines)
     # and --guard-slice-size sizes the slice (at most half of --data's texts)
     rows = [Example(f"placeholder row {i}", i % 2, "asian") for i in range(1000)]
     assert len(split_guard(rows, 1, size=400)[1]) == 400

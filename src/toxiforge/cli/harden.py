@@ -126,11 +126,13 @@ def harden_command(
                                                                       "to round 0 in an error rate (FPR, FNR, "
                                                                       "FPR_NOI or over-blocking) lies wholly above "
                                                                       "+this (0.02: 2 points; 1: that side off)."),
-    ship_margin: float = typer.Option(0.01, "--ship-margin", help="A round ships only when its paired ROC AUC "
-                                                                  "gain over round 0 on the guard slice, with "
-                                                                  "intervals simultaneous over every round and arm, "
-                                                                  "has its lower end above +this (else C_0; 1: "
-                                                                  "never ship a round)."),
+    ship_margin: float = typer.Option(0.0, "--ship-margin", help="A round ships only when its paired ROC AUC "
+                                                                 "gain over round 0 on the guard slice, with "
+                                                                 "intervals simultaneous over every round and arm, "
+                                                                 "has its lower end above +this (default 0: "
+                                                                 "better beyond noise; else C_0; 1: never ship a "
+                                                                 "round). A margin the slice cannot detect is "
+                                                                 "refused at the start."),
     guard_slice_size: int | None = typer.Option(None, "--guard-slice-size", help="Rows of the guard slice "
                                                                                  "(default: 15% of --data, at "
                                                                                  "least 100); harden refuses a "

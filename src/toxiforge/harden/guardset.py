@@ -69,7 +69,7 @@ class Tolerance:
 
     auc: float = 0.01
     rate: float = 0.02
-    margin: float = 0.01
+    margin: float = 0.0  # decide.DEFAULT_SHIP_MARGIN (decide imports this module)
 
     def __post_init__(self) -> None:
         for name, value in (("--auc-tolerance", self.auc), ("--fpr-tolerance", self.rate),

@@ -197,8 +197,8 @@ class HFClassifier:
             model.to(resolve_device(device))
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.runtime = check_runtime(runtime, next(model.parameters()).device)
-        self._forward = make_forward(self.model, self.runtime, list(tokenizer(["x"]).keys()))
+        self._forward = make_forward(self.model, runtime, list(tokenizer(["x"]).keys()))  # checks the runtime
+        self.runtime = runtime
         self.name = name or getattr(config, "_name_or_path", "") or cls_name
         self.source = source or self.name
         self.load_seconds: float | None = None

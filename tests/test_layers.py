@@ -109,3 +109,14 @@ def test_every_package_imports_from_its_layer_or_below():
             if theirs is not None and theirs > mine:
                 offenders.add(f"{path.relative_to(PACKAGE)}: {name}")
     assert not offenders
+
+
+MAX_LINES = 400  # DEVELOPERS.md: modules over ~400 lines are split along their seams (issue 58)
+
+
+def test_no_module_is_over_400_lines():
+    """A module a newcomer opens has one job its name says; past 400 lines it is doing two (split it, the way
+    decoding/alice.py and harden/loop.py were: issue 58)."""
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"split these along their seams: {long}"

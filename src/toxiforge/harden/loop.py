@@ -20,114 +20,55 @@ in a study per round (people.py).
 Prompts and statements never repeat across the run's generated sets (sets.py), and no ``--eval`` text is trained on
 (inputs.py).
 
-Everything is the existing pieces called as the CLI calls them (:class:`~toxiforge.pipeline.Generator`,
-:func:`~toxiforge.training.trainer.train_classifier`, the audit's :func:`~toxiforge.audit.run.run_audit` for the eval
-sets' numbers: scored once per classifier, for the metrics and the paired check alike). Layout of ``DIR`` (each run a
-normal toxiforge run)::
-
-    harden.json                      the settings (a resumed run must match them; --rounds may grow)
-    data-apart-from-eval.jsonl       --external-training: --data less its --eval rows, when it has some
-    guard-slice.jsonl  data-less-guard-slice.jsonl   the guard slice of --data, and the rest (guardset.py)
-    round-0/reference/model/         C_0's recipe on --data less the slice: the rounds' reference on the slice
-    round-0/model/                   C_0 when trained from --data
-    round-0/attack/  metrics.json    the attack on C_0, its metrics
-    round-0/transfer/                the fixed transfer attack on C_0 (transfer=True)
-    round-N/SET.prompts/             the prompts a set (attack, transfer, control/topk) was drawn, as prompt files
-    round-N/.../RUN.validation.json  the validator's scores of RUN's statements (validate_with)
-    round-N/.../RUN.people.json      people's labels of RUN's statements (validate_with="people")
-    people/STEP.json  STEP.labels.json   each study: its statements; the labels' counts and agreement
-    annotation.db                    the studies (validate_with="people", unless annotation_db is given)
-    round-N/{alice,control}/added.jsonl   the statements that joined the training data this round
-    round-N/control/topk/            the top-k run the control statements come from
-    round-N/{alice,control}/model/   C_N of each arm
-    round-N/{alice,control}/attack/  the new attack on it
-    round-N/metrics.json             {"alice": ..., "control": ...}
-    round-N/guard.json               the paired check of round N against round 0 (guardset.py)
-    audit/                           the closing audit, toxiforge audit's report (ship.py); audit/scores/ its cache
-    round-N/alice/train-FAMILY/      --attacks FAMILY (not alice): its attack on C_{N-1} (families.py)
-    round-0/attacks/FAMILY/  round-N/{alice,control}/attacks/FAMILY/   each family's attack on the held-out set
-    report.md  report.json  report.png
-
-Every step is skipped when its output is complete, so ``resume=True`` continues at the first unfinished step.
+The steps (generate, admit, select, train, measure), each skipped when its output is complete, and the run
+folder's layout: :mod:`toxiforge.harden.steps`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.attacks.validation import Validation, run_rows
+from toxiforge.attacks.validation import Validation
 from toxiforge.classifiers.registry import is_judge
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
-from toxiforge.harden.config import ADDED_FILE, METRICS_FILE, HardenConfig
-from toxiforge.harden.data import Statements, read_examples, select_alice, select_control, write_examples
+from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
+from toxiforge.harden.data import Statements, select_alice, select_control
 from toxiforge.harden.decide import check_slice
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
-from toxiforge.harden.guard import (
-    SETTINGS_FILE,
-    HardenStopped,
-    TrainingPending,
-    check_out_dir,
-    check_sequence_classifier,
-    train_command,
-)
+from toxiforge.harden.guard import SETTINGS_FILE, HardenStopped, check_out_dir, check_sequence_classifier
 from toxiforge.harden.guardset import START, GuardCheck, keep_apart, make_check, slice_reference, split_guard
-from toxiforge.harden.inputs import data_specs, load_inputs
-from toxiforge.harden.people import People, people_report, read_labels
-from toxiforge.harden.recipe import Recipe, round_recipe, train_round
-from toxiforge.harden.report import ARMS, flip_rates, measure, write_harden_report
-from toxiforge.harden.sets import EVAL_SET, PROMPTS_SUFFIX, DrawnSet, StatementLedger, draw_sets, run_sets
+from toxiforge.harden.inputs import load_inputs
+from toxiforge.harden.people import People, people_report
+from toxiforge.harden.recipe import round_recipe
+from toxiforge.harden.report import ARMS, measure, write_harden_report
+from toxiforge.harden.sets import EVAL_SET, StatementLedger, draw_sets, run_sets
 from toxiforge.harden.ship import closing
-from toxiforge.pipeline.generator import Generator
-from toxiforge.records import METHOD_ALICE, METHOD_TOPK, run_complete
-from toxiforge.training.trainer import LOG_FILE
-
-# --- the loop --------------------------------------------------------------------------------------------------
+from toxiforge.harden.steps import RunSteps
+from toxiforge.records import METHOD_TOPK
 
 
 @dataclass
-class Harden:
-    """One harden run in ``out`` (module docstring); :meth:`run` does (or resumes) every step."""
+class Harden(RunSteps):
+    """One harden run in ``out`` (module docstring); :meth:`run` does (or resumes) every round, with the steps of
+    :class:`~toxiforge.harden.steps.RunSteps`."""
 
-    config: HardenConfig
-    out: Path
-    generator: Generator
-    progress: bool = False
-    say: Callable[[str], None] = lambda message: None
-    steps: list[str] = field(default_factory=list)  # the steps this call did (skipped ones are not listed)
-    _inputs: tuple[list[Example], list[LabeledData]] | None = field(default=None, repr=False)
-    # external_training: stop (TrainingPending) where a model is to be trained, with the `toxiforge train` command
-    # lines that train it (e.g. under torchrun); --resume then goes on with the models they wrote
-    external_training: bool = False
-    pending: list[str] = field(default_factory=list)
     # keep_going: a round the paired check finds worse than round 0 is warned about instead of stopping the loop
     keep_going: bool = False
     problems: dict[int, list[str]] = field(default_factory=dict)  # round -> what the paired check found
-    recipe: Recipe | None = None  # how every round trains (recipe.round_recipe), set by prepare
-    _validation: Validation = field(default_factory=lambda: Validation(None), repr=False)
-    _transfer: Statements | None = field(default=None, repr=False)
-    _prompts: dict[str, DrawnSet] = field(default_factory=dict, repr=False)  # set name -> its drawn prompts
-    _ledger: StatementLedger = field(default_factory=StatementLedger, repr=False)
-    _sets: dict[Path, Statements] = field(default_factory=dict, repr=False)
-    leaks: list[dict[str, Any]] = field(default_factory=list)  # per set: prompts re-drawn, statements left out
     # validate_with="people": poll a study every this many seconds until it is labelled, instead of stopping
     wait: float | None = None
     accept_partial: bool = False  # validate_with="people": go on with the answers in (people.py)
-    people: People | None = None  # set by prepare with validate_with="people"
-    _held_out: list[Any] = field(default_factory=list, repr=False)  # the held-out attack set's sources (families.py)
-    eval_overlap: dict[str, Any] = field(default_factory=dict)  # --data rows that are --eval rows (inputs.py)
     # issue 48: the guard slice of --data (guardset.py; None with --eval and guard_slice=False), the paired check
     guard_slice: LabeledData | None = None
     guard_note: str | None = None
     guard: GuardCheck | None = None
-    _data_specs: list[str] = field(default_factory=list, repr=False)  # what the rounds train on, as data specs
+    _transfer: Statements | None = field(default=None, repr=False)
 
     def prepare(self, resume: bool) -> tuple[list[Example], list[LabeledData]]:
         """Every check that can fail on bad input, before any work: -o, -c, the recipe, data, eval sets, prompts
@@ -282,8 +223,6 @@ class Harden:
 
         return self._metrics(path, compute)
 
-    # each step: skipped when its output is complete, recorded in self.steps when done
-
     def _start_classifier(self, base: list[Example]) -> str | Path:
         if is_judge(self.config.classifier):
             return self.config.classifier
@@ -303,119 +242,3 @@ class Harden:
                                     "round 0: C_0's recipe on --data less the guard slice (the slice's reference)", [])
             self._stop_for_training()
         return check_slice(make_check(self.out, self.config, start, reference, note, self.say), self.guard_slice)
-
-    def _train(self, folder: Path, rows: list[Example], previous: str | Path | None, what: str,
-               additions: list[str]) -> Path:
-        if (folder / LOG_FILE).exists():
-            return folder
-        assert self.recipe is not None and self._inputs is not None
-        start = str(previous) if self.config.init == "continue" and previous is not None else None
-        config = replace(self.recipe.train, base_model=start or self.recipe.train.base_model)
-        data = self._data_specs or data_specs(self.config.data, self._inputs[0], self.eval_overlap, self.out)
-        command = train_command(config, [*data, *additions], folder, self.recipe.objective)
-        if self.external_training:
-            self.pending.append(command)
-            return folder
-        self.say(f"{what}: training {config.base_model} on {len(rows)} rows ({self.recipe.objective.describe()})")
-        train_round(rows, folder, config, self.recipe.objective, [*data, *additions], self.progress, command)
-        self.steps.append(f"train {folder.relative_to(self.out)}")
-        return folder
-
-    def _stop_for_training(self) -> None:
-        if self.pending:
-            raise TrainingPending(self.pending)
-
-    def _attack(self, folder: Path, classifier: str | Path, name: str, r: int,
-                options: dict[str, Any] | None = None) -> None:
-        self._generate(folder, f"round-{r}/attack", self.config.alice, classifier, name, f"{name}: ALICE attack",
-                       options)
-
-    def _generate(self, folder: Path, prompts: str, decoding: Any, classifier: str | Path | None,
-                  name: str | None, what: str, options: dict[str, Any] | None = None) -> None:
-        """Generate the set named ``prompts`` (its drawn prompts, written to ``round-N/SET.prompts/``)."""
-        drawn = self._prompts[prompts]
-        plan = drawn.write(self.out / (prompts + PROMPTS_SUFFIX))
-        if run_complete(folder):
-            return
-        self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)} ({drawn.redrawn} prompt(s) "
-                 "re-drawn: used by an earlier set or twice)")
-        self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name,
-                           classifier_options=options)
-        self.steps.append(f"generate {folder.relative_to(self.out)}")
-
-    def _admit(self, prompts: str, *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:
-        """The runs' statements (with the validator's scores), less those of the training data or an earlier set
-        or twice in one (sets.py); then they count as seen. Recorded once per run in :attr:`leaks`."""
-        found = []
-        for run_dir in run_dirs:
-            texts = [e.text for e, _ in run_rows(run_dir, method)]
-            keep, counts = self._ledger.check(texts)
-            name = str(run_dir.relative_to(self.out))
-            drawn = self._prompts.get(prompts)  # an attack family's run has no prompts of its own
-            self.leaks.append({"set": name, **(drawn.counts() if drawn else {"prompts": 0, "prompts_redrawn": 0}),
-                               **counts})
-            scores = self._validation.scores(run_dir, partial(self._validated, name))
-            if self.people is not None:
-                scores = read_labels(run_dir)  # None until people labelled the run (_ask_people)
-            self._sets[run_dir] = Statements(run_dir, scores, keep, method)
-            found.append((run_dir, texts, keep))
-        for run_dir, texts, keep in found:
-            self._ledger.admit(texts, keep, str(run_dir.relative_to(self.out)))
-        return [self._sets[d] for d in run_dirs]
-
-    def _train_attacks(self, r: int, fed_by: Path, classifier: str | Path, base: list[Example]) -> list[Statements]:
-        """Round r's attacks by the trained families other than ALICE (families.py) on C_{r-1} of the ALICE arm,
-        on toxic rows of ``base`` (--data), admitted as the generated sets are."""
-        families = [f for f in self.config.attacks if f != ALICE]
-        sources = fam.train_sources(base, self._sets[fed_by], self.config.attack.seed + r)
-        options = self.config.start_options() if r == 1 else None
-        runs = fam.run_families(self.out / f"round-{r}" / ALICE, families, sources, classifier,
-                                f"round-{r - 1}-{ALICE}", self.config.device, options, self.progress, fam.TRAIN_PREFIX)
-        return [self._admit(f"round-{r}/{run_dir.name}", run_dir, method=fam.method_of(run_dir))[0]
-                for run_dir in runs.values()]
-
-    def _families(self, folder: Path, classifier: str | Path, name: str, trained: list[Example],
-                  options: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Every measured family's flip rate on the held-out set against ``classifier`` (families.py)."""
-        config = self.config
-        runs = fam.run_families(folder, fam.measured(config.attacks, config.eval_attacks), self._held_out, classifier,
-                                name, config.device, options, self.progress)
-        out = {}
-        for family, run_dir in runs.items():
-            where = str(run_dir.relative_to(self.out))
-            statements = fam.held_out_statements(run_dir, trained, self._validation.scores(
-                run_dir, partial(self._validated, where)))
-            out[family] = {"held_out": family in config.eval_attacks, "sources": len(self._held_out),
-                           "left_out": sum(not k for k in statements.keep or ()), "flip_rate": flip_rates(statements)}
-            self.steps.append(f"attack {where}")
-        return out
-
-    def _ask_people(self, step: str, what: str, run_dirs: list[Path]) -> None:
-        """With people validating: their labels of the runs' statements (people.py; stops with
-        :class:`AnnotationPending` until they are in)."""
-        if self.people is None:
-            return
-        for run_dir, labels in self.people.collect(step, [self._sets[d] for d in run_dirs], what).items():
-            if self._sets[run_dir].validated is None:
-                self.steps.append(f"people {run_dir.relative_to(self.out)}")
-            self._sets[run_dir] = replace(self._sets[run_dir], validated=labels)
-
-    def _validated(self, name: str, cache: Path) -> None:
-        self.steps.append(f"validate {name}")
-
-    def _added(self, path: Path, select: Callable[[], list[Example]]) -> list[Example]:
-        if path.exists():
-            return read_examples(path)
-        rows = select()
-        write_examples(path, rows)
-        self.steps.append(f"select {path.relative_to(self.out)}")
-        return rows
-
-    def _metrics(self, path: Path, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        if path.exists():
-            return json.loads(path.read_text(encoding="utf-8"))
-        metrics = compute()
-        atomic_write_text(path, json.dumps(metrics, indent=2, default=str) + "\n")
-        self.steps.append(f"measure {path.relative_to(self.out)}")
-        return metrics
-

@@ -145,7 +145,7 @@ class _Streams:
 
 
 def run_sets(attack: Any, rounds: int, transfer: bool) -> list[tuple[str, GenerationPlan]]:
-    """Every generated set of a run (``attack`` an :class:`~toxiforge.harden.loop.AttackPlan`) in the order
+    """Every generated set of a run (``attack`` an :class:`~toxiforge.harden.config.AttackPlan`) in the order
     they are made, named by their folder."""
     plans = [("round-0/attack", attack.plan(0))]
     plans += [("round-0/transfer", attack.plan(TRANSFER_SEED_OFFSET))] if transfer else []

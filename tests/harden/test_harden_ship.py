@@ -14,7 +14,7 @@ from test_harden_guard import Fixed
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
-from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice
+from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice, detectable_rates
 from toxiforge.harden.guardset import GUARD_SET, REFERENCE, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.ship import recommend
 
@@ -120,6 +120,47 @@ def test_a_better_auc_with_fpr_up_beyond_the_tolerance_is_not_shipped(tmp_path):
     assert ship["name"] == "C_0"
     assert "round-1-alice: FPR on guard-slice +0.047, upper end +0.08" in ship["why"]
     assert "needs <= +0.02: over by 0.06" in ship["why"]
+
+
+def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_round_may_change(tmp_path):
+    """FPR and FNR: the reference's Wilson half-width on the slice's benign / toxic rows, and the benign rows a round
+    may classify otherwise and still show its FPR not up beyond the tolerance ((0.02 × 150 / 1.96)² = 2.3: two).
+    A round far better on ROC AUC that moves 12 benign decisions (6 each way, FPR unchanged) is not shipped: its
+    paired FPR interval reaches past +0.02, as the count said it would."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    data = guard_slice()
+    y, ref, _ = logits(len(data), 5)
+    benign = np.flatnonzero(y == 0)
+    up = [i for i in benign if -1 < ref[i] < 0][:6]      # benign rows the reference lets through, now flagged
+    down = [i for i in benign if 0 < ref[i] < 1][:6]     # benign rows it flags, now let through
+    moved = ref + 3.0 * y
+    moved[up], moved[down] = 3.0, -3.0
+    guard = checked(tmp_path, data, ref, [(moved, ref)])
+    rates = detectable_rates(guard, data)
+    fpr = rates["accuracy.fpr"]
+    flagged = int(np.sum(ref[benign] > 0))
+    low, high = proportion_confint(flagged, 150, method="wilson")
+    assert fpr["rows"] == 150 and fpr["value"] == pytest.approx(flagged / 150)
+    assert fpr["detectable"] == pytest.approx((high - low) / 2) and fpr["may_differ"] == 2
+    assert rates["accuracy.fnr"]["rows"] == 150
+    row = guard.results[1]["sets"][GUARD_SET]["arms"]["round-1-alice"]
+    assert row["fpr"]["difference"]["value"] == 0 and row["fpr"]["difference"]["high"] > 0.02
+    assert row["roc_auc"]["difference"]["low"] > 0.05
+    ship = recommend(guard, 1, ARMS, [], data)
+    assert ship["name"] == "C_0" and "round-1-alice: FPR on guard-slice +0.000" in ship["why"]
+    assert ship["detectable"]["rates"]["accuracy.fpr"]["may_differ"] == 2
+    from toxiforge.harden.ship import _ship_table
+
+    assert "only when it classifies at most 2 of the 150 benign rows" in "\n".join(_ship_table(ship))
+    lines: list[str] = []
+    from toxiforge.audit.run import AuditSettings
+
+    logged = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), guard.loader, "c0", "ref", log=lines.append)
+    check_slice(logged, data)
+    assert any("FPR changes of ±0." in line and "at most 2 of the 150 benign rows" in line for line in lines)
+    wider = GuardCheck(tmp_path, Tolerance(rate=0.05), AuditSettings(resume=True), guard.loader, "c0", "ref")
+    assert detectable_rates(wider, data)["accuracy.fpr"]["may_differ"] == 14   # (0.05 × 150 / 1.96)² = 14.6
 
 
 def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_size(tmp_path):

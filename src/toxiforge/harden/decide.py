@@ -21,7 +21,11 @@ round), if any, is shown better than round 0 beyond noise, and whether the guard
   narrower, a simultaneous one over many wider). When it is
   above a margin the user asked for (``--ship-margin`` > 0), the run is refused, naming the ``--guard-slice-size``
   that would do (half-widths shrink as one over the square root of the rows); at the default margin 0 the run goes
-  on and says what the slice can detect (refused only when the slice gives no interval at all).
+  on and says what the slice can detect (refused only when the slice gives no interval at all). The error rates
+  likewise (:func:`detectable_rates`): FPR on the slice's benign rows and FNR on its toxic rows, each the half-width
+  of the reference's Wilson interval, and how many of those rows a round may classify otherwise than the reference
+  (flips both ways, at no net change) and still show its FPR not up beyond ``--fpr-tolerance``: a paired
+  difference's half-width is about z·√(rows that differ) / rows (McNemar), so at most (tolerance · rows / z)².
 
 A round found worse by the paired check is a candidate too (it counts among those chosen from) but never ships.
 Among the candidates that clear every part, the one with the best ROC AUC ships; C_0 otherwise, and ``why`` says
@@ -168,12 +172,58 @@ def detectable(guard: GuardCheck, slice_: LabeledData) -> tuple[float, str]:
                "bootstrap interval's, at least Wilson's on as many rows")
 
 
+RATE_ROWS = {"accuracy.fpr": 0, "accuracy.fnr": 1}  # each error rate and the label of the rows it is a share of
+Z95 = 1.959964
+
+
+def detectable_rates(guard: GuardCheck, slice_: LabeledData) -> dict[str, dict[str, Any]]:
+    """Per error rate (FPR, FNR): the reference's rate on the slice, the rows it is a share of, the smallest change
+    the slice detects (the half-width of the Wilson interval) and ``may_differ``, the most of those rows a round may
+    classify otherwise than the reference and still show the rate not up beyond ``--fpr-tolerance`` (module
+    docstring)."""
+    from toxiforge.audit.compare import headline
+    from toxiforge.audit.headlines import section_of
+
+    name, spec = reference_of(guard, slice_)
+    sections = guard.sections(name, spec, [slice_])[slice_.name]
+    out = {}
+    for key, label in RATE_ROWS.items():
+        rows = sum(1 for y in slice_.labels if y == label)
+        rate = headline(sections, *section_of(key))
+        if rows == 0 or rate is None or rate.value is None:
+            continue
+        low, high = proportion_interval(round(rate.value * rows), rows)
+        out[key] = {"value": rate.value, "rows": rows, "detectable": (high - low) / 2,
+                    "may_differ": math.floor((guard.tolerance.rate * rows / Z95) ** 2)}
+    return out
+
+
+def rates_line(rates: Mapping[str, Mapping[str, Any]], tolerance: float) -> str:
+    """One sentence: what the slice detects of each error rate, and how few rows a round may change (above)."""
+    from toxiforge.audit.glossary import name as term
+
+    parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} "
+             f"{'benign' if RATE_ROWS[key] == 0 else 'toxic'} rows" for key, r in rates.items()]
+    if not parts:
+        return ""
+    line = "the slice detects " + " and ".join(parts)
+    fpr = rates.get("accuracy.fpr")
+    if fpr is not None:
+        line += (f"; a round shows its FPR not up beyond +{tolerance:g} only when it classifies at most "
+                 f"{fpr['may_differ']} of the {fpr['rows']} benign rows otherwise than the reference (at no net change;"
+                 " more rows or a larger --fpr-tolerance allow more)")
+    return line
+
+
 def check_slice(guard: GuardCheck, slice_: LabeledData | None) -> GuardCheck:
     """``guard``, once the slice is found able to detect ``--ship-margin`` (module docstring); else InputError.
     Without a slice, or with ``--ship-margin 1`` (no round ships), there is nothing to check."""
     margin = guard.tolerance.margin
     if slice_ is None or margin >= 1:
         return guard
+    rates = rates_line(detectable_rates(guard, slice_), guard.tolerance.rate)
+    if rates:
+        guard.log(f"guard slice: {rates}")
     h, what = detectable(guard, slice_)
     if h <= margin or (margin <= 0 and not math.isinf(h)):  # margin 0: any gain shown beyond noise ships; say what
         if margin <= 0:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toxiforge.data.examples import LabeledData
-from toxiforge.harden.decide import candidates, detectable, reference_of
+from toxiforge.harden.decide import candidates, detectable, detectable_rates, rates_line, reference_of
 from toxiforge.harden.guardset import AUDIT_DIR, REFERENCE, START, GuardCheck
 
 
@@ -33,7 +33,8 @@ def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Se
                            "candidates": [c.to_dict() for c in judged]}
     if slice_ is not None:
         h, what = detectable(guard, slice_)
-        out["detectable"] = {"roc_auc": None if math.isinf(h) else h, "what": what}
+        out["detectable"] = {"roc_auc": None if math.isinf(h) else h, "what": what,
+                             "rates": detectable_rates(guard, slice_), "fpr_tolerance": guard.tolerance.rate}
     if guard.reference_note and slice_ is not None and reference == START:
         out["reference_note"] = guard.reference_note
     ships = sorted((c for c in judged if not c.short), key=lambda c: (-(c.auc or 0.0), c.round))
@@ -142,6 +143,8 @@ def _ship_table(ship: Mapping[str, Any]) -> list[str]:
                  "rate's upper end above the rate tolerance."
              + (f" The slice detects ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
                 if seen.get("roc_auc") is not None else "")
+             + (f" Of the error rates, {rates}." if (rates := rates_line(seen.get("rates") or {},
+                                                                          seen.get("fpr_tolerance", 0.0))) else "")
              + (f" Its reference is C_0: {ship['reference_note']}." if ship.get("reference_note") else ""), "",
              "| candidate | ROC AUC | gain [simultaneous 95%] | ships | short |", "|---|---:|---|---|---|"]
     for c in ship["candidates"]:

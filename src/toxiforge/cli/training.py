@@ -49,6 +49,10 @@ def train_command(
     label_column: str | None = typer.Option(None, "--label-column",
                                             help="Label column (default: prompt_label, the proxy label)."),
     text_column: str | None = typer.Option(None, "--text-column", help="Text column of plain tables."),
+    weight_column: str | None = typer.Option(None, "--weight-column", help="Column of the training tables that "
+                                             "holds each row's loss weight (a number above 0; a row of weight k "
+                                             "counts as k copies in its batch's loss). Tables without it, and "
+                                             "empty cells, weigh 1. Cross-entropy only (not with --debias)."),
     eval_data: list[str] | None = typer.Option(None, "--eval", help="Evaluated after each epoch (default: "
                                                                     "--eval-fraction of the training data)."),
     eval_fraction: float = typer.Option(0.1, "--eval-fraction", help="Share held out for evaluation when no --eval."),
@@ -96,12 +100,21 @@ def train_command(
 
         raise InputError("--debias and --bias-only go together",
                          hint="e.g. --debias learned-mixin+h --bias-only toxtrig")
+    if debias is not None and weight_column is not None:
+        from toxiforge.errors import InputError
+
+        raise InputError("--weight-column weighs the cross-entropy loss, and --debias trains with LEARNED-MIXIN's",
+                         hint="drop --weight-column or --debias")
     datasets = load_specs(opt.dataset_specs(data), label_column=label_column, text_column=text_column,
                           check_columns=False)
     held_sets = load_specs(opt.dataset_specs(eval_data), text_column=text_column, check_columns=False) \
         if eval_data else []
     check_column_options([*datasets, *held_sets], text_column=text_column)  # --text-column reads both
     check_column_options(datasets, label_column=label_column)
+    if weight_column is not None:
+        from toxiforge.training.weighted import column_weights
+
+        datasets = column_weights(datasets, weight_column)
     rows = select_subset([e for d in datasets for e in d.examples], subset, seed=seed)
     held = [e for d in held_sets for e in d.examples] if eval_data else None
     from dataclasses import replace
@@ -117,8 +130,11 @@ def train_command(
                                    eval_fraction, early_stopping, device, bf16), **given,
                      gradient_accumulation=gradient_accumulation)
     toxic = sum(e.label for e in rows)
+    weighted = sum(e.weight != 1 for e in rows)
     console.print(f"training {base_model} on {len(rows)} rows ({toxic} toxic, {len(rows) - toxic} benign; "
-                  f"subset {subset})", highlight=False, soft_wrap=True)
+                  f"subset {subset}" + (f"; {weighted} with a loss weight other than 1, --weight-column "
+                                        f"{weight_column}" if weight_column else "") + ")",
+                  highlight=False, soft_wrap=True)
     if held is None and eval_fraction > 0:
         from toxiforge.training.trainer import split_heldout_indices
 

@@ -32,7 +32,9 @@ class Example:
     """One labelled text: ``label`` 1 = toxic, 0 = benign; ``group`` and ``method`` when the data has them;
     ``row`` the 0-based row of the source table it came from (loaders that read one table row per example set
     it, so other columns of that table can be lined up with the examples; not part of equality); ``meta`` the
-    dataset's own per-row fields by name (None when the loader keeps none; not part of equality)."""
+    dataset's own per-row fields by name (None when the loader keeps none; not part of equality); ``weight`` the
+    row's loss weight in training (:mod:`toxiforge.training.weighted`: 1 unless ``train --weight-column`` or
+    ``harden --added-weight`` sets it; not part of equality)."""
 
     text: str
     label: int
@@ -40,6 +42,7 @@ class Example:
     method: str | None = None
     row: int | None = field(default=None, compare=False)
     meta: Mapping[str, Any] | None = field(default=None, compare=False)
+    weight: float = field(default=1.0, compare=False)
 
 
 @dataclass
@@ -93,6 +96,12 @@ class LabeledData:
         return {"name": self.name, "layout": self.layout, "source": self.source, **self.counts(),
                 "methods": dict(sorted(methods.items())), "groups": len(self.values("group")),
                 "skipped": dict(self.skipped), "notes": list(self.notes)}
+
+
+def fold_text(text: str) -> str:
+    """``text`` with case and whitespace folded: the key two texts are the same by (harden's sets, the held-out
+    rows a training records)."""
+    return " ".join(text.casefold().split())
 
 
 def normalize_method(value: Any) -> str | None:

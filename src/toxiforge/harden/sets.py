@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
+from toxiforge.data.examples import fold_text as fold  # the key two statements are the same by
 from toxiforge.errors import InputError
 from toxiforge.pipeline.plan import GenerationPlan
 from toxiforge.records import label_word
@@ -49,11 +50,6 @@ EVAL_SET = "--eval set"  # where the ledger says an eval row was seen (harden/in
 # Why a statement seen before is left out, by where it was seen (else "in_earlier_set"): the training data, or an
 # --eval row (eval texts never join training nor count in a flip rate)
 SEEN_AS = {"training data": "in_training_data", EVAL_SET: "in_eval"}
-
-
-def fold(text: str) -> str:
-    """``text`` with case and whitespace folded: the key two statements are the same by."""
-    return " ".join(text.casefold().split())
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,9 @@ def _recipe_section(log: dict[str, Any], held_out: str) -> list[str]:
     debias = (f"{loss} (Clark et al. 2019, as Zhou et al. 2021 use it) against the bias-only model "
               f"`{objective.get('bias_only')}`, entropy weight {objective.get('entropy_weight')}; the saved model is "
               "a plain classifier") if loss != "cross-entropy" else "cross-entropy"
+    if weights := objective.get("weights"):  # training/weighted.py
+        debias += (f", weighted per row ({weights['rows_weighted']} of {weights['rows']} rows weigh other than 1; "
+                   f"weights {weights['min']:g} to {weights['max']:g})")
     train_n, eval_n = log.get("train", {}).get("n", 0), log.get("eval", {}).get("n", 0)
     if held_out == "split" and eval_n:
         validation = (f"{eval_n} of {train_n + eval_n} rows ({eval_n / (train_n + eval_n):.1%}; --eval-fraction "

@@ -10,7 +10,8 @@ optionally stops early, and saves a standard model directory:
   :func:`toxiforge.classifiers.load_classifier` both load it (toxic column 1);
 * ``README.md``: a model card in the Hugging Face Hub's conventions (:mod:`toxiforge.training.card`);
 * ``training_log.json``: the configuration (``eval_fraction`` the share actually held out of the rows: 0 with a
-  given eval set; ``held_out`` says where the eval rows came from), data counts, loss and eval AUC per epoch,
+  given eval set; ``held_out`` says where the eval rows came from, and which, by digest), data counts, loss and eval
+  AUC per epoch (``objective``: the loss, with per-row weights when some row's is not 1: training/weighted.py),
   throughput, versions (:mod:`toxiforge.training.training_log`), and ``learning_check``: a run on too few rows,
   or whose final training loss is still at chance (ln 2 for balanced classes), also warns (a
   :class:`~toxiforge.errors.ToxiforgeWarning`).
@@ -51,6 +52,7 @@ from toxiforge.training.training_log import (  # noqa: F401  (LOG_FILE is re-exp
     LOG_FILE,
     build_training_log,
     epoch_summary,
+    held_out_record,
     learning_check,
     write_training_log,
 )
@@ -292,6 +294,7 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
     from toxiforge.training.indexed import IndexedTrainer
     from toxiforge.training.metrics import auc_or_reason
     from toxiforge.training.progress import RichProgressCallback
+    from toxiforge.training.weighted import trainer_for
 
     train = list(train)
     if not train:
@@ -310,6 +313,7 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
         share, held_from = config.eval_fraction, "the training rows"
     given = train
     train = [given[i] for i in positions]
+    trainer_class, trainer_kwargs = trainer_for(given, trainer_class, trainer_kwargs)  # loss weights (weighted.py)
     eval_examples = list(eval_examples or [])
     if config.early_stopping and not eval_examples:
         raise InputError("early stopping needs an evaluation set", hint="give --eval, or --eval-fraction > 0")
@@ -382,7 +386,7 @@ def _train(train: Sequence[Example], output_dir: Path, config: TrainConfig, *,
         # the config as run: eval_fraction is the share held out of the rows (0 with a given eval set)
         log = build_training_log(replace(config, eval_fraction=share), source, data_sources, train, eval_examples,
                                  epochs, output.metrics, seconds, trainer)
-        log["held_out"] = {"share": share, "from": held_from, "rows": len(eval_examples)}
+        log["held_out"] = held_out_record(share, held_from, eval_examples, train)
         log["learning_check"] = learning_check(log)
         write_training_log(output_dir, log)
         for message in log["learning_check"]["warnings"]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.data.examples import Example
+from toxiforge.data.examples import Example, fold_text
 
 if TYPE_CHECKING:
     from toxiforge.training.trainer import TrainConfig
@@ -88,6 +88,27 @@ def build_training_log(config: TrainConfig, source: str, data_sources: Sequence[
         "devices": trainer.args.world_size,
         "device": str(trainer.args.device),
     }
+
+
+def text_digest(text: str) -> str:
+    """A short digest of ``text``'s folded form (:func:`~toxiforge.data.examples.fold_text`): how ``held_out`` names
+    its rows without their text (64 bits of SHA-256: no two of a dataset's texts share one in practice)."""
+    import hashlib
+
+    return hashlib.sha256(fold_text(text).encode("utf-8")).hexdigest()[:16]
+
+
+def held_out_record(share: float, source: str, rows: Sequence[Example], trained: Sequence[Example]
+                    ) -> dict[str, Any]:
+    """The log's ``held_out``: the ``share`` of the training rows held out for validation, where the eval ``rows``
+    came ``from``, how many, and, when they were held out of the training rows, ``digests`` (:func:`text_digest`)
+    of their texts that no ``trained`` row has (a repeated text may sit on both sides): the texts the model never
+    trained on, which ``harden --init continue`` compares rounds on (:mod:`toxiforge.harden.mix`)."""
+    record: dict[str, Any] = {"share": share, "from": source, "rows": len(rows)}
+    if share:
+        seen = {text_digest(e.text) for e in trained}
+        record["digests"] = sorted({text_digest(e.text) for e in rows} - seen)
+    return record
 
 
 def chance_loss(toxic_share: float) -> float:

@@ -75,7 +75,15 @@ def harden_command(
                                                                             "folded); above it harden refuses. They "
                                                                             "are left out of training either way."),
     init: str = typer.Option("base", "--init", help="base: each classifier trained from --base-model on the union; "
-                                                    "continue: trained on from the previous round's."),
+                                                    "continue: trained on from the previous round's, on the union, "
+                                                    "at a lower learning rate (--continue-lr-scale); from -c, "
+                                                    "compared on the rows C_0's training held out (docs/harden.md)."),
+    continue_lr_scale: float | None = typer.Option(None, "--continue-lr-scale", help="With --init continue: the "
+                                                   "share of C_0's learning rate a continued round trains at "
+                                                   "(default 0.1; not yet measured)."),
+    added_weight: float = typer.Option(1.0, "--added-weight", help="Loss weight of every added statement, both "
+                                                                   "arms (a weight-K row counts as K copies in its "
+                                                                   "batch; 1: as any other row)."),
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
     labels: str = typer.Option("toxic,benign", "--labels", help="Prompt labels attacked (both directions)."),
     per_cell: int = typer.Option(10, "-n", "--per-cell", help="Attack statements per group × label and round."),
@@ -197,7 +205,8 @@ def harden_command(
                           attacks=tuple(split_list(attacks)), eval_attacks=tuple(split_list(eval_attacks or "")),
                           eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap,
                           guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance,
-                          ship_margin=ship_margin, guard_slice_size=guard_slice_size)
+                          ship_margin=ship_margin, guard_slice_size=guard_slice_size, added_weight=added_weight,
+                          continue_lr_scale=continue_lr_scale)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

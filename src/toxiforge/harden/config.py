@@ -11,6 +11,7 @@ from toxiforge.attacks.validation import Validation, check_keeper
 from toxiforge.classifiers.fingerprint import fingerprint
 from toxiforge.classifiers.registry import check_classifier_options, is_judge, option_flags, scoring_options
 from toxiforge.errors import InputError, check_choice
+from toxiforge.harden import mix
 from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN
 from toxiforge.harden.families import DEFAULT_ATTACKS, DEFAULT_EVAL_ATTACK_N, check_families
 from toxiforge.harden.guardset import Tolerance
@@ -91,6 +92,10 @@ class HardenConfig:
     # issue 55 (decide.py): the ROC AUC gain a round must show to ship, and the slice's rows (None: guardset's share)
     ship_margin: float = DEFAULT_SHIP_MARGIN
     guard_slice_size: int | None = None
+    # issue 55 item 3 (mix.py): the added statements' loss weight; a continued round's share of C_0's learning rate
+    # (None: mix.CONTINUE_LR_SCALE)
+    added_weight: float = 1.0
+    continue_lr_scale: float | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -107,6 +112,7 @@ class HardenConfig:
         object.__setattr__(self, "attacks", attacks)
         object.__setattr__(self, "eval_attacks", eval_attacks)
         check_max_overlap(self.max_eval_overlap)
+        mix.check_mix(self.added_weight, self.continue_lr_scale, self.init)
         Tolerance(self.auc_tolerance, self.fpr_tolerance, self.ship_margin)  # in range, else InputError
         if self.guard_slice_size is not None and not self.keeps_guard_slice:
             raise InputError("--guard-slice-size sizes the guard slice, and --no-guard-slice keeps none",
@@ -180,7 +186,11 @@ class HardenConfig:
                     "guard": {"slice": self.keeps_guard_slice, "auc_tolerance": self.auc_tolerance,
                               "fpr_tolerance": self.fpr_tolerance,
                               # issue 55: only when given, as in the harden.json of runs from before it
-                              **({"slice_size": self.guard_slice_size} if self.guard_slice_size else {})}}
+                              **({"slice_size": self.guard_slice_size} if self.guard_slice_size else {}),
+                              # issue 55 item 3: continued from -c, the slice is C_0's held-out rows (mix.py)
+                              **({"from": mix.CONTINUE_SLICE} if self.keeps_guard_slice
+                                 and mix.continues_from_start(self) else {})},
+                    "mix": mix.fingerprint(self)}  # None at the defaults, as in the harden.json of older runs
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

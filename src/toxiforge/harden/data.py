@@ -64,11 +64,19 @@ def select_control(topk: Statements, like: Sequence[Example], seed: int) -> list
 
 
 def write_examples(path: Path, examples: Sequence[Example]) -> None:
-    lines = [json.dumps({"text": e.text, "label": e.label, "group": e.group, "method": e.method},
+    """``examples`` as JSON lines; a row's loss weight (``--added-weight``) in column
+    :data:`~toxiforge.harden.mix.WEIGHT_COLUMN`, only where it is not 1 (a table of unweighted rows is as before)."""
+    from toxiforge.harden.mix import WEIGHT_COLUMN
+
+    lines = [json.dumps({"text": e.text, "label": e.label, "group": e.group, "method": e.method,
+                         **({WEIGHT_COLUMN: e.weight} if e.weight != 1 else {})},
                         ensure_ascii=False) for e in examples]
     atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def read_examples(path: Path) -> list[Example]:
+    from toxiforge.harden.mix import WEIGHT_COLUMN
+
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method")) for r in rows]
+    return [Example(r["text"], int(r["label"]), r.get("group"), r.get("method"),
+                    weight=float(r.get(WEIGHT_COLUMN, 1.0))) for r in rows]

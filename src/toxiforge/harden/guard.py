@@ -94,9 +94,11 @@ class TrainingPending(Exception):
         self.commands = commands
 
 
-def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objective: Objective | None = None) -> str:
+def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objective: Objective | None = None,
+                  weight_column: str | None = None) -> str:
     """The ``toxiforge train`` command line that trains what :func:`~toxiforge.harden.recipe.train_round` would with
-    ``config`` and ``objective`` on the data of ``specs`` (in order: the same rows) into ``out``."""
+    ``config`` and ``objective`` on the data of ``specs`` (in order: the same rows) into ``out``; ``weight_column``:
+    the column of their tables that holds the rows' loss weights (``--added-weight``)."""
     import shlex
 
     options = [*(f"--data {shlex.quote(s)}" for s in specs), f"-o {shlex.quote(str(out))}",
@@ -110,6 +112,7 @@ def train_command(config: TrainConfig, specs: Sequence[str], out: Path, objectiv
     options += ["--bf16"] if config.bf16 else []
     options += [f"--gradient-accumulation {config.gradient_accumulation}"] if config.gradient_accumulation != 1 else []
     options += objective.flags() if objective is not None else []
+    options += [f"--weight-column {weight_column}"] if weight_column else []
     return "toxiforge train " + " ".join(options)
 
 

@@ -153,6 +153,10 @@ def slice_reference(config: Any, recipe_source: str) -> str | None:
         return "C_0 was trained here, on --data less the slice"
     if is_judge(config.classifier):
         return "a judge is not trained on --data"
+    if config.init == "continue":  # the slice is rows C_0 never trained on (mix.continue_slice)
+        from toxiforge.harden.mix import CONTINUE_REFERENCE
+
+        return CONTINUE_REFERENCE
     if not recipe_source.startswith("C_0's"):
         return ("C_0's recipe is unknown, so no classifier trained as C_0 was can be made; C_0's scores on the slice "
                 "are flattered if it was trained on those rows, so a round may be found worse for losing what C_0 "

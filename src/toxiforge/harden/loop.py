@@ -37,6 +37,7 @@ from toxiforge.classifiers.registry import is_judge
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
+from toxiforge.harden import mix
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
 from toxiforge.harden.data import Statements, select_alice, select_control
 from toxiforge.harden.decide import check_slice
@@ -96,7 +97,10 @@ class Harden(RunSteps):
             if not self._held_out and config.eval_attacks:
                 raise InputError(f"--eval {', '.join(config.eval)} has no toxic row outside --data for "
                                  "--eval-attacks to attack", hint="add an --eval set with toxic rows")
-        if config.keeps_guard_slice:  # no round trains on it
+        mix.check_objective(config.added_weight, self.recipe.objective)
+        if mix.continues_from_start(config):  # the slice is rows C_0 never trained on, and no round does (mix.py)
+            base, self.guard_slice = mix.continue_slice(config, inputs.data, base, eval_sets)
+        elif config.keeps_guard_slice:  # no round trains on it
             base, self.guard_slice, self.guard_note = split_guard(base, config.attack.seed, config.guard_slice_size)
         self._inputs = base, eval_sets
         return self._inputs

@@ -46,6 +46,7 @@ from toxiforge._io import atomic_write_text
 from toxiforge.attacks.validation import Validation, run_rows
 from toxiforge.data.examples import Example
 from toxiforge.harden import families as fam
+from toxiforge.harden import mix
 from toxiforge.harden.config import HardenConfig
 from toxiforge.harden.data import Statements, read_examples, write_examples
 from toxiforge.harden.families import ALICE
@@ -94,8 +95,11 @@ class RunSteps:
         assert self.recipe is not None and self._inputs is not None
         start = str(previous) if self.config.init == "continue" and previous is not None else None
         config = replace(self.recipe.train, base_model=start or self.recipe.train.base_model)
+        config = mix.continued_config(config, self.config) if start else config  # a lower learning rate (mix.py)
         data = self._data_specs or data_specs(self.config.data, self._inputs[0], self.eval_overlap, self.out)
-        command = train_command(config, [*data, *additions], folder, self.recipe.objective)
+        weighted = any(e.weight != 1 for e in rows)  # --added-weight: added.jsonl's column (mix.py)
+        command = train_command(config, [*data, *additions], folder, self.recipe.objective,
+                                mix.WEIGHT_COLUMN if weighted else None)
         if self.external_training:
             self.pending.append(command)
             return folder
@@ -189,7 +193,7 @@ class RunSteps:
     def _added(self, path: Path, select: Callable[[], list[Example]]) -> list[Example]:
         if path.exists():
             return read_examples(path)
-        rows = select()
+        rows = mix.weigh(select(), self.config.added_weight)  # --added-weight (mix.py; 1: the rows as selected)
         write_examples(path, rows)
         self.steps.append(f"select {path.relative_to(self.out)}")
         return rows

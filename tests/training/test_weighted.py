@@ -65,7 +65,8 @@ def test_a_row_of_weight_k_trains_as_k_copies_of_it(base_dir, tmp_path):
     assert a.log["objective"] == {"loss": "cross-entropy", "weights": {"rows_weighted": 1, "rows": 4, "min": 1.0,
                                                                        "max": 3.0, "total": 6.0}}
     assert c.log["objective"] == {"loss": "cross-entropy"}  # all weights 1: the plain trainer, as before
-    assert "weighted per row (1 of 4 rows weigh other than 1; weights 1 to 3)" in (a.output_dir / "README.md").read_text()
+    card = (a.output_dir / "README.md").read_text()
+    assert "weighted per row (1 of 4 rows weigh other than 1; weights 1 to 3)" in card
 
 
 def test_held_out_rows_are_named_by_digest_less_texts_also_trained_on(base_dir, tmp_path):

@@ -209,6 +209,25 @@ def test_continue_from_a_c0_whose_log_does_not_name_its_held_out_rows_is_refused
         prepared(setup, tmp_path / "d", classifier=str(held_out_start[0]), init="continue", guard_slice_size=4)
 
 
+def test_the_report_says_the_mix():
+    assert mix.mix_markdown(None, 3e-3) == []
+    assert mix.mix_markdown({"added_weight": 3.0, "continue_lr_scale": 0.1}, 3e-3) == [
+        "", "Training mix: every added statement (both arms) weighs 3 in the loss (--added-weight); a continued round "
+            "trains at 0.1 × that learning rate, 0.0003 (--continue-lr-scale)."]
+
+
+def test_a_continue_run_from_before_the_lr_scale_resumes_with_scale_1(setup, tmp_path):  # noqa: F811
+    from toxiforge.harden.guard import SETTINGS_FILE, check_out_dir
+
+    old = config_for(setup, classifier=None, init="continue", continue_lr_scale=1.0).fingerprint()
+    assert old["mix"] is None  # as a continue run wrote harden.json before issue 55
+    (tmp_path / SETTINGS_FILE).write_text(json.dumps({"settings": old, "rounds": 1}))
+    with pytest.raises(InputError, match="trained at C_0's learning rate") as error:
+        check_out_dir(tmp_path, config_for(setup, classifier=None, init="continue").fingerprint(), resume=True)
+    assert error.value.hint == "resume with --continue-lr-scale 1"
+    check_out_dir(tmp_path, old, resume=True)
+
+
 def test_continue_when_harden_trains_c0_keeps_the_slice_as_before(setup, tmp_path):  # noqa: F811
     """Without -c, C_0 is trained here on --data less the slice: the slice is drawn as for --init base, and C_0 is
     its reference."""

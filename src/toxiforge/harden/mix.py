@@ -77,6 +77,18 @@ def fingerprint(config: Any) -> dict[str, Any] | None:
     return mix or None
 
 
+def mix_markdown(mix: dict[str, Any] | None, learning_rate: float) -> list[str]:
+    """The report's line on the training mix (none at the defaults: retrain, weight 1)."""
+    said = []
+    if mix and "added_weight" in mix:
+        said.append(f"every added statement (both arms) weighs {mix['added_weight']:g} in the loss (--added-weight)")
+    if mix and "continue_lr_scale" in mix:
+        scale = mix["continue_lr_scale"]
+        said.append(f"a continued round trains at {scale:g} × that learning rate, {scale * learning_rate:g} "
+                    "(--continue-lr-scale)")
+    return ["", f"Training mix: {'; '.join(said)}."] if said else []
+
+
 def check_objective(added_weight: float, objective: Any) -> None:
     """Refuse ``--added-weight`` other than 1 with a LEARNED-MIXIN recipe (weights weigh the cross-entropy)."""
     if added_weight != 1 and objective.debiased:

@@ -304,6 +304,9 @@ def checks_markdown(report: dict[str, Any]) -> list[str]:
                       f"{t['learning_rate']:g}, batch {t['batch_size']}, {steps}, max length {t['max_length']}, "
                       f"{t['eval_fraction']:g} of the rows held out, {loss}."]
         lines += ["", f"Note: {recipe['note']}."] if recipe.get("note") else []
+        from toxiforge.harden.mix import mix_markdown
+
+        lines += mix_markdown((report.get("settings") or {}).get("mix"), t["learning_rate"])
     sets = report.get("sets") or []
     if sets:
         lines += ["", "Generated sets, kept apart (no prompt in two sets or twice in one; a statement of the training "

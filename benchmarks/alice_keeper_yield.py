@@ -45,10 +45,13 @@ folders into the work directory first):
     python benchmarks/alice_keeper_yield.py --work WC -n 48 --lambda-keep 0.5 1 2 --attacked mixed \\
         --second-validator WH/validator-minilm                                                              # C
 
-Run of 2026-11-28 for issue 57 (docs/benchmarks.md, "The classifier side on CPU"; 48 prompts, 24 per label):
+Runs of 2026-11-28/29 for issue 57 (docs/benchmarks.md, "The classifier side on CPU"; 48 prompts, 24 per label;
+the second adds onnx's rows to the same work directory):
 
     python benchmarks/alice_keeper_yield.py --work WR -n 24 --skip top-k keeper --classifier-runtime onnx-int8 \\
         torch-int8 --threads 1
+    python benchmarks/alice_keeper_yield.py --work WR -n 24 --skip top-k keeper --classifier-runtime onnx-int8 \\
+        torch-int8 onnx --threads 1
     python benchmarks/alice_keeper_yield.py --work WR --report --second-validator minilm
 
 Smoke run (minutes; shows the script works, says nothing about the keeper):

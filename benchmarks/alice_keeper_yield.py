@@ -1,5 +1,6 @@
 """Does a keeper make ALICE's statements count? Independently confirmed failures per 100 statements and per CPU-minute
-for top-k, plain ALICE and ALICE with a keeper (issue 50, item 4).
+for top-k, plain ALICE and ALICE with a keeper (issue 50, item 4); and does ALICE steered by C_0 under a faster
+``--classifier-runtime`` (int8) find as many (issue 57, item 1)?
 
 Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
 
@@ -13,13 +14,19 @@ Set-up on ``../shared/data/toxigen-dev`` (human-written sentences, 8 groups):
    paper's settings unless ``--beams``/``--candidates``/``--max-new-tokens`` (top-k's too) say otherwise, ``-n``
    statements per prompt label, written to ``statements.jsonl`` as they come (a later run with the same ``--work``
    continues): the text, P(toxic) by C_0, K and V, and the CPU seconds (``time.process_time``, every thread of the
-   process) and wall seconds the decoding took.
+   process) and wall seconds the decoding took, and a hash of the prompt (``prompt_sha1``: the report pairs methods
+   by (label, index) only after checking that they answered the same prompt). ``--classifier-runtime R ...`` adds
+   "ALICE (runtime R)": ALICE steered by C_0 loaded under runtime R (torch-int8, onnx, onnx-int8); its statements
+   are still judged by C_0 in torch fp32 (the classifier a user deploys: int8 only guides the search). ``--skip``
+   leaves out top-k or the keeper methods.
 4. The table, per method: per 100 statements the flips of C_0 (the prompt's label lost in C_0's view), the
    statements K gives their prompt's label, flipped *and* kept by K, and *confirmed* (flipped and V gives them
    their prompt's label: V never steered the search, so this is the count that stands for a real failure);
    confirmed and flips per CPU-minute; median perplexity under ``--perplexity-lm``; distinct-1 and distinct-2 over
    the method's statements (a keeper that makes ALICE repeat one safe phrase shows there); CPU seconds per
-   statement.
+   statement; against plain ALICE on the same prompts, each method's paired difference per 100 statements (95%
+   percentile bootstrap over the prompts, ``_common.paired_interval``) and how many of its statements equal
+   ALICE's.
 
 Runs of 2026-11-28 (docs/generation.md, "Measured"; one thread each: with two threads on a loaded machine idle
 threads spin and the process CPU time doubled to quintupled). A, K no more accurate than C_0, one λK per process, the
@@ -38,6 +45,15 @@ folders into the work directory first):
     python benchmarks/alice_keeper_yield.py --work WC -n 48 --lambda-keep 0.5 1 2 --attacked mixed \\
         --second-validator WH/validator-minilm                                                              # C
 
+Runs of 2026-11-28/29 for issue 57 (docs/benchmarks.md, "The classifier side on CPU"; 48 prompts, 24 per label;
+the second adds onnx's rows to the same work directory):
+
+    python benchmarks/alice_keeper_yield.py --work WR -n 24 --skip top-k keeper --classifier-runtime onnx-int8 \\
+        torch-int8 --threads 1
+    python benchmarks/alice_keeper_yield.py --work WR -n 24 --skip top-k keeper --classifier-runtime onnx-int8 \\
+        torch-int8 onnx --threads 1
+    python benchmarks/alice_keeper_yield.py --work WR --report --second-validator minilm
+
 Smoke run (minutes; shows the script works, says nothing about the keeper):
 
     python benchmarks/alice_keeper_yield.py --work /tmp/keeper-smoke -n 2 --beams 2 --candidates 8 \\
@@ -47,6 +63,7 @@ Smoke run (minutes; shows the script works, says nothing about the keeper):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import time
@@ -190,8 +207,32 @@ def classifiers(args: argparse.Namespace, train_groups: list[str], second: str |
     return named
 
 
+RUNTIMES = ("torch", "torch-int8", "onnx", "onnx-int8")  # toxiforge.classifiers.runtime's (it imports torch)
+
+
+def runtime_key(runtime: str) -> str:
+    """The method name of ALICE steered by C_0 under ``runtime`` (``--classifier-runtime``): torch is plain ALICE."""
+    return "ALICE" if runtime == "torch" else f"ALICE (runtime {runtime})"
+
+
 def method_keys(args: argparse.Namespace) -> list[tuple[str, float | None]]:
-    return [("top-k", None), ("ALICE", None)] + [(f"ALICE+K λK={lam:g}", lam) for lam in args.lambda_keep]
+    """``(method, λK)`` in decoding order, less ``--skip``'s; ``--classifier-runtime``'s ALICE methods follow."""
+    keys = [("top-k", None), ("ALICE", None)] + [(f"ALICE+K λK={lam:g}", lam) for lam in args.lambda_keep]
+    keys = [(k, lam) for k, lam in keys
+            if not ("top-k" in args.skip and k == "top-k" or "keeper" in args.skip and lam is not None)]
+    return keys + [(runtime_key(r), None) for r in args.classifier_runtime if runtime_key(r) not in dict(keys)]
+
+
+def c0_folder(args: argparse.Namespace) -> str:
+    """The folder of C_0 (:func:`classifiers` trained it), to load it again under another runtime."""
+    if args.attacked == "tfidf":
+        raise SystemExit("--classifier-runtime needs a transformers C_0, not --attacked tfidf")
+    return str({"minilm": args.work / "c0", "mixed": args.work / "c0-mixed"}.get(args.attacked, args.attacked))
+
+
+def prompt_hash(prompt: str) -> str:
+    """What a row keeps of its prompt: enough to check that two methods' statements answer the same prompt."""
+    return hashlib.sha1(prompt.encode()).hexdigest()[:16]
 
 
 def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out: Path) -> None:
@@ -208,9 +249,18 @@ def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out
                                "max_new_tokens": args.max_new_tokens}.items() if v is not None}
     budget = {} if args.max_new_tokens is None else {"max_new_tokens": args.max_new_tokens}  # top-k's too
     decoders = {"top-k": TopKDecoder(TopKConfig(**budget)), "ALICE": AliceDecoder(c0, AliceConfig(**paper))}
-    for key, lam in method_keys(args)[2:]:
-        decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=keeper_name, lambda_keep=lam),
-                                     keeper=keeper)
+    for key, lam in method_keys(args):
+        if lam is not None:
+            decoders[key] = AliceDecoder(c0, AliceConfig(**paper, keep_label_with=keeper_name, lambda_keep=lam),
+                                         keeper=keeper)
+    if any(r != "torch" for r in args.classifier_runtime):
+        from toxiforge.classifiers import load_classifier
+
+        for r in args.classifier_runtime:
+            if r != "torch":  # C_0 under r steers the search; every statement is still judged by C_0 in torch fp32
+                decoders[runtime_key(r)] = AliceDecoder(load_classifier(c0_folder(args), runtime=r),
+                                                        AliceConfig(**paper))
+    decoders = {k: decoders[k] for k, _ in method_keys(args)}
     with out.open("a") as sink:
         for start, total, key, label, batch, prompts in _common.pending_batches(out, list(decoders), eval_groups,
                                                                                 args.n, args.batch, args.seed):
@@ -220,8 +270,9 @@ def generate(args: argparse.Namespace, eval_groups: list[str], models: dict, out
             cpu, wall = (time.process_time() - cpu) / len(batch), (time.perf_counter() - wall) / len(batch)
             texts = [postprocess(s[0].raw_output).text for s in samples]
             scores = [c0.predict_proba(texts), keeper.predict_proba(texts), validator.predict_proba(texts)]
-            for (j, _, g), text, p, k, v in zip(batch, texts, *scores):
-                sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g, "text": text,
+            for (j, _, g), prompt, text, p, k, v in zip(batch, prompts, texts, *scores):
+                sink.write(json.dumps({"method": key, "label": label, "index": j, "group": g,
+                                       "prompt_sha1": prompt_hash(prompt), "text": text,
                                        "p_c0": float(p), "p_keeper": float(k), "p_validator": float(v),
                                        "cpu_seconds": cpu, "wall_seconds": wall}) + "\n")
             sink.flush()
@@ -244,6 +295,25 @@ def read_rows(out: Path, merge: list[Path], first: int, end: int | None) -> list
         rows += [r for r in map(json.loads, (other / "statements.jsonl").read_text().splitlines())
                  if r["method"] not in have]
     return [r for r in rows if r["index"] >= first and (end is None or r["index"] < end)]
+
+
+def check_prompts(rows: list[dict]) -> int:
+    """How many (label, index) prompts the rows hold; exits if two methods' rows of one (label, index) answer
+    different prompts (rows written before ``prompt_sha1`` was kept are not checked)."""
+    seen: dict[tuple[int, int], set[str]] = {}
+    for r in rows:
+        seen.setdefault((r["label"], r["index"]), set()).update([r["prompt_sha1"]] if "prompt_sha1" in r else [])
+    differ = sorted(k for k, hashes in seen.items() if len(hashes) > 1)
+    if differ:
+        raise SystemExit(f"methods answer different prompts at (label, index) {differ[:5]}: not paired")
+    return sum(bool(h) for h in seen.values())
+
+
+def same_text(rows: list[dict], method: str, base: str = "ALICE") -> str:
+    """How many of ``method``'s statements equal ``base``'s on the same (label, index)."""
+    text = {(r["method"], r["label"], r["index"]): r["text"] for r in rows}
+    keys = [(lab, i) for m, lab, i in text if m == method and (base, lab, i) in text]
+    return f"{sum(text[(method, *k)] == text[(base, *k)] for k in keys)}/{len(keys)}" if keys else "n/a"
 
 
 def paired(rows: list[dict], method: str, outcome, base: str = "ALICE", n_boot: int = 2000) -> str:
@@ -307,11 +377,14 @@ def report(rows: list[dict], lm_name: str | None, second: str | None = None) -> 
                 "confirmed": lambda r: flip(r) and gives_label("p_validator")(r)}
     if second:
         outcomes["confirmed by the second validator"] = lambda r: flip(r) and gives_label("p_second")(r)
-    print("\nAgainst plain ALICE on the same prompts (label, index), per 100 statements, 95% bootstrap interval:\n")
-    print(_common.table_head(["method", *outcomes]))
+    checked = check_prompts(rows)
+    print(f"\nAgainst plain ALICE on the same prompts (label, index), per 100 statements, 95% bootstrap interval "
+          f"(paired by prompt; {checked} prompts' rows carry a prompt hash, equal across methods):\n")
+    print(_common.table_head(["method", *outcomes, "statements equal to ALICE's"]))
     for method in dict.fromkeys(r["method"] for r in rows):
         if method != "ALICE":
-            print(_common.table_row(method, *(paired(rows, method, f) for f in outcomes.values())))
+            print(_common.table_row(method, *(paired(rows, method, f) for f in outcomes.values()),
+                                    same_text(rows, method)))
 
 
 def main() -> None:
@@ -330,6 +403,11 @@ def main() -> None:
     _common.add_threads(parser, 1, help="torch threads (CPU time is only comparable at one thread on a shared "
                         "machine)")
     _common.add_seed(parser)
+    parser.add_argument("--classifier-runtime", nargs="+", choices=RUNTIMES, default=[], metavar="R",
+                        help="add 'ALICE (runtime R)': ALICE steered by C_0 under runtime R (torch-int8, onnx, "
+                        "onnx-int8; torch is plain ALICE); its statements are judged by C_0 in torch fp32")
+    parser.add_argument("--skip", nargs="+", choices=["top-k", "keeper"], default=[],
+                        help="leave out top-k, or the ALICE+K methods (--lambda-keep)")
     parser.add_argument("--report", action="store_true", help="only print the table of what is there")
     parser.add_argument("--perplexity-lm", default="smollm2-135m", help="LM for perplexity ('' to skip)")
     parser.add_argument("--attacked", default="minilm",

@@ -10,7 +10,6 @@ import json
 import shutil
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from toxiforge.attacks.validation import run_rows
@@ -22,7 +21,7 @@ from toxiforge.harden.config import METRICS_FILE, AttackPlan, HardenConfig
 from toxiforge.harden.data import read_examples
 from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator, JobConfig
-from toxiforge.training.trainer import LOG_FILE, TrainConfig, train_classifier
+from toxiforge.training.trainer import LOG_FILE, TrainConfig
 
 runner = CliRunner()
 GROUPS = ("asian", "mexican")
@@ -48,51 +47,11 @@ def write_table(path, rows, header=("text", "label", "group")):
     return path
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """Base encoder dir, a starting classifier dir, demonstrations, training and eval tables."""
-    from transformers import BertModel
-
-    from conftest import build_word_tokenizer, tiny_bert_config
-
-    root = tmp_path_factory.mktemp("harden")
-    tokenizer = build_word_tokenizer([t for t, _, _ in placeholder_rows(20)] + [NOI_TEXT])
-    torch.manual_seed(0)
-    base = root / "base"
-    BertModel(tiny_bert_config(tokenizer)).save_pretrained(base)
-    tokenizer.save_pretrained(base)
-    demos = root / "demonstrations"
-    for category, group in [("race", "asian"), ("nationality", "mexican")]:
-        (demos / category).mkdir(parents=True)
-        for prefix in ("hate", "neutral"):
-            lines = [f"placeholder {prefix} sentence {i} about {group}" for i in range(8)]
-            (demos / category / f"{prefix}_{group}_sentences.txt").write_text("\n".join(lines) + "\n")
-    data = write_table(root / "train.csv", placeholder_rows(16))
-    held = write_table(root / "eval.csv", eval_rows(12) + [(NOI_TEXT, 0, "asian")])
-    from toxiforge.data import load_specs
-
-    start = root / "start"
-    train_classifier([e for d in load_specs([str(data)]) for e in d.examples], start, train_config(base),
-                     progress=False)
-    return {"root": root, "base": base, "demos": demos, "data": data, "eval": held, "start": start}
-
-
 def train_config(base, **overrides) -> TrainConfig:
     """20 steps at lr 3e-3: the tiny BERT separates the placeholder classes (held-out AUC 1.0, 46% called toxic of
     46% toxic), so the paired check has a real classifier to compare rounds with."""
     return TrainConfig(**{**dict(base_model=str(base), max_steps=20, batch_size=8, learning_rate=3e-3, max_length=16,
                                  eval_fraction=0.0, logging_steps=1, device="cpu"), **overrides})
-
-
-@pytest.fixture(scope="module")
-def varied_lm(tiny_tokenizer):
-    """A tiny Llama whose short lines follow their prompt (varied_lm writes one text after every prompt, so
-    every statement but the first of a run would be left out as a repeat)."""
-    from conftest import build_tiny_llama
-    from toxiforge.models.transformers_lm import TransformersLM
-
-    return TransformersLM(build_tiny_llama(tiny_tokenizer, newline_bias=2.0, initializer_range=0.3), tiny_tokenizer,
-                          name="tiny-llama-varied")
 
 
 def fold(text: str) -> str:
@@ -158,12 +117,6 @@ def harden(setup, out, tiny_lm, *, resume=False, keep_going=True, **overrides) -
     job = Harden(config_for(setup, **overrides), out, generator, keep_going=keep_going)
     job.run(resume)
     return job
-
-
-@pytest.fixture(scope="module")
-def finished(setup, varied_lm, tmp_path_factory):
-    out = tmp_path_factory.mktemp("run") / "h"
-    return harden(setup, out, varied_lm), out
 
 
 def attack_rows(run_dir):
@@ -512,21 +465,6 @@ def test_attacks_pass_through_to_ray_and_servers(tmp_path, monkeypatch):
 
 
 # --- issue 34: rounds trained as C_0 was, a round that got worse stops, no leaks ----------------------------------
-
-
-@pytest.fixture(scope="module")
-def good_start(setup):
-    """C_0 trained with a recipe other than harden's defaults (80 steps at lr 3e-3, batch 8), which separates the
-    placeholder classes; and a copy without its training_log.json (recipe unknown)."""
-    from toxiforge.data import load_specs
-
-    folder = setup["root"] / "good"
-    train_classifier([e for d in load_specs([str(setup["data"])]) for e in d.examples], folder,
-                     train_config(setup["base"], max_steps=80, learning_rate=3e-3), progress=False)
-    copy = setup["root"] / "good-nolog"
-    shutil.copytree(folder, copy)
-    (copy / LOG_FILE).unlink()
-    return folder, copy
 
 
 def test_rounds_train_with_c0_recipe_and_stay_as_good(setup, good_start, varied_lm, tmp_path):

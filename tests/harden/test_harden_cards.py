@@ -3,10 +3,8 @@ round's additions and whose command trains the same model with `toxiforge train`
 
 from __future__ import annotations
 
-from test_harden import finished, setup, varied_lm  # noqa: F401  (fixtures)
 
-
-def test_a_rounds_classifier_has_a_model_card_with_its_data_and_train_command(setup, finished):  # noqa: F811
+def test_a_rounds_classifier_has_a_model_card_with_its_data_and_train_command(setup, finished):
     from huggingface_hub import ModelCard
 
     _, out = finished

@@ -1,6 +1,6 @@
 """``harden --attacks`` / ``--eval-attacks`` (issue 36, harden/families.py): the families whose fooling statements
 join training, and those measured every round on a fixed held-out set and never trained on. Tiny models and
-placeholder text (tests/harden/test_harden.py's fixtures)."""
+placeholder text (tests/harden/conftest.py's fixtures)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-from test_harden import GROUPS, base_rows, config_for, fold, harden, kept, setup, training_texts, varied_lm, write_table  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
 from toxiforge.attacks.edits import ZERO_WIDTH_SPACE
@@ -19,11 +18,13 @@ from toxiforge.data.examples import column, read_any_table
 from toxiforge.errors import InputError
 from toxiforge.harden.data import read_examples
 
+from .test_harden import GROUPS, base_rows, config_for, fold, harden, kept, training_texts, write_table
+
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def held_eval(setup):  # noqa: F811
+def held_eval(setup):
     """An eval set whose toxic rows are not in the training data (the held-out attack set), and a benign row."""
     rows = [(f"placeholder sentence alpha beta {i}", 1, GROUPS[i % 2]) for i in range(5)]
     rows += [(f"placeholder sentence beta alpha {i}", 0, GROUPS[i % 2]) for i in range(5)]
@@ -53,7 +54,7 @@ class ZeroWidthBlind:
 
 
 @pytest.fixture(scope="module")
-def trained_run(setup, varied_lm, held_eval, tmp_path_factory):  # noqa: F811
+def trained_run(setup, varied_lm, held_eval, tmp_path_factory):
     """--attacks obfuscate (alone: ALICE statements do not join), the families attacking :class:`ZeroWidthBlind`
     (the rounds' classifiers are trained and measured as always)."""
     from toxiforge.harden import families
@@ -67,13 +68,13 @@ def trained_run(setup, varied_lm, held_eval, tmp_path_factory):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def held_run(setup, varied_lm, held_eval, tmp_path_factory):  # noqa: F811
+def held_run(setup, varied_lm, held_eval, tmp_path_factory):
     out = tmp_path_factory.mktemp("families") / "h"
     job = harden(setup, out, varied_lm, eval_attacks=("obfuscate",), transfer=False, eval=(f"held=table:{held_eval}",))
     return job, out
 
 
-def test_attacks_obfuscate_adds_its_fooling_statements_to_training(setup, trained_run):  # noqa: F811
+def test_attacks_obfuscate_adds_its_fooling_statements_to_training(setup, trained_run):
     """--attacks obfuscate: toxic rows of --data, as many as round 0's ALICE attack has kept toxic-prompt
     statements, are obfuscated against C_0; those that fooled it (and are new: not a source left as it was) join
     the ALICE arm with the toxic label, and nothing else (alice is not in --attacks); the control arm adds as many
@@ -105,7 +106,7 @@ def test_attacks_obfuscate_adds_its_fooling_statements_to_training(setup, traine
     assert metrics["alice"]["attacks"]["obfuscate"]["held_out"] is False
 
 
-def test_eval_attacks_measures_every_round_and_arm_and_never_trains(setup, held_run, held_eval):  # noqa: F811
+def test_eval_attacks_measures_every_round_and_arm_and_never_trains(setup, held_run, held_eval):
     """--eval-attacks obfuscate: each round's classifier of each arm is attacked on the same toxic --eval rows; the
     flip rate is the share of attacked statements it gets wrong, with its interval; none of them is trained on."""
     job, out = held_run
@@ -130,7 +131,7 @@ def test_eval_attacks_measures_every_round_and_arm_and_never_trains(setup, held_
     assert "round-0/attacks/obfuscate" not in json.loads((out / "report.json").read_text())["settings"]
 
 
-def test_held_out_attacks_resume_without_rework(setup, varied_lm, held_run, held_eval, tmp_path):  # noqa: F811
+def test_held_out_attacks_resume_without_rework(setup, varied_lm, held_run, held_eval, tmp_path):
     import shutil
 
     _, done = held_run
@@ -152,13 +153,13 @@ def test_held_out_attacks_resume_without_rework(setup, varied_lm, held_run, held
     ({"eval_attacks": ("obfuscate",), "eval": ()}, "no --eval was given"),
     ({"eval_attacks": ("obfuscate",), "eval_attack_n": 0}, "--eval-attack-n 0"),
 ])
-def test_bad_families_are_one_clear_error(setup, overrides, message):  # noqa: F811
+def test_bad_families_are_one_clear_error(setup, overrides, message):
     with pytest.raises(InputError, match=message) as error:
         config_for(setup, **overrides)
     assert error.value.hint
 
 
-def test_cli_refuses_bad_families_before_any_work(setup, tmp_path):  # noqa: F811
+def test_cli_refuses_bad_families_before_any_work(setup, tmp_path):
     common = ["harden", "--data", str(setup["data"]), "-o", str(tmp_path / "h"), "-c", str(setup["start"])]
     result = runner.invoke(app, [*common, "--attacks", "alice,obfuscate", "--eval-attacks", "obfuscate"])
     assert result.exit_code != 0 and "both --attacks and --eval-attacks" in str(result.exception)
@@ -167,9 +168,9 @@ def test_cli_refuses_bad_families_before_any_work(setup, tmp_path):  # noqa: F81
     assert not (tmp_path / "h").exists()
 
 
-def test_eval_without_toxic_rows_outside_the_training_data_is_refused(setup, varied_lm, tmp_path):  # noqa: F811
+def test_eval_without_toxic_rows_outside_the_training_data_is_refused(setup, varied_lm, tmp_path):
     """The held-out set leaves out rows of the training data; with none left, --eval-attacks is refused."""
-    from test_harden import placeholder_rows
+    from .test_harden import placeholder_rows
 
     trained = write_table(tmp_path / "eval.csv", [r for r in placeholder_rows(16) if r[1] == 1]  # toxic rows of --data
                           + [("placeholder sentence about asian people", 0, "asian")])

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import good_start, harden, setup, varied_lm  # noqa: F401, F811 (fixtures)
 from typer.testing import CliRunner
 
 from audit.test_audit_cli import hatecheck  # noqa: F401 (fixtures)
@@ -19,6 +18,8 @@ from toxiforge.harden.guard import HardenStopped
 from toxiforge.harden.guardset import GUARD_SET, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.sets import fold
 from toxiforge.harden.ship import recommend
+
+from .test_harden import harden
 
 runner = CliRunner()
 
@@ -123,7 +124,7 @@ def test_a_round_that_calls_everything_benign_is_found_worse_and_a_better_round_
     assert not alice["ships"] and "round-1-alice: found worse than round 0 by the paired check" in alice["short"]
 
 
-def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start, varied_lm, tmp_path):  # noqa: F811
+def test_no_eval_destructive_lr_stops_at_round_1_and_ships_c0(setup, good_start, varied_lm, tmp_path):
     """The issue's case (a): no --eval, C_0 without its training log (the recipe from the options), rounds trained
     with a destructive learning rate. Before, nothing was measured and harden finished; now the guard slice stops
     the loop at round 1, the report names C_0 as the classifier to ship, and OUT/audit/ holds the audit."""
@@ -207,16 +208,16 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
 # --- issue 56, item 3: one rule for "worse" ----------------------------------------------------------------------
 
 
-def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path):  # noqa: F811
+def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path):
     """Round 1 at ROC AUC 0.004 below C_0's, on a set large enough that its own bootstrap interval lies wholly below
     C_0's AUC (the interval is written as such a set gives it): a second rule compared that interval with round 0's
     point value, with no tolerance, and stopped the loop whatever --auc-tolerance said. The paired check (tolerance
     0.01) is the one rule: nothing stops, and no arm is kept from shipping."""
-    from test_harden import config_for
-
     from toxiforge.harden.loop import Harden
     from toxiforge.harden.recipe import Recipe
     from toxiforge.training.trainer import TrainConfig
+
+    from .test_harden import config_for
 
     data = balanced()
     start, _ = moderate_damage(data)
@@ -244,7 +245,7 @@ def test_an_auc_drop_within_the_tolerance_does_not_stop_the_loop(setup, tmp_path
                for c in ship["candidates"])
 
 
-def test_each_eval_set_is_scored_once_per_classifier(setup, good_start, varied_lm, tmp_path,  # noqa: F811
+def test_each_eval_set_is_scored_once_per_classifier(setup, good_start, varied_lm, tmp_path,
                                                      monkeypatch):
     """A round's metrics (AUC, FPR_NOI) and its paired check read the same audit scores: C_0, each round's
     classifier and (in the closing audit) the slice's reference score every --eval text once (the metrics scored them

@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-from test_harden import config_for, finished, harden, setup, train_config, varied_lm  # noqa: F401 (fixtures)
 
 from toxiforge.attacks.validation import Validation, run_rows
 from toxiforge.classifiers.fingerprint import fingerprint
@@ -16,8 +15,10 @@ from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator
 from toxiforge.training.trainer import train_classifier
 
+from .test_harden import config_for, harden, train_config
 
-def retrain(setup, folder, seed: int) -> None:  # noqa: F811
+
+def retrain(setup, folder, seed: int) -> None:
     """Train a classifier into ``folder`` (replacing what is there) on the run's training data."""
     from toxiforge.data import load_specs
 
@@ -25,7 +26,7 @@ def retrain(setup, folder, seed: int) -> None:  # noqa: F811
                      train_config(setup["base"], seed=seed, max_steps=4), progress=False, overwrite=True)
 
 
-def test_validation_cache_is_keyed_by_the_validators_weights(setup, finished, tmp_path):  # noqa: F811
+def test_validation_cache_is_keyed_by_the_validators_weights(setup, finished, tmp_path):
     """A validator retrained at the same path scores the run again: its old cached scores are not reused."""
     from toxiforge.classifiers import load_classifier
 
@@ -46,7 +47,7 @@ def test_validation_cache_is_keyed_by_the_validators_weights(setup, finished, tm
     assert json.loads((tmp_path / "attack.validation.json").read_text())["weights"] == fingerprint(validator)
 
 
-def test_resume_is_refused_when_c0_was_retrained_at_the_same_path(setup, varied_lm, tmp_path):  # noqa: F811
+def test_resume_is_refused_when_c0_was_retrained_at_the_same_path(setup, varied_lm, tmp_path):
     """harden.json records the weights digest of -c (and --validate-with): --resume after C_0 was retrained at the
     same path is refused, naming it, before any work."""
     start = tmp_path / "c0"
@@ -62,15 +63,15 @@ def test_resume_is_refused_when_c0_was_retrained_at_the_same_path(setup, varied_
         Harden(config_for(setup, classifier=str(start)), out, generator).prepare(resume=True)
 
 
-def test_eval_rows_never_join_training_and_an_overlap_is_refused_above_a_share(setup, finished, varied_lm,  # noqa: F811
+def test_eval_rows_never_join_training_and_an_overlap_is_refused_above_a_share(setup, finished, varied_lm,
                                                                                 tmp_path):
     """--eval texts (case and whitespace folded) never join training: a generated statement equal to an eval row is
     left out of its set (here round 0's attack, with --add all), and a --data row equal to one is left out of every
     round's training set. The overlap of --data with --eval is reported, and refused above --max-eval-overlap (5%)
     with the numbers."""
-    from test_harden import base_rows, eval_rows, fold, kept, placeholder_rows, training_texts, write_table
-
     from toxiforge.harden.data import read_examples
+
+    from .test_harden import base_rows, eval_rows, fold, kept, placeholder_rows, training_texts, write_table
 
     _, done = finished
     text = kept(run_rows(done / "round-0" / "attack", "ALICE"), training_texts(setup))[0][0].text
@@ -101,7 +102,7 @@ def test_eval_rows_never_join_training_and_an_overlap_is_refused_above_a_share(s
 # --- the whole recipe (item 3) -----------------------------------------------------------------------------------
 
 
-def test_a_learned_mixin_c0_is_retrained_as_learned_mixin(setup, varied_lm, tmp_path):  # noqa: F811
+def test_a_learned_mixin_c0_is_retrained_as_learned_mixin(setup, varied_lm, tmp_path):
     """C_0 trained with LEARNED-MIXIN+H against a bias-only word list: every round trains with that objective (it
     was retrained as plain cross-entropy without a word); --external-training's commands say it too."""
     from toxiforge.data import load_specs
@@ -130,7 +131,7 @@ def test_a_learned_mixin_c0_is_retrained_as_learned_mixin(setup, varied_lm, tmp_
     assert f"--debias learned-mixin+h --bias-only terms:{words} --entropy-weight 0.05" in stop.value.commands[0]
 
 
-def test_train_with_eval_records_no_held_out_share_and_rounds_use_it(setup, tmp_path):  # noqa: F811
+def test_train_with_eval_records_no_held_out_share_and_rounds_use_it(setup, tmp_path):
     """`train --eval X` trains on all its rows: its log records held-out share 0 (it said eval_fraction 0.1), and
     harden's rounds hold out nothing; a log from before (eval_fraction 0.1, no held_out) is read the same way."""
     from typer.testing import CliRunner
@@ -164,7 +165,7 @@ def test_train_with_eval_records_no_held_out_share_and_rounds_use_it(setup, tmp_
     assert round_recipe(str(plain), TrainConfig(), {}).train.eval_fraction == 0.25
 
 
-def test_a_c0_without_its_log_is_refused_unless_options_give_the_recipe(setup, varied_lm, tmp_path):  # noqa: F811
+def test_a_c0_without_its_log_is_refused_unless_options_give_the_recipe(setup, varied_lm, tmp_path):
     """A -c directory without training_log.json: refused before any work, naming what is missing and the options
     that give it (the rounds trained with train's defaults, with a note); options give it: the rounds use them."""
     start = tmp_path / "c0"
@@ -190,7 +191,7 @@ def test_a_c0_without_its_log_is_refused_unless_options_give_the_recipe(setup, v
     assert not (tmp_path / "h").exists()
 
 
-def test_a_c0_trained_with_eval_and_early_stopping_is_refused_before_any_attack(setup, varied_lm, tmp_path):  # noqa: F811
+def test_a_c0_trained_with_eval_and_early_stopping_is_refused_before_any_attack(setup, varied_lm, tmp_path):
     """Issue 56, item 4: `train --eval X --early-stopping N` gives a recipe with held-out share 0 and early stopping
     N, which every round's training refused (`early stopping needs an evaluation set`) after round 0's attacks.
     harden refuses it at the start, saying why and how to train C_0 instead; nothing is written."""
@@ -210,7 +211,7 @@ def test_a_c0_trained_with_eval_and_early_stopping_is_refused_before_any_attack(
     assert "--eval-fraction" in refused.value.hint and not out.exists()
 
 
-def test_gradient_accumulation_is_trained_by_the_printed_command(setup, tmp_path):  # noqa: F811
+def test_gradient_accumulation_is_trained_by_the_printed_command(setup, tmp_path):
     """Issue 56, item 4: C_0 trained with `train --gradient-accumulation 2`: the rounds' recipe keeps it, and the
     `toxiforge train` command harden prints for --external-training trains with it too (train had no such option)."""
     import shlex

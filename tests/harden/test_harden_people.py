@@ -10,7 +10,6 @@ import shlex
 import zlib
 
 import pytest
-from test_harden import GROUPS, config_for, setup, varied_lm  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
 from toxiforge._net import free_port
@@ -23,6 +22,8 @@ from toxiforge.errors import InputError
 from toxiforge.harden.data import read_examples
 from toxiforge.harden.people import AnnotationPending, People, majority, read_labels
 from toxiforge.harden.sets import fold
+
+from .test_harden import GROUPS, config_for
 
 runner = CliRunner()
 
@@ -59,7 +60,7 @@ def invite_as_told(output: str) -> list[str]:
     return [link.rsplit("/a/", 1)[1] for link in invited.output.split() if "/a/" in link]
 
 
-def test_a_people_validated_round_through_the_real_server(setup, varied_lm, tmp_path, monkeypatch):  # noqa: F811
+def test_a_people_validated_round_through_the_real_server(setup, varied_lm, tmp_path, monkeypatch):
     import toxiforge.models
 
     monkeypatch.setattr(toxiforge.models, "load_language_model", lambda name, **options: varied_lm)
@@ -130,7 +131,7 @@ def test_majority_ties_and_too_few_annotations():
     assert majority([1, 0], 2) == (None, "tie") and majority([1, 1], 3) == (None, "under-annotated")
 
 
-def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, varied_lm, tmp_path):  # noqa: F811
+def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, varied_lm, tmp_path):
     """Two annotators per statement: one statement gets yes and no (a tie), one only one answer. --resume does not go
     on (it used to at the first answer, and never read later ones): it says how many statements await how many
     answers. --accept-partial goes on with the majority of what is in (the one answer), the tie left out of what
@@ -196,7 +197,7 @@ def test_resume_waits_for_every_statement_then_accept_partial_goes_on(setup, var
     assert "`toxiforge annotate export --study STUDY --db DB -o FILE`" in lines and f"`{study.name}`" in lines
 
 
-def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path):  # noqa: F811
+def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path):
     from toxiforge.harden.loop import Harden
     from toxiforge.pipeline import Generator, JobConfig
 
@@ -236,7 +237,7 @@ def test_ctrl_c_while_waiting_is_a_clean_saved_state(setup, varied_lm, tmp_path)
     assert read_labels(out / "round-0" / "attack") is not None
 
 
-def test_bad_people_options_fail_before_any_work(setup, varied_lm, tmp_path):  # noqa: F811
+def test_bad_people_options_fail_before_any_work(setup, varied_lm, tmp_path):
     from toxiforge.harden.loop import Harden
     from toxiforge.pipeline import Generator
 

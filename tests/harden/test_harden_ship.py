@@ -9,14 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_harden import harden, setup, varied_lm  # noqa: F401 (fixtures)
-from test_harden_guard import Fixed
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice, detectable_rates
 from toxiforge.harden.guardset import GUARD_SET, REFERENCE, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.ship import recommend
+
+from .test_harden import harden
+from .test_harden_guard import Fixed
 
 ARMS = ("alice", "control")
 
@@ -193,7 +194,7 @@ def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_si
         split_guard(rows, 1, size=600)
 
 
-def test_harden_refuses_a_slice_that_cannot_detect_the_margin_before_any_attack(setup, varied_lm, tmp_path):  # noqa: F811
+def test_harden_refuses_a_slice_that_cannot_detect_the_margin_before_any_attack(setup, varied_lm, tmp_path):
     """The loop: C_0's recipe retrained on --data less a 4-row slice (the slice's reference), then refused at
     --ship-margin 0.01 with the size that would do, before round 0's attack."""
     out = tmp_path / "h"

@@ -1,9 +1,11 @@
 """The harden tests' shared fixtures, made once per session (each module that imported them from test_harden.py
-made its own: the starting classifier was trained 7 times, the finished one-round run made 3 times, good_start 2)."""
+made its own: the starting classifier was trained 7 times, the finished one-round run made 3 times, good_start 2),
+and torch on one thread while they run."""
 
 from __future__ import annotations
 
 import shutil
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -11,6 +13,24 @@ import torch
 from toxiforge.training.trainer import LOG_FILE, train_classifier
 
 from .test_harden import NOI_TEXT, eval_rows, harden, placeholder_rows, train_config, write_table
+
+
+@contextmanager
+def one_thread():
+    """torch on one thread, as tests/bias/test_debias.py's tiny models: the tiny BERTs' training steps are mostly
+    threading overhead (fused AdamW took 0.1 s a step on torch's default 2 threads with the 2 cores shared, load 8)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True, scope="package")
+def one_torch_thread():
+    with one_thread():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +57,9 @@ def setup(tmp_path_factory):
     from toxiforge.data import load_specs
 
     start = root / "start"
-    train_classifier([e for d in load_specs([str(data)]) for e in d.examples], start, train_config(base),
-                     progress=False)
+    with one_thread():
+        train_classifier([e for d in load_specs([str(data)]) for e in d.examples], start, train_config(base),
+                         progress=False)
     return {"root": root, "base": base, "demos": demos, "data": data, "eval": held, "start": start}
 
 
@@ -56,7 +77,8 @@ def varied_lm(tiny_tokenizer):
 @pytest.fixture(scope="session")
 def finished(setup, varied_lm, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "h"
-    return harden(setup, out, varied_lm), out
+    with one_thread():
+        return harden(setup, out, varied_lm), out
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +88,9 @@ def good_start(setup):
     from toxiforge.data import load_specs
 
     folder = setup["root"] / "good"
-    train_classifier([e for d in load_specs([str(setup["data"])]) for e in d.examples], folder,
-                     train_config(setup["base"], max_steps=80, learning_rate=3e-3), progress=False)
+    with one_thread():
+        train_classifier([e for d in load_specs([str(setup["data"])]) for e in d.examples], folder,
+                         train_config(setup["base"], max_steps=80, learning_rate=3e-3), progress=False)
     copy = setup["root"] / "good-nolog"
     shutil.copytree(folder, copy)
     (copy / LOG_FILE).unlink()

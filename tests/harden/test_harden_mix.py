@@ -12,7 +12,6 @@ import shutil
 from dataclasses import replace
 
 import pytest
-from test_harden import config_for, setup, train_config, write_table  # noqa: F401 (fixtures)
 from typer.testing import CliRunner
 
 from toxiforge.cli import app
@@ -25,11 +24,13 @@ from toxiforge.harden.guardset import slice_reference
 from toxiforge.harden.loop import Harden
 from toxiforge.training.trainer import LOG_FILE, split_heldout, train_classifier
 
+from .test_harden import config_for, train_config, write_table
+
 runner = CliRunner()
 HELD_SHARE = 0.3  # C_0 holds out 30% of each label: 5 of --data's texts it never trained on, of both labels
 
 
-def prepared(setup, tmp_path, **overrides) -> Harden:  # noqa: F811
+def prepared(setup, tmp_path, **overrides) -> Harden:
     """A Harden run checked and ready (prepare: every check before any work), nothing generated or trained."""
     job = Harden(config_for(setup, **overrides), tmp_path / "h", generator=None)
     job.prepare(False)
@@ -54,7 +55,7 @@ class Captured:
 # --- --added-weight ---------------------------------------------------------------------------------------------
 
 
-def test_added_weight_1_trains_a_round_as_before(setup, tmp_path, monkeypatch):  # noqa: F811
+def test_added_weight_1_trains_a_round_as_before(setup, tmp_path, monkeypatch):
     """The default: the added rows are the selected ones (the same objects), added.jsonl is written as before (no
     weight column), and the round trains with the recipe's settings and the command of before."""
     job = prepared(setup, tmp_path)
@@ -78,7 +79,7 @@ def test_added_weight_1_trains_a_round_as_before(setup, tmp_path, monkeypatch): 
     assert "--weight-column" not in call["command"]
 
 
-def test_added_weight_k_weighs_every_added_row_in_process_and_in_train_commands(setup, tmp_path,  # noqa: F811
+def test_added_weight_k_weighs_every_added_row_in_process_and_in_train_commands(setup, tmp_path,
                                                                                 monkeypatch):
     """--added-weight 3: added.jsonl carries loss_weight 3 (read back on --resume), the round trains its added rows
     at weight 3 and --data's at 1, and the external `toxiforge train` command reads the column: its model's log
@@ -116,7 +117,7 @@ def test_added_weight_k_weighs_every_added_row_in_process_and_in_train_commands(
     assert logs[0]["objective"]["weights"]["rows_weighted"] > 0 and logs[0]["objective"]["weights"]["max"] == 3.0
 
 
-def test_added_weight_with_a_debiased_recipe_is_refused(setup, tmp_path):  # noqa: F811
+def test_added_weight_with_a_debiased_recipe_is_refused(setup, tmp_path):
     with pytest.raises(InputError, match="--added-weight 2 weighs the cross-entropy loss, and the rounds train "
                                          "with learned-mixin against bias-only noi"):
         prepared(setup, tmp_path, classifier=None, added_weight=2.0,
@@ -128,7 +129,7 @@ def test_added_weight_with_a_debiased_recipe_is_refused(setup, tmp_path):  # noq
     ({"continue_lr_scale": 0.5}, "--continue-lr-scale sets the learning rate of rounds that continue"),
     ({"continue_lr_scale": 2.0, "init": "continue"}, r"--continue-lr-scale 2.0 is outside \(0, 1\]"),
 ])
-def test_bad_mix_options_are_refused(setup, overrides, message):  # noqa: F811
+def test_bad_mix_options_are_refused(setup, overrides, message):
     with pytest.raises(InputError, match=message):
         config_for(setup, **overrides)
 
@@ -137,7 +138,7 @@ def test_bad_mix_options_are_refused(setup, overrides, message):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def held_out_start(setup):  # noqa: F811
+def held_out_start(setup):
     """C_0 trained on --data with 30% of each label held out (its log names the texts it never trained on), and the
     texts it trained on."""
     rows = [e for d in load_specs([str(setup["data"])]) for e in d.examples]
@@ -147,7 +148,7 @@ def held_out_start(setup):  # noqa: F811
     return folder, {fold_text(e.text) for e in trained}, {fold_text(e.text) for e in held}
 
 
-def test_continue_from_c0_compares_only_on_rows_c0_never_trained_on(setup, held_out_start, tmp_path):  # noqa: F811
+def test_continue_from_c0_compares_only_on_rows_c0_never_trained_on(setup, held_out_start, tmp_path):
     """The guard slice is the --data rows C_0 held out and never trained on (a repeated text C_0 trained on is left
     out); the rounds train on the rest; the slice's reference is C_0 itself (no reference is trained); and a
     continued round trains from the previous classifier at a tenth of C_0's learning rate."""
@@ -172,7 +173,7 @@ def test_continue_from_c0_compares_only_on_rows_c0_never_trained_on(setup, held_
     assert f"--lr {job.recipe.train.learning_rate * mix.CONTINUE_LR_SCALE:g}" in call["command"]
 
 
-def test_continue_refuses_eval_rows_c0_trained_on(setup, held_out_start, tmp_path):  # noqa: F811
+def test_continue_refuses_eval_rows_c0_trained_on(setup, held_out_start, tmp_path):
     folder, trained, held = held_out_start
     rows = [e for d in load_specs([str(setup["data"])]) for e in d.examples]
     seen = next(e for e in rows if fold_text(e.text) in trained - held)
@@ -189,7 +190,7 @@ def test_continue_refuses_eval_rows_c0_trained_on(setup, held_out_start, tmp_pat
              max_eval_overlap=1.0)  # --init base retrains without it: fine
 
 
-def test_continue_from_a_c0_whose_log_does_not_name_its_held_out_rows_is_refused(setup, held_out_start,  # noqa: F811
+def test_continue_from_a_c0_whose_log_does_not_name_its_held_out_rows_is_refused(setup, held_out_start,
                                                                                   tmp_path):
     with pytest.raises(InputError, match="says it held none of its rows out") as error:
         prepared(setup, tmp_path / "a", classifier=str(setup["start"]), init="continue")  # trained with none held out
@@ -216,7 +217,7 @@ def test_the_report_says_the_mix():
             "trains at 0.1 × that learning rate, 0.0003 (--continue-lr-scale)."]
 
 
-def test_a_continue_run_from_before_the_lr_scale_resumes_with_scale_1(setup, tmp_path):  # noqa: F811
+def test_a_continue_run_from_before_the_lr_scale_resumes_with_scale_1(setup, tmp_path):
     from toxiforge.harden.guard import SETTINGS_FILE, check_out_dir
 
     old = config_for(setup, classifier=None, init="continue", continue_lr_scale=1.0).fingerprint()
@@ -228,7 +229,7 @@ def test_a_continue_run_from_before_the_lr_scale_resumes_with_scale_1(setup, tmp
     check_out_dir(tmp_path, old, resume=True)
 
 
-def test_continue_when_harden_trains_c0_keeps_the_slice_as_before(setup, tmp_path):  # noqa: F811
+def test_continue_when_harden_trains_c0_keeps_the_slice_as_before(setup, tmp_path):
     """Without -c, C_0 is trained here on --data less the slice: the slice is drawn as for --init base, and C_0 is
     its reference."""
     base = prepared(setup, tmp_path / "a", classifier=None)

@@ -72,12 +72,13 @@ class Generator:
         prepare_dir(Path(out), known, resume)
 
     def run(self, plan: GenerationPlan, decoding: Any, out: str | Path, *, classifier: Any = None,
-            classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None) -> JobResult:
+            classifier_name: str | None = None, classifier_options: dict[str, Any] | None = None,
+            label: str = "generating") -> JobResult:
         """Generate ``plan`` with the decoder of ``decoding`` (a config from
         :func:`~toxiforge.decoding.decoder_config`) into ``out``, resuming a run already there; ``classifier``
         (a path or registry name, loaded as ``classifier_name`` with ``classifier_options``, e.g. a judge's
         ``template``; or, in this process, a classifier already loaded) scores every row and is the one ALICE
-        attacks.
+        attacks; ``label`` names the job on its progress line.
 
         In this process the classifier loads before the language model (when ``lm`` is not loaded yet), so a bad
         classifier fails before a slow model load; on Ray each worker loads both."""
@@ -96,7 +97,7 @@ class Generator:
             setup = WorkerSetup(self.model, decoder_for, None if classifier is None else str(classifier),
                                 model_options=self.model_options, classifier_options=options)
             return run_generation_ray(plan, setup, out, config=self.job, ray_config=self.ray, resume=resume,
-                                      progress=self.progress)
+                                      progress=self.progress, label=label)
         from toxiforge.pipeline.job import run_generation
 
         clf = classifier if classifier is not None and not isinstance(classifier, (str, Path)) else None
@@ -105,4 +106,4 @@ class Generator:
 
             clf = load_classifier(classifier, **options)
         return run_generation(plan, self.language_model(), out, decoder=decoder_for(clf), config=self.job,
-                              resume=resume, progress=self.progress, classifier=clf)
+                              resume=resume, progress=self.progress, classifier=clf, label=label)

@@ -57,7 +57,10 @@ def _die_with_parent(parent: int) -> None:
 
 def _worker(build: Callable[[], tuple], threads: int, tasks: Any, results: Any, parent: int) -> None:
     """Load the models once, then decode the shards ``tasks`` hands out until it hands out None."""
+    import signal
+
     _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the driver stops the workers
     import torch
 
     torch.set_num_threads(threads)

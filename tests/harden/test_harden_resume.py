@@ -13,7 +13,7 @@ from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator, JobConfig
 from toxiforge.records import read_rows
 
-KILLED_IN = "round-1/alice/attack"  # the round's second ALICE attack, after its top-k pool and both trainings
+KILLED_IN = "round-1/alice/attack"  # round 1 attacking the alice arm's C_1, after its top-k pool and both trainings
 
 
 class Killed(BaseException):

@@ -30,7 +30,8 @@ def test_ctrl_c_in_generate_keeps_whole_shards_and_says_how_to_resume(tiny_llama
 
     out = tmp_path / "run"
     args = ["generate", "-o", str(out), "--groups", "asian,women", "-n", "2", "--model", str(tiny_llama_dir),
-            "--max-new-tokens", "3", "--shard-size", "1", "--no-progress", "--no-summary"]
+            "--max-new-tokens", "3", "--shard-size", "1", "--workers", "1",  # in-process: generate_shard patched
+            "--no-progress", "--no-summary"]
     real, calls = job.generate_shard, []
 
     def interrupted_on_the_third_shard(*a, **k):

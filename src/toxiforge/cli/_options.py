@@ -114,7 +114,13 @@ API_KEY_ENV = typer.Option(None, "--api-key-env", help="openai: models: environm
 # Ray options of generate, harden, classify and audit (ray_config turns them into a RayConfig).
 RAY = typer.Option(False, "--ray", help="Run on Ray: a local instance, or --ray-address / $RAY_ADDRESS.")
 RAY_ADDRESS = typer.Option(None, "--ray-address", help="Ray cluster to join (implies --ray).")
-WORKERS = typer.Option(1, "--workers", help="Ray: actors, each loads the model once.")
+RAY_WORKERS = typer.Option(1, "--workers", help="Ray: actors, each loads the model once.")  # classify, audit, attack
+# generate and harden: processes of this machine by default (pipeline/processes.py), Ray actors with --ray
+WORKERS = typer.Option(
+    None, "--workers", min=1, help="Processes that each load the models once and decode shards in turn: on this "
+    "machine (one torch thread per core each), or Ray actors with --ray. Default: every core on the CPU (measured "
+    "faster than one process's threads: docs/harden.md), 1 on a GPU, an openai: server or Ray. 1: this process "
+    "alone. Each holds its own copy of the models: with a large --model, use fewer.")
 CPUS_PER_WORKER = typer.Option(1.0, "--cpus-per-worker", help="Ray: CPUs (and torch threads) per actor.")
 GPUS_PER_WORKER = typer.Option(0.0, "--gpus-per-worker", help="Ray: GPUs per actor.")
 RAY_RESOURCES = typer.Option(None, "--ray-resources",
@@ -125,14 +131,25 @@ RAY_PLACEMENT_TIMEOUT = typer.Option(120.0, "--ray-placement-timeout",
                                      help="Ray: seconds to wait for the cluster to place every actor.")
 
 
-def ray_config(ray: bool, ray_address: str | None, workers: int, cpus_per_worker: float, gpus_per_worker: float,
-               resources: str | None = None, spread: bool = False, placement_timeout: float = 120.0):
-    """The Ray options above as a :class:`~toxiforge.pipeline.ray_runner.RayConfig`, or None to run in this
-    process (``resources`` as --ray-resources takes it: NAME=AMOUNT,...)."""
+def ray_config(ray: bool, ray_address: str | None, workers: int | None, cpus_per_worker: float,
+               gpus_per_worker: float, resources: str | None = None, spread: bool = False,
+               placement_timeout: float = 120.0):
+    """The Ray options above as a :class:`~toxiforge.pipeline.ray_runner.RayConfig`, or None to run on this
+    machine (``resources`` as --ray-resources takes it: NAME=AMOUNT,...; ``workers`` None: 1)."""
     if not (ray or ray_address):
         return None
     from toxiforge.pipeline.ray_runner import RayConfig, parse_resources
 
-    return RayConfig(address=ray_address, workers=workers, cpus_per_worker=cpus_per_worker,
+    return RayConfig(address=ray_address, workers=workers or 1, cpus_per_worker=cpus_per_worker,
                      gpus_per_worker=gpus_per_worker, resources=parse_resources(resources), spread=spread,
                      placement_timeout=placement_timeout)
+
+
+def local_workers(workers: int | None, model: str, device: str) -> tuple[int, int]:
+    """``--workers`` on this machine (without --ray) as (processes, torch threads each): the default every core, one
+    thread each, on the CPU (:func:`~toxiforge.pipeline.processes.default_workers`); the cores shared out among
+    the workers asked for."""
+    from toxiforge.pipeline.processes import default_workers, usable_cores
+
+    count = default_workers(model, device) if workers is None else workers
+    return count, max(1, usable_cores() // count)

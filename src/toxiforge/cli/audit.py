@@ -80,7 +80,7 @@ def audit(
     temperature: float | None = typer.Option(None, "--temperature", help="ALICE vs top-k section: temperature."),
     ray: bool = opt.RAY,
     ray_address: str | None = opt.RAY_ADDRESS,
-    workers: int = opt.WORKERS,
+    workers: int = opt.RAY_WORKERS,
     cpus_per_worker: float = opt.CPUS_PER_WORKER,
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
     gate: bool = typer.Option(False, "--gate", help="Release check: exit 1 when a classifier is worse than the first "

@@ -39,7 +39,7 @@ def classify(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     ray: bool = opt.RAY,
     ray_address: str | None = opt.RAY_ADDRESS,
-    workers: int = opt.WORKERS,
+    workers: int = opt.RAY_WORKERS,
     cpus_per_worker: float = opt.CPUS_PER_WORKER,
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
 ) -> None:

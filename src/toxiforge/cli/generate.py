@@ -183,7 +183,7 @@ def generate(
     api_key_env: str | None = opt.API_KEY_ENV,
     ray: bool = opt.RAY,
     ray_address: str | None = opt.RAY_ADDRESS,
-    workers: int = opt.WORKERS,
+    workers: int | None = opt.WORKERS,
     cpus_per_worker: float = opt.CPUS_PER_WORKER,
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
     ray_resources: str | None = opt.RAY_RESOURCES,
@@ -224,9 +224,10 @@ def generate(
         batch_size = concurrency  # a batch's requests are the ones in flight
     ray_run = opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources, ray_spread,
                              ray_placement_timeout)
+    processes, threads = opt.local_workers(workers, model, device) if ray_run is None else (1, 1)
     generator = Generator(model=model, model_options=api or {"dtype": dtype, "device": device}, load=load_lm,
                           device=device, job=JobConfig(batch_size=batch_size, shard_size=shard_size, format=fmt),
-                          ray=ray_run, progress=progress)
+                          ray=ray_run, workers=processes, threads=threads, progress=progress)
     generator.check(plan, decoding, out, resume)  # the output folder and a resume's plan, before a model loads
     if api:  # a server: cheap to open here, to check it
         lm = generator.language_model()

@@ -159,7 +159,7 @@ def harden_command(
     api_key_env: str | None = opt.API_KEY_ENV,
     ray: bool = opt.RAY,
     ray_address: str | None = opt.RAY_ADDRESS,
-    workers: int = opt.WORKERS,
+    workers: int | None = opt.WORKERS,
     cpus_per_worker: float = opt.CPUS_PER_WORKER,
     gpus_per_worker: float = opt.GPUS_PER_WORKER,
     ray_resources: str | None = opt.RAY_RESOURCES,
@@ -211,9 +211,11 @@ def harden_command(
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:
         batch_size = concurrency  # a batch's requests are the ones in flight (as generate)
+    ray_run = opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources, ray_spread,
+                             ray_placement_timeout)
+    processes, threads = opt.local_workers(workers, model, device) if ray_run is None else (1, 1)
     generator = Generator(model=model, model_options=options, load=load_lm, device=device, progress=progress,
-                          ray=opt.ray_config(ray, ray_address, workers, cpus_per_worker, gpus_per_worker, ray_resources,
-                                             ray_spread, ray_placement_timeout),
+                          ray=ray_run, workers=processes, threads=threads,
                           job=JobConfig(batch_size=batch_size, shard_size=shard_size))
     job = Harden(config, out, generator, progress=progress, external_training=external_training, keep_going=keep_going,
                  wait=wait_for_people, accept_partial=accept_partial,

@@ -165,14 +165,15 @@ def slice_reference(config: Any, recipe_source: str) -> str | None:
 
 
 def make_check(out: Path, config: Any, start: str | Path, reference: str | Path, note: str | None,
-               log: Callable[[str], None] = lambda line: None) -> GuardCheck:
-    """The run's :class:`GuardCheck`: the audit's settings (harden's seed and threshold; cached scores reused)."""
+               log: Callable[[str], None] = lambda line: None, console: Any = None) -> GuardCheck:
+    """The run's :class:`GuardCheck`: the audit's settings (harden's seed and threshold; cached scores reused);
+    ``console``: where the scoring's progress lines go (None: a line with the rate after each set)."""
     from toxiforge.audit.run import AuditSettings
 
     settings = AuditSettings(seed=config.attack.seed, threshold=config.threshold, resume=True)
     return GuardCheck(out, Tolerance(config.auc_tolerance, config.fpr_tolerance, config.ship_margin), settings,
                       audit_loader(str(start), config.start_options(), config.device), str(start), str(reference),
-                      note, log)
+                      note, log, console)
 
 
 @dataclass
@@ -189,6 +190,7 @@ class GuardCheck:
     reference: str = ""                        # the slice's reference (module docstring)
     reference_note: str | None = None
     log: Callable[[str], None] = lambda line: None
+    console: Any = None                        # a rich Console for the scoring's progress (run_audit's progress)
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     _sections: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -202,7 +204,7 @@ class GuardCheck:
         missing = [d for d in sets if (str(spec), d.name) not in self._sections]
         if missing:
             result = run_audit([ClassifierSpec(name, str(spec))], missing, self.out / AUDIT_DIR, self.settings,
-                               loader=self.loader, log=self.log)
+                               loader=self.loader, log=self.log, progress=self.console)
             for d in missing:
                 self._sections[(str(spec), d.name)] = result.pair(name, d.name).sections
         return {d.name: self._sections[(str(spec), d.name)] for d in sets}

@@ -245,4 +245,8 @@ class Harden(RunSteps):
             reference = self._train(self.out / "round-0" / "reference" / "model", base, None,
                                     "round 0: C_0's recipe on --data less the guard slice (the slice's reference)", [])
             self._stop_for_training()
-        return check_slice(make_check(self.out, self.config, start, reference, note, self.say), self.guard_slice)
+        from rich import get_console
+
+        console = get_console() if self.progress else None  # the scoring's progress lines
+        return check_slice(make_check(self.out, self.config, start, reference, note, self.say, console),
+                           self.guard_slice)

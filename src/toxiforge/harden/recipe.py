@@ -233,15 +233,16 @@ def round_recipe(classifier: str | None, train: Any, options: Mapping[str, Any])
 
 
 def train_round(rows: Sequence[Any], folder: Path, config: Any, objective: Objective, sources: Sequence[str],
-                progress: bool, command: str | None = None) -> None:
+                progress: bool, command: str | None = None, label: str = "training") -> None:
     """Train one round's classifier on ``rows`` with ``config`` and ``objective`` (LEARNED-MIXIN(+H): the bias-only
     model fitted on these rows, as ``train --debias`` does); ``command``, the ``toxiforge train`` line that trains it
-    again, goes into its model card."""
+    again, goes into its model card; ``label`` names its progress line."""
     from toxiforge.training.card import CardFacts
+    from toxiforge.training.progress import RichProgressCallback
     from toxiforge.training.trainer import train_classifier
 
-    common: dict[str, Any] = {"progress": progress, "overwrite": True, "data_sources": list(sources),
-                              "card": CardFacts(command)}
+    common: dict[str, Any] = {"progress": False, "callbacks": [RichProgressCallback(label=label)] if progress else [],
+                              "overwrite": True, "data_sources": list(sources), "card": CardFacts(command)}
     if not objective.debiased:
         train_classifier(rows, folder, config, **common)
         return

@@ -72,7 +72,7 @@ def final_audit(guard: GuardCheck, ship: Mapping[str, Any], last: int, arms: Seq
         columns[ship["name"]] = ship["folder"]
     sets = [*eval_sets, *([slice_] if slice_ is not None else [])]
     result = run_audit([ClassifierSpec(k, str(v)) for k, v in columns.items()], sets, guard.out / AUDIT_DIR,
-                       guard.settings, loader=guard.loader, log=guard.log)
+                       guard.settings, loader=guard.loader, log=guard.log, progress=guard.console)
     return {k: str(v) for k, v in write_report(result, guard.out / AUDIT_DIR).items()}
 
 

@@ -104,7 +104,8 @@ class RunSteps:
             self.pending.append(command)
             return folder
         self.say(f"{what}: training {config.base_model} on {len(rows)} rows ({self.recipe.objective.describe()})")
-        train_round(rows, folder, config, self.recipe.objective, [*data, *additions], self.progress, command)
+        train_round(rows, folder, config, self.recipe.objective, [*data, *additions], self.progress, command,
+                    label=f"{what}: training")
         self.steps.append(f"train {folder.relative_to(self.out)}")
         return folder
 
@@ -127,7 +128,7 @@ class RunSteps:
         self.say(f"{what}: {plan.total} statements into {folder.relative_to(self.out)} ({drawn.redrawn} prompt(s) "
                  "re-drawn: used by an earlier set or twice)")
         self.generator.run(plan, decoding, folder, classifier=classifier, classifier_name=name,
-                           classifier_options=options)
+                           classifier_options=options, label=what)
         self.steps.append(f"generate {folder.relative_to(self.out)}")
 
     def _admit(self, prompts: str, *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:

@@ -244,21 +244,24 @@ def finish_job(job: OpenJob, written: int, seconds: float) -> JobResult:
 def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path, *,
                    decoder: Decoder | None = None, config: JobConfig = JobConfig(), resume: bool = False,
                    progress: bool = True, on_shard: Callable[[int, Path], None] | None = None,
-                   classifier=None) -> JobResult:
+                   classifier=None, label: str = "generating") -> JobResult:
     """Generate every statement of ``plan`` into ``out_dir``; see the module docstring for layout and resume.
 
     With a ``classifier`` (any :class:`~toxiforge.classifiers.base.ToxicityClassifier`) every statement (every
     hypothesis rank) is scored and marked fooled or not (:func:`score_rows`) — for ALICE, the classifier it
     attacked.
 
-    ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash).
-    The same job on a Ray cluster: :func:`toxiforge.pipeline.ray_runner.run_generation_ray`.
+    ``on_shard(index, path)`` is called after each shard is written (tests use it to simulate a crash);
+    ``label`` names the job on its progress line (harden: the round and phase). The same job in worker processes:
+    :func:`toxiforge.pipeline.processes.run_generation_processes`; on a Ray cluster:
+    :func:`toxiforge.pipeline.ray_runner.run_generation_ray`.
     """
     decoder = decoder or TopKDecoder()
     job = open_job(plan, JobModels.of(lm, decoder, classifier), out_dir, config, resume)
     started = time.perf_counter()
     written = 0
-    with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items) as advance:
+    with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items,
+                                               verb=label) as advance:
         for shard_index in job.todo:
             path = job.shard_file(shard_index)
             written += generate_shard(job.shards[shard_index], path, lm, decoder, run_id=job.manifest["run_id"],
@@ -270,16 +273,24 @@ def run_generation(plan: GenerationPlan, lm: LanguageModel, out_dir: str | Path,
 
 class progress_bar:
     """A rich progress bar with done/total, ``unit``/s and ETA (a no-op when disabled), labelled ``verb``, on
-    ``console`` (rich's own when None); ``done`` items at the start (a resumed job) do not count toward the rate."""
+    ``console`` (rich's own when None); ``done`` items at the start (a resumed job) do not count toward the rate.
+
+    On a console that is no terminal (output to a log file, ``nohup``) a live bar draws nothing, so a plain line with
+    the same numbers is printed instead, at most every ``every`` seconds and when the last item is done."""
 
     def __init__(self, enabled: bool, total: int, done: int, verb: str = "generating", unit: str = "statements",
-                 console: Any = None):
+                 console: Any = None, every: float = 60.0):
         self.enabled, self.total, self.done, self.verb = enabled, total, done, verb
-        self.unit, self.console = unit, console
+        self.unit, self.console, self.every = unit, console, every
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
             return lambda n: None
+        from rich import get_console
+
+        console = self.console or get_console()
+        if not console.is_terminal:
+            return self._lines(console)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -291,7 +302,7 @@ class progress_bar:
 
         self._bar = Progress(TextColumn(f"[bold]{self.verb}"), BarColumn(), MofNCompleteColumn(),
                              TextColumn(f"{{task.fields[rate]}} {self.unit}/s"), TimeElapsedColumn(),
-                             TextColumn("ETA"), TimeRemainingColumn(), console=self.console)
+                             TextColumn("ETA"), TimeRemainingColumn(), console=console)
         self._bar.start()
         task = self._bar.add_task("generate", total=self.total, completed=self.done, rate="-")
         started, base = time.perf_counter(), self.done
@@ -303,6 +314,33 @@ class progress_bar:
 
         return advance
 
+    def _lines(self, console: Any) -> Callable[[int], None]:
+        started, base = time.perf_counter(), self.done
+        last = started
+
+        def advance(n: int) -> None:
+            nonlocal last
+            self.done += n
+            now = time.perf_counter()
+            if now - last < self.every and self.done < self.total:
+                return
+            last = now
+            console.print(progress_line(self.verb, self.done, self.total, self.done - base, now - started, self.unit),
+                          highlight=False, soft_wrap=True)
+
+        return advance
+
     def __exit__(self, *exc) -> None:
-        if self.enabled:
+        if self.enabled and getattr(self, "_bar", None) is not None:
             self._bar.stop()
+
+
+def progress_line(label: str, done: int, total: int, counted: int, seconds: float, unit: str) -> str:
+    """``label: done/total unit, rate unit/s, ETA h:mm:ss`` (the rate over the ``counted`` items of this call, done
+    in ``seconds``)."""
+    rate = counted / seconds if seconds > 0 else 0.0
+    eta = "-"
+    if done >= total or rate > 0:
+        left = 0 if done >= total else round((total - done) / rate)
+        eta = f"{left // 3600}:{left % 3600 // 60:02d}:{left % 60:02d}"
+    return f"{label}: {done}/{total} {unit}, {rate:.2f} {unit}/s, ETA {eta}"

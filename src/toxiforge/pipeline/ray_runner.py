@@ -106,7 +106,7 @@ class GenerationWorker:
 
 def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], tuple], out_dir: str | Path, *,
                        config: JobConfig = JobConfig(), ray_config: RayConfig = RayConfig(), resume: bool = False,
-                       progress: bool = True) -> JobResult:
+                       progress: bool = True, label: str = "generating") -> JobResult:
     """:func:`~toxiforge.pipeline.job.run_generation` on Ray (see the module docstring).
 
     ``setup`` is a :class:`WorkerSetup` or any picklable callable returning ``(lm, decoder, classifier)``; each
@@ -131,7 +131,8 @@ def run_generation_ray(plan: GenerationPlan, setup: WorkerSetup | Callable[[], t
         written = 0
         run_id = job.manifest["run_id"]
         pool = ray.util.ActorPool(actors)
-        with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items) as advance:
+        with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items,
+                                                   verb=label) as advance:
             tasks = pool.map_unordered(
                 lambda actor, i: actor.run_shard.remote(i, job.shards[i], run_id, config.batch_size), job.todo)
             while True:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_harden import config_for, finished, setup, varied_lm  # noqa: F401 (fixtures)
 
 from toxiforge.harden.loop import Harden
 from toxiforge.pipeline import Generator, JobConfig
 from toxiforge.records import read_rows
+
+from .test_harden import config_for
 
 KILLED_IN = "round-1/alice/attack"  # round 1 attacking the alice arm's C_1, after its top-k pool and both trainings
 

@@ -21,14 +21,6 @@ CONTENT = [c for c in COLUMNS if c not in ("timestamp", "run_id")]
 JOB = JobConfig(batch_size=3, shard_size=4)
 
 
-@pytest.fixture(scope="module")
-def model_dir(tiny_lm, tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tiny_lm.model.save_pretrained(path)
-    tiny_lm.tokenizer.save_pretrained(path)
-    return path
-
-
 def plan():
     return GenerationPlan.grid(["asian", "women"], ["benign"], 5, seed=3)  # 10 items: shards of 4, 4 and 2
 
@@ -37,18 +29,18 @@ def content(rows):
     return sorted(({c: getattr(r, c) for c in CONTENT} for r in rows), key=lambda r: r["row_id"])
 
 
-def setup_for(model_dir):
+def setup_for(tiny_llama_dir):
     # picklable by reference, as a spawned worker needs: the model folder and toxiforge's own make_decoder
-    return WorkerSetup(str(model_dir), partial(make_decoder, FAST), model_options={"device": "cpu"})
+    return WorkerSetup(str(tiny_llama_dir), partial(make_decoder, FAST), model_options={"device": "cpu"})
 
 
-def test_workers_finish_an_in_process_run_with_its_rows(model_dir, tmp_path, monkeypatch):
+def test_workers_finish_an_in_process_run_with_its_rows(tiny_llama_dir, tmp_path, monkeypatch):
     import torch
 
     import toxiforge.pipeline.processes as processes
     from toxiforge.models.transformers_lm import TransformersLM
 
-    lm = TransformersLM.load(model_dir, device="cpu")
+    lm = TransformersLM.load(tiny_llama_dir, device="cpu")
     threads = torch.get_num_threads()
     torch.set_num_threads(max(2, threads))  # in-process with several threads, the workers with one each
     try:
@@ -65,7 +57,7 @@ def test_workers_finish_an_in_process_run_with_its_rows(model_dir, tmp_path, mon
         torch.set_num_threads(threads)
     # the driver looks for dead workers between every message: one that got no shard and ended is no death
     monkeypatch.setattr(processes, "POLL_SECONDS", 0.05)
-    result = run_generation_processes(plan(), setup_for(model_dir), tmp_path / "run", config=JOB, workers=2,
+    result = run_generation_processes(plan(), setup_for(tiny_llama_dir), tmp_path / "run", config=JOB, workers=2,
                                       resume=True, progress=False)
     assert result.rows_written == 6 and len(result.shards) == 3  # shards 1 and 2 in the workers
     assert content(read_rows(tmp_path / "run")) == content(read_rows(tmp_path / "full"))

@@ -39,14 +39,6 @@ def ray_cluster():
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def model_dir(tiny_lm, tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny-llama")
-    tiny_lm.model.save_pretrained(path)
-    tiny_lm.tokenizer.save_pretrained(path)
-    return path
-
-
 def plan(n=5):
     return GenerationPlan.grid(["asian", "women"], ["benign"], n, seed=3)
 
@@ -59,7 +51,7 @@ def top_k(classifier):
     return FAST
 
 
-def in_process(model_dir, out, **kwargs):
+def in_process(tiny_llama_dir, out, **kwargs):
     """The same job without Ray, on one torch thread as each worker (so float reductions match)."""
     import torch
 
@@ -68,29 +60,29 @@ def in_process(model_dir, out, **kwargs):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        lm = TransformersLM.load(model_dir, device="cpu")
+        lm = TransformersLM.load(tiny_llama_dir, device="cpu")
         return run_generation(plan(), lm, out, decoder=FAST, config=JOB, progress=False, **kwargs)
     finally:
         torch.set_num_threads(threads)
 
 
-def setup_for(model_dir):
-    return WorkerSetup(str(model_dir), top_k, model_options={"device": "cpu"})
+def setup_for(tiny_llama_dir):
+    return WorkerSetup(str(tiny_llama_dir), top_k, model_options={"device": "cpu"})
 
 
-def test_ray_resumes_an_in_process_run_and_writes_its_rows(ray_cluster, model_dir, tmp_path):
+def test_ray_resumes_an_in_process_run_and_writes_its_rows(ray_cluster, tiny_llama_dir, tmp_path):
     """A crashed in-process run, finished on Ray: the rows equal a full in-process run's, and the manifest's
     fingerprint is the same (either runner resumes the other's run)."""
-    expected = in_process(model_dir, tmp_path / "full")
+    expected = in_process(tiny_llama_dir, tmp_path / "full")
 
     def crash(index, path):
         if index == 0:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        in_process(model_dir, tmp_path / "run", on_shard=crash)
+        in_process(tiny_llama_dir, tmp_path / "run", on_shard=crash)
     assert len(list((tmp_path / "run" / "data").glob("shard-*"))) == 1
-    result = run_generation_ray(plan(), setup_for(model_dir), tmp_path / "run", config=JOB, resume=True,
+    result = run_generation_ray(plan(), setup_for(tiny_llama_dir), tmp_path / "run", config=JOB, resume=True,
                                 ray_config=RayConfig(workers=2), progress=False)
     assert result.rows_written == 6 and len(result.shards) == 3  # 10 items in shards of 4: shards 1 and 2 on Ray
     assert content(read_rows(tmp_path / "run")) == content(read_rows(tmp_path / "full"))
@@ -119,17 +111,17 @@ class CrashOnce:
         return FAST.decode(lm, prompts, seeds, labels, groups)
 
 
-def crashing_setup(model_dir, marker, prompt):
+def crashing_setup(tiny_llama_dir, marker, prompt):
     from toxiforge.models.transformers_lm import TransformersLM
 
-    return TransformersLM.load(model_dir, device="cpu"), CrashOnce(marker, prompt), None
+    return TransformersLM.load(tiny_llama_dir, device="cpu"), CrashOnce(marker, prompt), None
 
 
-def test_a_worker_killed_mid_shard_is_retried_without_duplicates(ray_cluster, model_dir, tmp_path):
-    in_process(model_dir, tmp_path / "local")
+def test_a_worker_killed_mid_shard_is_retried_without_duplicates(ray_cluster, tiny_llama_dir, tmp_path):
+    in_process(tiny_llama_dir, tmp_path / "local")
     items = plan().expand()
     marker = tmp_path / "crashed"
-    build = partial(crashing_setup, str(model_dir), str(marker), items[5].prompt)  # 2nd batch of shard 1
+    build = partial(crashing_setup, str(tiny_llama_dir), str(marker), items[5].prompt)  # 2nd batch of shard 1
     result = run_generation_ray(plan(), build, tmp_path / "ray", config=JOB, ray_config=RayConfig(workers=1),
                                 progress=False)
     assert marker.exists()  # the worker did die
@@ -144,7 +136,7 @@ def test_a_model_that_cannot_load_is_one_clear_error(ray_cluster, tmp_path):
                            config=JOB, ray_config=RayConfig(max_restarts=0), progress=False)
 
 
-def test_cli_generate_and_classify_with_ray(ray_cluster, model_dir, tmp_path):
+def test_cli_generate_and_classify_with_ray(ray_cluster, tiny_llama_dir, tmp_path):
     import numpy as np
     from typer.testing import CliRunner
 
@@ -155,11 +147,11 @@ def test_cli_generate_and_classify_with_ray(ray_cluster, model_dir, tmp_path):
     out = tmp_path / "cli"
     runner = CliRunner()
     result = runner.invoke(app, ["generate", "-o", str(out), "--groups", "asian,women", "-n", "5", "--seed", "3",
-                                 "--model", str(model_dir), "--device", "cpu", "--max-new-tokens", "6",
+                                 "--model", str(tiny_llama_dir), "--device", "cpu", "--max-new-tokens", "6",
                                  "--batch-size", "3", "--shard-size", "4", "--ray", "--workers", "2",
                                  "--no-summary", "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert content(read_rows(out)) == content(read_rows(in_process(model_dir, tmp_path / "local").out_dir))
+    assert content(read_rows(out)) == content(read_rows(in_process(tiny_llama_dir, tmp_path / "local").out_dir))
     result = runner.invoke(app, ["classify", str(out), "-c", "profanity-check", "--ray", "--workers", "2",
                                  "--batch-size", "3"])
     assert result.exit_code == 0, result.output
@@ -195,25 +187,25 @@ def test_unreachable_ray_address_is_a_clear_error():
         connect(RayConfig(address="ray://:x"))
 
 
-def build_elsewhere(model_dir, root):
+def build_elsewhere(tiny_llama_dir, root):
     """Load the model in a worker whose working directory is a fresh folder of its own (as on another node)."""
     import tempfile
 
     from toxiforge.models.transformers_lm import TransformersLM
 
     os.chdir(tempfile.mkdtemp(dir=root))
-    return TransformersLM.load(model_dir, device="cpu"), FAST, None
+    return TransformersLM.load(tiny_llama_dir, device="cpu"), FAST, None
 
 
-def test_workers_elsewhere_return_rows_and_the_driver_writes_a_relative_out(ray_cluster, model_dir, tmp_path,
+def test_workers_elsewhere_return_rows_and_the_driver_writes_a_relative_out(ray_cluster, tiny_llama_dir, tmp_path,
                                                                             monkeypatch):
     """Two workers whose working directories differ from the driver's (and from each other's): a relative -o is
     the driver's folder, every shard lands there, and nothing is written where the workers run."""
-    in_process(model_dir, tmp_path / "local")
+    in_process(tiny_llama_dir, tmp_path / "local")
     (tmp_path / "driver").mkdir()
     (tmp_path / "workers").mkdir()
     monkeypatch.chdir(tmp_path / "driver")
-    build = partial(build_elsewhere, str(model_dir), str(tmp_path / "workers"))
+    build = partial(build_elsewhere, str(tiny_llama_dir), str(tmp_path / "workers"))
     result = run_generation_ray(plan(), build, "out", config=JOB, ray_config=RayConfig(workers=2), progress=False)
     assert len(list((tmp_path / "driver" / "out" / "data").glob("shard-*"))) == 3 == len(result.shards)
     assert content(read_rows(tmp_path / "driver" / "out")) == content(read_rows(tmp_path / "local"))
@@ -225,7 +217,7 @@ def test_workers_elsewhere_return_rows_and_the_driver_writes_a_relative_out(ray_
     assert versions and all(v["torch"] == torch.__version__ and v["node"] for v in versions)
 
 
-def test_placement_the_cluster_cannot_meet_is_an_error_naming_what_is_missing(ray_cluster, model_dir, tmp_path):
+def test_placement_the_cluster_cannot_meet_is_an_error_naming_what_is_missing(ray_cluster, tiny_llama_dir, tmp_path):
     from toxiforge.pipeline.ray_runner import parse_resources
 
     assert parse_resources("llm_server=1, gpu_slot=0.5") == {"llm_server": 1.0, "gpu_slot": 0.5}
@@ -233,11 +225,11 @@ def test_placement_the_cluster_cannot_meet_is_an_error_naming_what_is_missing(ra
         parse_resources("llm_server")
     missing = RayConfig(workers=2, resources={"llm_server": 1}, placement_timeout=1)
     with pytest.raises(InputError, match=r"could not place 2 workers.*llm_server 2 \(the cluster has 0\)"):
-        run_generation_ray(plan(), setup_for(model_dir), tmp_path / "a", config=JOB, ray_config=missing,
+        run_generation_ray(plan(), setup_for(tiny_llama_dir), tmp_path / "a", config=JOB, ray_config=missing,
                            progress=False)
     spread = RayConfig(workers=2, spread=True, placement_timeout=1)  # one local node, two workers, one per node
     with pytest.raises(InputError, match=r"2 nodes that each hold .*--ray-spread; 1 do"):
-        run_generation_ray(plan(), setup_for(model_dir), tmp_path / "b", config=JOB, ray_config=spread,
+        run_generation_ray(plan(), setup_for(tiny_llama_dir), tmp_path / "b", config=JOB, ray_config=spread,
                            progress=False)
     assert ray.util.placement_group_table() == {} or all(
         g["state"] == "REMOVED" for g in ray.util.placement_group_table().values())  # nothing left reserved

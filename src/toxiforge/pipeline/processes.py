@@ -6,7 +6,10 @@ Why processes rather than torch's threads in one process (issue 55 item 1, ``ben
 docs/harden.md): the decoding steps of SmolLM2 and the MiniLM are small matrix products, each a parallel region the
 threads of one process enter and leave together, so a thread held up by another job stalls its partner at every
 region; processes of one thread each never wait for each other. Ray (``--ray``) does the same with a cluster's
-scheduling and costs a Ray start per job; this needs nothing but the standard library.
+scheduling and costs a Ray start per job; this needs nothing but the standard library. Not
+:class:`concurrent.futures.ProcessPoolExecutor`: a model that fails to load in its initializer surfaces as a
+bare ``BrokenProcessPool`` without the error (here the worker sends it back), and before Python 3.14 it cannot
+stop a worker in the middle of a shard on Ctrl-C (here the driver kills them).
 
 The driver expands the plan, writes the manifest (:func:`~toxiforge.pipeline.manifest.open_job`), hands the shards
 out and writes each one (atomic rename, as in-process) when a worker returns its rows; the shards, batches and

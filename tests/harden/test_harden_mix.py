@@ -48,7 +48,7 @@ class Captured:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, rows, folder, config, objective, sources, progress, command=None):
+    def __call__(self, rows, folder, config, objective, sources, progress, command=None, label=None):
         self.calls.append({"rows": rows, "config": config, "command": command})
 
 

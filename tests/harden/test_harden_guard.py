@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from audit.test_audit_cli import hatecheck  # noqa: F401 (fixtures)
 from toxiforge.cli import app
 from toxiforge.data.examples import Example, LabeledData
+from toxiforge.data.examples import fold_text as fold
 from toxiforge.harden.guard import HardenStopped
 from toxiforge.harden.guardset import GUARD_SET, GuardCheck, Tolerance, split_guard
-from toxiforge.harden.sets import fold
 from toxiforge.harden.ship import recommend
 
 from .test_harden import harden

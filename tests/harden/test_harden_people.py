@@ -18,10 +18,10 @@ from toxiforge.annotation.loadgen import run_annotators, start_server
 from toxiforge.annotation.store import Store
 from toxiforge.attacks.validation import run_rows
 from toxiforge.cli import app
+from toxiforge.data.examples import fold_text as fold
 from toxiforge.errors import InputError
 from toxiforge.harden.data import read_examples
 from toxiforge.harden.people import AnnotationPending, People, majority, read_labels
-from toxiforge.harden.sets import fold
 
 from .test_harden import GROUPS, config_for
 

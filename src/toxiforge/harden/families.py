@@ -29,11 +29,10 @@ from typing import Any
 
 from toxiforge.attacks.base import Source
 from toxiforge.attacks.validation import run_rows
-from toxiforge.data.examples import Example, LabeledData
+from toxiforge.data.examples import Example, LabeledData, fold_text
 from toxiforge.errors import InputError
 from toxiforge.harden.data import Statements
 from toxiforge.harden.report import ARMS
-from toxiforge.harden.sets import fold
 from toxiforge.records import run_complete
 
 ALICE = "alice"
@@ -95,11 +94,11 @@ def toxic_sample(named_rows: Sequence[tuple[str, Sequence[Example]]], n: int, se
     by ``seed`` kept in the rows' order, none a row of ``exclude`` or repeated (texts folded)."""
     from toxiforge.pipeline.plan import row_seed
 
-    seen = {fold(e.text) for e in exclude}
+    seen = {fold_text(e.text) for e in exclude}
     pool = []
     for name, rows in named_rows:
         for i, e in enumerate(rows):
-            key = fold(e.text)
+            key = fold_text(e.text)
             if e.label == 1 and key not in seen:
                 seen.add(key)
                 pool.append(Source(row_id=f"{name}/{i:06d}", text=e.text, label=1, group=e.group,
@@ -165,9 +164,9 @@ def method_of(run_dir: Path) -> str:
 
 def held_out_statements(run_dir: Path, trained: Sequence[Example], validated: Sequence[float] | None) -> Statements:
     """A held-out attack run's statements, less any the arm trained on (``trained``)."""
-    keys = {fold(e.text) for e in trained}
+    keys = {fold_text(e.text) for e in trained}
     method = method_of(run_dir)
-    keep = tuple(fold(e.text) not in keys for e, _ in run_rows(run_dir, method))
+    keep = tuple(fold_text(e.text) not in keys for e, _ in run_rows(run_dir, method))
     return Statements(run_dir, validated, keep, method)
 
 

@@ -33,9 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.data.examples import Example, LabeledData
+from toxiforge.data.examples import Example, LabeledData, fold_text
 from toxiforge.errors import InputError
-from toxiforge.harden.sets import fold
 
 GUARD_SET = "guard-slice"    # the slice's name in reports, and its set in the statement ledger
 GUARD_SHARE = 0.15
@@ -102,7 +101,7 @@ def split_guard(rows: Sequence[Example], seed: int, size: int | None = None
     the same side."""
     by_text: dict[str, list[Example]] = {}
     for e in rows:
-        by_text.setdefault(fold(e.text), []).append(e)
+        by_text.setdefault(fold_text(e.text), []).append(e)
     explicit = size is not None  # --guard-slice-size: no note on its size
     size = guard_size(len(by_text), size)
     labels = {k: round(sum(e.label for e in v) / len(v)) for k, v in by_text.items()}
@@ -121,7 +120,7 @@ def split_guard(rows: Sequence[Example], seed: int, size: int | None = None
         f"--data has {len(by_text)} distinct texts, so the guard slice is {len(guard)} rows (about "
         f"{100 * GUARD_SHARE:.0f}%), not {GUARD_MIN_ROWS}: its intervals are wide and only large damage shows; add "
         "--eval sets or --data rows")
-    train = [e for e in rows if fold(e.text) not in chosen]
+    train = [e for e in rows if fold_text(e.text) not in chosen]
     data = LabeledData(GUARD_SET, guard, "harden-guard-slice", f"{len(guard)} rows of --data, seed {seed}",
                        notes=["a stratified slice of --data that no round trained on"])
     return train, data, note

@@ -2,10 +2,10 @@
 
 * ``--data``: the training rows, both labels needed.
 * ``--eval``: the labelled sets measured every round. They are **kept apart** from training: a ``--data`` row whose
-  text (case and whitespace folded, :func:`~toxiforge.harden.sets.fold`) is an ``--eval`` row's is left out of every
-  round's training set (:attr:`Inputs.train`), and generated statements equal to an eval row are left out of every
-  set (the run's :class:`~toxiforge.harden.sets.StatementLedger` holds the eval texts). The overlap of ``--data``
-  with ``--eval`` is reported (:attr:`Inputs.overlap`: rows and share) and refused above ``max_overlap`` of
+  text (case and whitespace folded, :func:`~toxiforge.data.examples.fold_text`) is an ``--eval`` row's is left out
+  of every round's training set (:attr:`Inputs.train`), and generated statements equal to an eval row are left
+  out of every set (the run's :class:`~toxiforge.harden.sets.StatementLedger` holds the eval texts). The overlap of
+  ``--data`` with ``--eval`` is reported (:attr:`Inputs.overlap`: rows and share) and refused above ``max_overlap`` of
   ``--data`` (``--max-eval-overlap``), with the numbers: C_0 was usually trained on those rows, so its eval numbers
   are flattered by them.
 """
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toxiforge.data.examples import Example, LabeledData
+from toxiforge.data.examples import Example, LabeledData, fold_text
 from toxiforge.errors import InputError
-from toxiforge.harden.sets import fold
 
 DEFAULT_MAX_EVAL_OVERLAP = 0.05  # --max-eval-overlap: the share of --data rows that may be --eval rows
 
@@ -65,12 +64,12 @@ def load_inputs(data: Sequence[str], eval_specs: Sequence[str], label_rule: str,
 def apart_from_eval(rows: Sequence[Example], eval_sets: Sequence[LabeledData]) -> tuple[list[Example],
                                                                                          dict[str, Any]]:
     """``rows`` less those whose folded text is an eval row's, and the overlap's counts."""
-    keys = {d.name: {fold(e.text) for e in d.examples} for d in eval_sets}
+    keys = {d.name: {fold_text(e.text) for e in d.examples} for d in eval_sets}
     every = set().union(*keys.values()) if keys else set()
-    train = [e for e in rows if fold(e.text) not in every]
+    train = [e for e in rows if fold_text(e.text) not in every]
     n = len(rows) - len(train)
     return train, {"rows": n, "data_rows": len(rows), "share": n / len(rows) if rows else 0.0,
-                   "per_set": {name: sum(fold(e.text) in k for e in rows) for name, k in keys.items()}}
+                   "per_set": {name: sum(fold_text(e.text) in k for e in rows) for name, k in keys.items()}}
 
 
 def data_specs(specs: Sequence[str], train: Sequence[Example], overlap: dict[str, Any], out: Path) -> list[str]:

@@ -41,9 +41,9 @@ from typing import Any
 from toxiforge._io import atomic_write_text
 from toxiforge.annotation.schema import DEFAULT_LEASE_MINUTES, FORMS
 from toxiforge.attacks.validation import run_rows
+from toxiforge.data.examples import fold_text
 from toxiforge.errors import InputError, check_choice
 from toxiforge.harden.data import Statements
-from toxiforge.harden.sets import fold
 from toxiforge.pipeline.manifest import now_utc
 
 PEOPLE = "people"  # --validate-with people
@@ -174,7 +174,7 @@ class People:
                 if not kept:
                     where.append(None)
                     continue
-                key = fold(example.text)
+                key = fold_text(example.text)
                 if key not in index:
                     index[key] = len(items)
                     items.append({"text": example.text, "target_group": example.group or "", "label": example.label})

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge._io import atomic_write_text
-from toxiforge.data.examples import fold_text as fold  # the key two statements are the same by
+from toxiforge.data.examples import fold_text
 from toxiforge.errors import InputError
 from toxiforge.pipeline.plan import GenerationPlan
 from toxiforge.records import label_word
@@ -198,7 +198,7 @@ class StatementLedger:
 
     def train_on(self, texts: Iterable[str], where: str = "training data") -> None:
         for text in texts:
-            self.seen.setdefault(fold(text), where)
+            self.seen.setdefault(fold_text(text), where)
 
     def check(self, texts: Sequence[str]) -> tuple[tuple[bool, ...], dict[str, int]]:
         """Which of one set's statements to keep (in order), and the counts of those left out and why."""
@@ -206,7 +206,7 @@ class StatementLedger:
         counts = {"statements": len(texts), "in_training_data": 0, "in_eval": 0, "in_earlier_set": 0,
                   "repeated_in_set": 0}
         for text in texts:
-            key = fold(text)
+            key = fold_text(text)
             why = SEEN_AS.get(self.seen[key], "in_earlier_set") if key in self.seen \
                 else "repeated_in_set" if key in inside else None
             keep.append(why is None)
@@ -219,4 +219,4 @@ class StatementLedger:
     def admit(self, texts: Sequence[str], keep: Sequence[bool], where: str) -> None:
         for text, ok in zip(texts, keep):
             if ok:
-                self.seen.setdefault(fold(text), where)
+                self.seen.setdefault(fold_text(text), where)

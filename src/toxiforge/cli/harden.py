@@ -87,6 +87,10 @@ def harden_command(
     groups: str = typer.Option("all", "--groups", help="Comma-separated groups or aliases; 'all' = ToxiGen's 13."),
     labels: str = typer.Option("toxic,benign", "--labels", help="Prompt labels attacked (both directions)."),
     per_cell: int = typer.Option(10, "-n", "--per-cell", help="Attack statements per group × label and round."),
+    measure_per_cell: int | None = typer.Option(None, "--measure-n", help="Statements per group × label of the "
+                                                "attacks that only measure: the control arm's, and the ALICE arm's "
+                                                "in the last round (the first M of the round's -n prompts; "
+                                                "default: -n)."),
     demonstrations: str | None = typer.Option(None, "--demonstrations", "-d", help="Demonstrations (as generate)."),
     prompts: str | None = typer.Option(None, "--prompts", help="Upstream prompt file(s), used line by line (the "
                                                                "same lines every round)."),
@@ -206,7 +210,7 @@ def harden_command(
                           eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap,
                           guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance,
                           ship_margin=ship_margin, guard_slice_size=guard_slice_size, added_weight=added_weight,
-                          continue_lr_scale=continue_lr_scale)
+                          continue_lr_scale=continue_lr_scale, measure_per_cell=measure_per_cell)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

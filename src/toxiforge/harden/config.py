@@ -96,6 +96,8 @@ class HardenConfig:
     # (None: mix.CONTINUE_LR_SCALE)
     added_weight: float = 1.0
     continue_lr_scale: float | None = None
+    # --measure-n (sets.measure_sets): prompts per cell of the attacks that only measure (None: -n)
+    measure_per_cell: int | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -114,6 +116,10 @@ class HardenConfig:
         check_max_overlap(self.max_eval_overlap)
         mix.check_mix(self.added_weight, self.continue_lr_scale, self.init)
         Tolerance(self.auc_tolerance, self.fpr_tolerance, self.ship_margin)  # in range, else InputError
+        if self.measure_per_cell is not None and not 1 <= self.measure_per_cell <= self.attack.per_cell:
+            raise InputError(f"--measure-n {self.measure_per_cell} must be from 1 to -n ({self.attack.per_cell}): "
+                             "the attacks that only measure use the first M of a round's attack prompts",
+                             hint=f"use --measure-n between 1 and {self.attack.per_cell}, or drop it")
         if self.guard_slice_size is not None and not self.keeps_guard_slice:
             raise InputError("--guard-slice-size sizes the guard slice, and --no-guard-slice keeps none",
                              hint="drop one of them")
@@ -190,7 +196,8 @@ class HardenConfig:
                               # issue 55 item 3: continued from -c, the slice is C_0's held-out rows (mix.py)
                               **({"from": mix.CONTINUE_SLICE} if self.keeps_guard_slice
                                  and mix.continues_from_start(self) else {})},
-                    "mix": mix.fingerprint(self)}  # None at the defaults, as in the harden.json of older runs
+                    "mix": mix.fingerprint(self),  # None at the defaults, as in the harden.json of older runs
+                    "measure_per_cell": self.measure_per_cell}  # likewise
         return json.loads(json.dumps(settings))  # as harden.json holds them (tuples as lists)
 
 

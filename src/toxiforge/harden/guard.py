@@ -47,6 +47,20 @@ def check_sequence_classifier(path: str | Path) -> Path:
     return folder
 
 
+def check_measured_extension(out: Path, rounds: int, measure_per_cell: int) -> None:
+    """A run with --measure-n made its last round's ALICE-arm attack on the first M prompts per cell only (it fed no
+    round): refuse to extend it past that round, whose attack would then feed the next with too few statements."""
+    saved = out / SETTINGS_FILE
+    if not saved.exists():
+        return
+    last = json.loads(saved.read_text(encoding="utf-8"))["rounds"]
+    if rounds > last and (out / f"round-{last}" / "alice" / "attack").exists():
+        raise InputError(f"--resume --rounds {rounds}: round {last} was this run's last, so its ALICE arm was "
+                         f"attacked on --measure-n {measure_per_cell} prompts per group x label only, too few to "
+                         f"feed round {last + 1}", path=out,
+                         hint=f"start a new -o with --rounds {rounds}, or give --rounds {rounds} from the start")
+
+
 def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
     """A new run needs an empty or missing ``out``; ``resume`` needs this run's settings file, matching."""
     saved = out / SETTINGS_FILE

@@ -42,13 +42,19 @@ from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
 from toxiforge.harden.data import Statements, select_alice, select_control
 from toxiforge.harden.decide import check_slice
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
-from toxiforge.harden.guard import SETTINGS_FILE, HardenStopped, check_out_dir, check_sequence_classifier
+from toxiforge.harden.guard import (
+    SETTINGS_FILE,
+    HardenStopped,
+    check_measured_extension,
+    check_out_dir,
+    check_sequence_classifier,
+)
 from toxiforge.harden.guardset import START, GuardCheck, keep_apart, make_check, slice_reference, split_guard
 from toxiforge.harden.inputs import load_inputs
 from toxiforge.harden.people import People, people_report
 from toxiforge.harden.recipe import round_recipe
 from toxiforge.harden.report import ARMS, measure, write_harden_report
-from toxiforge.harden.sets import EVAL_SET, StatementLedger, draw_sets, run_sets
+from toxiforge.harden.sets import EVAL_SET, MEASURE, StatementLedger, draw_sets, measure_sets, run_sets
 from toxiforge.harden.ship import closing
 from toxiforge.harden.steps import RunSteps
 from toxiforge.records import METHOD_TOPK
@@ -92,6 +98,9 @@ class Harden(RunSteps):
                                  self.accept_partial, say=self.say)
         # every set's prompts, drawn now: a bad --groups/-d/--prompts, or a run that would run out, fails here
         self._prompts = draw_sets(run_sets(self.config.attack, self.config.rounds, self.config.transfer))
+        self._prompts |= measure_sets(self._prompts, config.rounds, config.measure_per_cell)
+        if resume and config.measure_per_cell is not None:
+            check_measured_extension(self.out, config.rounds, config.measure_per_cell)
         if fam.measured(config.attacks, config.eval_attacks):
             self._held_out = fam.held_out_sources(eval_sets, inputs.data, config.eval_attack_n, config.attack.seed)
             if not self._held_out and config.eval_attacks:
@@ -122,7 +131,7 @@ class Harden(RunSteps):
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
         self.guard = guard = self._guard(start, base)
         r0 = self.out / "round-0"
-        self._attack(r0 / "attack", start, "round-0", 0, options)
+        self._attack(r0 / "attack", start, "round-0", "round-0/attack", options)
         self._admit("round-0/attack", r0 / "attack")
         transfer = None
         if self.config.transfer:  # one more attack on C_0, never trained on: every round's classifier scores it
@@ -201,12 +210,13 @@ class Harden(RunSteps):
             models[arm] = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}",
                                       [f"table:{self.out / f'round-{i}' / arm / ADDED_FILE}" for i in range(1, r + 1)])
         self._stop_for_training()
-        for arm in ARMS:
-            self._attack(folder / arm / "attack", models[arm], f"round-{r}-{arm}", r)
+        prompts = [self._attack_prompts(r, arm) for arm in ARMS]
+        for arm, drawn in zip(ARMS, prompts, strict=True):
+            self._attack(folder / arm / "attack", models[arm], f"round-{r}-{arm}", drawn)
             previous[arm] = models[arm]
         # the arms' attacks share their prompts, and neither arm trains on the other's: each is checked against the
         # earlier sets only, then both are admitted
-        self._admit(f"round-{r}/attack", *(folder / arm / "attack" for arm in ARMS))
+        self._admit(prompts, *(folder / arm / "attack" for arm in ARMS))
         path = folder / METRICS_FILE
 
         def compute() -> dict[str, Any]:
@@ -226,6 +236,13 @@ class Harden(RunSteps):
             return out
 
         return self._metrics(path, compute)
+
+    def _attack_prompts(self, r: int, arm: str) -> str:
+        """Round r's attack prompts on ``arm``: the round's; with --measure-n the first M of them where the attack
+        only measures (the control arm's, and the ALICE arm's in the last round, which feeds no round)."""
+        measure = f"round-{r}/{MEASURE}"
+        only_measures = arm != ALICE or r == self.config.rounds
+        return measure if only_measures and measure in self._prompts else f"round-{r}/attack"
 
     def _start_classifier(self, base: list[Example]) -> str | Path:
         if is_judge(self.config.classifier):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ PROMPTS_JSON = "prompts.json"
 # enough unused prompts first, so this only stops a stream that keeps hitting used ones.
 DRAWS_PER_PROMPT, MIN_DRAWS = 200, 10_000
 Cell = tuple[str, int]
+MEASURE = "measure"  # round-N/measure.prompts/: the attacks that only measure, with --measure-n
 CONTROL_SEED_OFFSET = 10_000  # round r's top-k control pool is drawn with seed + 10,000 + r - 1
 TRANSFER_SEED_OFFSET = 20_000  # the fixed transfer attack on C_0 with seed + 20,000 (round r's attack: seed + r)
 # The top-k pool is this many times an attack's size, so that after empty or unparsable statements it still has
@@ -82,6 +83,11 @@ class DrawnSet:
 
     def counts(self) -> dict[str, int]:
         return {"prompts": sum(len(t) for t in self.prompts.values()), "prompts_redrawn": self.redrawn}
+
+    def first(self, n: int, name: str) -> DrawnSet:
+        """The set named ``name`` of this set's first ``n`` prompts per cell (the re-draws were this set's)."""
+        cells = tuple(replace(c, n=min(n, c.n)) for c in self.plan.cells)
+        return DrawnSet(name, replace(self.plan, cells=cells), {c: t[:n] for c, t in self.prompts.items()}, 0)
 
 
 def _file_name(group: str, label: int) -> str:
@@ -149,6 +155,16 @@ def run_sets(attack: Any, rounds: int, transfer: bool) -> list[tuple[str, Genera
         plans += [(f"round-{r}/control/topk", attack.plan(CONTROL_SEED_OFFSET + r - 1, CONTROL_POOL)),
                   (f"round-{r}/attack", attack.plan(r))]
     return plans
+
+
+def measure_sets(drawn: dict[str, DrawnSet], rounds: int, per_cell: int | None) -> dict[str, DrawnSet]:
+    """With ``--measure-n`` (``per_cell``), round r's attacks that only measure (the control arm's every round, the
+    ALICE arm's in the last round: they feed no round) use ``round-r/measure``, the first ``per_cell`` prompts per
+    cell of the round's attack set, so both arms are measured on the same prompts and fewer are decoded."""
+    if per_cell is None:
+        return {}
+    return {f"round-{r}/{MEASURE}": drawn[f"round-{r}/attack"].first(per_cell, f"round-{r}/{MEASURE}")
+            for r in range(1, rounds + 1)}
 
 
 def draw_sets(plans: Sequence[tuple[str, GenerationPlan]]) -> dict[str, DrawnSet]:

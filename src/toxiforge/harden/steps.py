@@ -36,7 +36,7 @@ Every step is skipped when its output is complete, so ``resume=True`` continues 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -113,10 +113,9 @@ class RunSteps:
         if self.pending:
             raise TrainingPending(self.pending)
 
-    def _attack(self, folder: Path, classifier: str | Path, name: str, r: int,
+    def _attack(self, folder: Path, classifier: str | Path, name: str, prompts: str,
                 options: dict[str, Any] | None = None) -> None:
-        self._generate(folder, f"round-{r}/attack", self.config.alice, classifier, name, f"{name}: ALICE attack",
-                       options)
+        self._generate(folder, prompts, self.config.alice, classifier, name, f"{name}: ALICE attack", options)
 
     def _generate(self, folder: Path, prompts: str, decoding: Any, classifier: str | Path | None,
                   name: str | None, what: str, options: dict[str, Any] | None = None) -> None:
@@ -131,15 +130,17 @@ class RunSteps:
                            classifier_options=options, label=what)
         self.steps.append(f"generate {folder.relative_to(self.out)}")
 
-    def _admit(self, prompts: str, *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:
+    def _admit(self, prompts: str | Sequence[str], *run_dirs: Path, method: str = METHOD_ALICE) -> list[Statements]:
         """The runs' statements (with the validator's scores), less those of the training data or an earlier set
-        or twice in one (sets.py); then they count as seen. Recorded once per run in :attr:`leaks`."""
+        or twice in one (sets.py); then they count as seen. Recorded once per run in :attr:`leaks`. ``prompts``
+        names the runs' prompt set, or one per run."""
         found = []
-        for run_dir in run_dirs:
+        names = [prompts] * len(run_dirs) if isinstance(prompts, str) else list(prompts)
+        for run_dir, set_name in zip(run_dirs, names, strict=True):
             texts = [e.text for e, _ in run_rows(run_dir, method)]
             keep, counts = self._ledger.check(texts)
             name = str(run_dir.relative_to(self.out))
-            drawn = self._prompts.get(prompts)  # an attack family's run has no prompts of its own
+            drawn = self._prompts.get(set_name)  # an attack family's run has no prompts of its own
             self.leaks.append({"set": name, **(drawn.counts() if drawn else {"prompts": 0, "prompts_redrawn": 0}),
                                **counts})
             scores = self._validation.scores(run_dir, partial(self._validated, name))

@@ -1,0 +1,158 @@
+"""Issue 55's proof on ../shared/data: does `toxiforge harden` ship a classifier better than C_0, beyond three-seed
+noise, on text no decision used? The runs are long (hours per seed on 2 CPU cores), so the script works in steps
+that each go on where an earlier call stopped (``--work`` keeps everything):
+
+``prepare``
+    * C_0's data: every toxigen-dev sentence of ``--c0-groups`` (default asian, black, jewish, latino: the 4 with
+      the fewest sentences, so that the attacked groups' halves can give the rounds' prompts); C_0 is the embedded
+      MiniLM fine-tuned on them (``_common.train_minilm``: 10 epochs at 1e-4, 15% held out as ``train`` does).
+    * The attacked groups (the other 4): each group x label's sentences split in two by a seeded hash; the
+      prompts are built from one half only (``prompt-half.csv``, the ``-d`` of every run), the other half
+      (``held-out.csv``) is never in a prompt and is where ROC AUC on the attacked groups is read.
+    * The validator V (``--validate-with``): the embedded MiniLM fine-tuned on ``prompt-half.csv`` (10 epochs at
+      1e-4), a classifier C_0 never saw; its ROC AUC on ``held-out.csv`` is printed.
+    * HateCheck split in two by template (``templ_id``, a seeded shuffle of the distinct ids): the rounds may be
+      decided on ``hatecheck-decide.csv`` (``--eval``); results are read on ``hatecheck-report.csv`` only.
+``run --seed S``
+    ``toxiforge harden`` with C_0, ``--data`` C_0's sentences, ``--eval hc=hatecheck:hatecheck-decide.csv
+    --no-guard-slice`` (C_0's 68 sentences give too small a slice to decide on: docs/harden.md), ``-n`` per
+    group x label (default 125: 1,000 statements per attack), ``--measure-n`` for the attacks that only measure
+    (default 25: 200 statements), ``--rounds 2``, ``--validate-with`` V, ``--no-transfer``, ``-o seed-S``;
+    ``--resume`` when the folder exists. Wall and CPU seconds of each call are appended to ``seed-S/calls.jsonl``.
+
+    python benchmarks/harden_proof.py prepare --work /work/runs/proof
+    nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 > /work/runs/proof/s0.log 2>&1 &
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import DEMONSTRATIONS, REPO, SHARED_DATA, add_work, parser, train_minilm
+
+HATECHECK = SHARED_DATA / "hatecheck" / "test_suite_cases.csv"
+C0_GROUPS = ("asian", "black", "jewish", "latino")
+SPLIT_SEED = 55  # the halves (sentences, HateCheck templates) are drawn once, the same for every harden seed
+
+
+def half_of(text: str) -> int:
+    """0 (prompts) or 1 (held out): a sentence's half, by a hash of the seed and its text."""
+    return int(hashlib.sha256(f"{SPLIT_SEED}:{text}".encode()).hexdigest(), 16) % 2
+
+
+def write_rows(path: Path, rows: list[tuple[str, int, str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["text", "label", "group"])
+        out.writerows(rows)
+
+
+def read_rows(path: Path) -> list:
+    from toxiforge.data import load_specs
+
+    return [e for d in load_specs([f"table:{path}"]) for e in d.examples]
+
+
+def split_hatecheck(work: Path) -> None:
+    with HATECHECK.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        rows = list(reader)
+    column = header.index("templ_id")
+    templates = sorted({r[column] for r in rows}, key=lambda t: (len(t), t))
+    random.Random(SPLIT_SEED).shuffle(templates)
+    decide = set(templates[: len(templates) // 2])
+    for name, keep in (("decide", True), ("report", False)):
+        with (work / f"hatecheck-{name}.csv").open("w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(header)
+            out.writerows(r for r in rows if (r[column] in decide) == keep)
+
+
+def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
+    from toxiforge.demonstrations.sets import load_demonstrations
+
+    sets = load_demonstrations(DEMONSTRATIONS)
+    groups = sorted({g for g, _ in sets})
+    attacked = [g for g in groups if g not in c0_groups]
+    c0 = [(s, label, g) for (g, label), d in sorted(sets.items()) if g in c0_groups for s in d.sentences]
+    halves: list[list[tuple[str, int, str]]] = [[], []]
+    for (g, label), d in sorted(sets.items()):
+        if g in attacked:
+            for s in d.sentences:
+                halves[half_of(s)].append((s, label, g))
+    work.mkdir(parents=True, exist_ok=True)
+    write_rows(work / "c0-data.csv", c0)
+    write_rows(work / "prompt-half.csv", halves[0])
+    write_rows(work / "held-out.csv", halves[1])
+    split_hatecheck(work)
+    (work / "groups.json").write_text(json.dumps({"c0": list(c0_groups), "attacked": attacked}) + "\n")
+    for (g, label), d in sorted(sets.items()):
+        if g in attacked:
+            n = [sum(half_of(s) == h for s in d.sentences) for h in (0, 1)]
+            print(f"{g} label {label}: {len(d.sentences)} sentences, {n[0]} for prompts, {n[1]} held out")
+    print(f"C_0: {len(c0)} sentences of {', '.join(c0_groups)}")
+    train_minilm(work / "c0", rows=read_rows(work / "c0-data.csv"))
+    train_minilm(work / "validator", rows=read_rows(work / "prompt-half.csv"))
+    from sklearn.metrics import roc_auc_score
+
+    from toxiforge.classifiers import load_classifier
+
+    held = read_rows(work / "held-out.csv")
+    for name in ("c0", "validator"):
+        scores = load_classifier(str(work / name)).predict_proba([e.text for e in held])
+        auc = roc_auc_score([e.label for e in held], scores)
+        print(f"{name}: ROC AUC {auc:.3f} on held-out.csv ({len(held)} rows)")
+
+
+def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int) -> None:
+    groups = json.loads((work / "groups.json").read_text())["attacked"]
+    out = work / f"seed-{seed}"
+    command = [sys.executable, "-m", "toxiforge", "harden", "-c", str(work / "c0"), "--data",
+               str(work / "c0-data.csv"), "--eval", f"hc=hatecheck:{work / 'hatecheck-decide.csv'}",
+               "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
+               "-n", str(per_cell), "--measure-n", str(measure), "--rounds", str(rounds),
+               "--validate-with", str(work / "validator"), "--no-transfer", "--seed", str(seed), "--device", "cpu",
+               "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    print(" ".join(command), flush=True)
+    started, before = time.time(), os.times()
+    code = subprocess.run(command, env=env).returncode
+    after = os.times()
+    out.mkdir(parents=True, exist_ok=True)
+    call = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)), "wall_s": time.time() - started,
+            "cpu_s": (after.children_user - before.children_user) + (after.children_system - before.children_system),
+            "exit": code, "load_at_end": os.getloadavg()[0]}
+    with (out / "calls.jsonl").open("a") as f:
+        f.write(json.dumps(call) + "\n")
+    print(json.dumps(call))
+
+
+def main() -> None:
+    options = parser(__doc__)
+    options.add_argument("step", choices=("prepare", "run"))
+    add_work(options, "/tmp/harden-proof")
+    options.add_argument("--seed", type=int, default=0, help="run: harden's --seed (default 0)")
+    options.add_argument("-n", type=int, default=125, help="run: statements per group x label and attack")
+    options.add_argument("--measure-n", type=int, default=25, help="run: the same for attacks that only measure")
+    options.add_argument("--rounds", type=int, default=2)
+    options.add_argument("--c0-groups", default=",".join(C0_GROUPS))
+    args = options.parse_args()
+    sys.path.insert(0, str(REPO / "src"))
+    if args.step == "prepare":
+        prepare(args.work, tuple(args.c0_groups.split(",")))
+    else:
+        run(args.work, args.seed, args.n, args.measure_n, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -43,9 +43,13 @@ C0_GROUPS = ("asian", "black", "jewish", "latino")
 SPLIT_SEED = 55  # the halves (sentences, HateCheck templates) are drawn once, the same for every harden seed
 
 
-def half_of(text: str) -> int:
-    """0 (prompts) or 1 (held out): a sentence's half, by a hash of the seed and its text."""
-    return int(hashlib.sha256(f"{SPLIT_SEED}:{text}".encode()).hexdigest(), 16) % 2
+def halves(sentences: list[str]) -> tuple[list[str], list[str]]:
+    """A set's sentences in two halves (the first the larger by one at most), ordered by a hash of the seed and
+    the text: the prompts' half and the held-out half. Halves of equal size keep every cell's prompt space large
+    (7 sentences at least: 2,520 ordered picks of k=5, where a 2-round run needs 875 per cell)."""
+    ordered = sorted(sentences, key=lambda t: hashlib.sha256(f"{SPLIT_SEED}:{t}".encode()).hexdigest())
+    cut = -(-len(ordered) // 2)
+    return ordered[:cut], ordered[cut:]
 
 
 def write_rows(path: Path, rows: list[tuple[str, int, str]]) -> None:
@@ -84,21 +88,18 @@ def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
     groups = sorted({g for g, _ in sets})
     attacked = [g for g in groups if g not in c0_groups]
     c0 = [(s, label, g) for (g, label), d in sorted(sets.items()) if g in c0_groups for s in d.sentences]
-    halves: list[list[tuple[str, int, str]]] = [[], []]
+    split: list[list[tuple[str, int, str]]] = [[], []]
     for (g, label), d in sorted(sets.items()):
         if g in attacked:
-            for s in d.sentences:
-                halves[half_of(s)].append((s, label, g))
+            for h, part in enumerate(halves(list(d.sentences))):
+                split[h] += [(s, label, g) for s in part]
+                print(f"{g} label {label}: {len(part)} sentences {('for prompts', 'held out')[h]}")
     work.mkdir(parents=True, exist_ok=True)
     write_rows(work / "c0-data.csv", c0)
-    write_rows(work / "prompt-half.csv", halves[0])
-    write_rows(work / "held-out.csv", halves[1])
+    write_rows(work / "prompt-half.csv", split[0])
+    write_rows(work / "held-out.csv", split[1])
     split_hatecheck(work)
     (work / "groups.json").write_text(json.dumps({"c0": list(c0_groups), "attacked": attacked}) + "\n")
-    for (g, label), d in sorted(sets.items()):
-        if g in attacked:
-            n = [sum(half_of(s) == h for s in d.sentences) for h in (0, 1)]
-            print(f"{g} label {label}: {len(d.sentences)} sentences, {n[0]} for prompts, {n[1]} held out")
     print(f"C_0: {len(c0)} sentences of {', '.join(c0_groups)}")
     train_minilm(work / "c0", rows=read_rows(work / "c0-data.csv"))
     train_minilm(work / "validator", rows=read_rows(work / "prompt-half.csv"))

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import DEMONSTRATIONS, REPO, SHARED_DATA, add_work, parser, train_minilm
 
@@ -138,11 +139,143 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int) -> None
     print(json.dumps(call))
 
 
+# --- report: every classifier of every finished seed, on what no decision used ---------------------------------
+
+
+def fresh_attack(work: Path, seed: int, name: str, classifier: Path) -> Path:
+    """ALICE (the rounds' settings) on ``classifier`` with the prompts of the last round's measured attacks, which
+    no round trained on: the arms were attacked on them in the loop; C_0 and its retrained twin are here."""
+    groups = json.loads((work / "groups.json").read_text())["attacked"]
+    prompts = work / f"seed-{seed}" / "round-2" / "measure.prompts"
+    out = work / "fresh" / f"seed-{seed}" / name
+    n = len((prompts / f"hate_{groups[0]}.txt").read_text().splitlines())
+    command = [sys.executable, "-m", "toxiforge", "generate", "--method", "alice", "--prompts", str(prompts),
+               "--groups", ",".join(groups), "-n", str(n), "-c", str(classifier), "--device", "cpu", "-o",
+               str(out), "--no-summary", "--no-progress", *(["--resume"] if (out / "manifest.json").exists() else [])]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def classifiers_of(work: Path, seed: int) -> dict[str, Path]:
+    """C_0; C_0's recipe retrained with the seed (the noise of C_0 itself); each arm's last round; the one shipped."""
+    ship = json.loads((work / f"seed-{seed}" / "report.json").read_text())["ship"]
+    run = work / f"seed-{seed}"
+    out = {"C_0": work / "c0",
+           "C_0 retrained": train_minilm(work / f"c0-seed-{seed}", rows=read_rows(work / "c0-data.csv"), seed=seed),
+           "control": run / "round-2" / "control" / "model", "alice": run / "round-2" / "alice" / "model"}
+    out["shipped"] = Path(ship["folder"]) if Path(ship["folder"]).is_absolute() else run / ship["folder"]
+    return out
+
+
+def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Per classifier: each metric's per-row outcomes (or scores) as the report pairs them across classifiers."""
+    import numpy as np
+
+    from toxiforge.classifiers import load_classifier
+    from toxiforge.data.registry import load_spec
+    from toxiforge.records import read_rows as read_generated
+
+    cache = work / "scores" / f"seed-{seed}.json"
+    scores: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
+    hatecheck = load_spec(f"hatecheck:{work / 'hatecheck-report.csv'}").examples
+    held = read_rows(work / "held-out.csv")
+    validator = load_classifier(str(work / "validator"))
+    out = {}
+    for name, folder in classifiers_of(work, seed).items():
+        attack = (work / f"seed-{seed}" / "round-2" / name / "attack" if name in ("alice", "control")
+                  else fresh_attack(work, seed, name.replace(" ", "-"), folder))
+        rows = sorted(read_generated(attack), key=lambda r: (r.group, r.prompt_label, r.prompt))
+        texts = {"hc": [e.text for e in hatecheck], "held": [e.text for e in held],
+                 "fresh": [r.generation for r in rows]}
+        for part, batch in texts.items():
+            key = f"{name}/{part}"
+            if key not in scores:
+                scores[key] = load_classifier(str(folder)).predict_proba(batch).tolist()
+        key = f"validator/{name}/fresh"
+        if key not in scores:
+            scores[key] = validator.predict_proba(texts["fresh"]).tolist()
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(scores))
+        hc_label = np.array([e.label for e in hatecheck])
+        hc_toxic = np.array(scores[f"{name}/hc"]) > 0.5
+        label = np.array([r.prompt_label for r in rows])
+        flipped = (np.array(scores[f"{name}/fresh"]) > 0.5) != label
+        kept = (np.array(scores[key]) > 0.5) == label
+        out[name] = {"hc": (hc_toxic, hc_label), "held": (np.array(scores[f"{name}/held"]),
+                                                           np.array([e.label for e in held])),
+                     "fresh": (flipped, kept), "prompts": [r.prompt for r in rows]}
+    return out
+
+
+def metric_of(outcomes: dict[str, Any], fn: Any) -> Any:
+    """A metric of one classifier's outcomes over resample weights ``w`` [b, n]; ``fn`` None: ROC AUC on the
+    held-out sentences."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    if fn is not None:
+        return lambda w: fn(outcomes, w)
+    y_score, y = outcomes["held"]
+    return lambda w: np.array([roc_auc_score(y, y_score, sample_weight=row) for row in w])
+
+
+def report(work: Path, seeds: list[int]) -> None:
+    """Per seed and pooled: HateCheck (report half) accuracy, over-blocking, FNR; ROC AUC on the held-out
+    sentences; the fresh attack's flips and confirmed flips per 100; each classifier minus C_0 with paired 95%
+    intervals (1,000 resamples of the rows, or the prompts), and over the seeds a t interval (2 degrees of freedom
+    for 3 seeds: the three-seed noise)."""
+    import numpy as np
+    from scipy import stats
+
+    from toxiforge.intervals import Proportion, Resampler, paired_difference
+
+    metrics = {"HateCheck accuracy": lambda m, w: Proportion((m["hc"][0] == m["hc"][1]), np.ones_like(m["hc"][1]))(w),
+               "over-blocking": lambda m, w: Proportion(m["hc"][0], m["hc"][1] == 0)(w),
+               "FNR": lambda m, w: Proportion(~m["hc"][0], m["hc"][1] == 1)(w),
+               "fresh flips": lambda m, w: Proportion(m["fresh"][0], np.ones_like(m["fresh"][0]))(w),
+               "fresh confirmed": lambda m, w: Proportion(m["fresh"][0] & m["fresh"][1],
+                                                          np.ones_like(m["fresh"][0]))(w)}
+    table: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
+    values: dict[str, dict[str, list[float]]] = {}
+    for seed in seeds:
+        per = seed_metrics(work, seed)
+        names = list(per)
+        for metric, fn in [*metrics.items(), ("held-out ROC AUC", None)]:
+            part = "held" if fn is None else ("fresh" if metric.startswith("fresh") else "hc")
+            n = len(per["C_0"][part][0])
+            if part == "fresh":
+                assert all(per[k]["prompts"] == per["C_0"]["prompts"] for k in names), "fresh attacks' prompts differ"
+            sampler = Resampler(n, seed=seed)
+
+            est = sampler.estimates({k: metric_of(per[k], fn) for k in names})
+            for k in names:
+                d = paired_difference(est["C_0"], est[k])
+                table.setdefault(metric, {}).setdefault(k, []).append((est[k].value, d.value, d.low, d.high))
+                values.setdefault(metric, {}).setdefault(k, []).append(d.value)
+    print(f"seeds {seeds}; differences are classifier minus C_0 (paired 95% interval per seed; over the seeds the "
+          "mean and a t interval)")
+    for metric, by in table.items():
+        print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
+        print("|---|" + "---:|" * (len(seeds) + 1))
+        for k, cells in by.items():
+            diffs = np.array(values[metric][k])
+            if len(diffs) > 1 and np.std(diffs) > 0:
+                half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs))
+                pooled = f"{diffs.mean():+.3f} [{diffs.mean() - half:+.3f}, {diffs.mean() + half:+.3f}]"
+            else:
+                pooled = f"{diffs.mean():+.3f}"
+            print(f"| {k} | " + " | ".join(f"{v:.3f} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])" for v, d, lo, hi in cells)
+                  + f" | {pooled} |")
+    (work / "report.json").write_text(json.dumps(table, indent=1))
+
+
 def main() -> None:
     options = parser(__doc__)
-    options.add_argument("step", choices=("prepare", "run"))
+    options.add_argument("step", choices=("prepare", "run", "report"))
     add_work(options, "/tmp/harden-proof")
     options.add_argument("--seed", type=int, default=0, help="run: harden's --seed (default 0)")
+    options.add_argument("--seeds", default="0,1,2", help="report: the finished seeds to read (default 0,1,2)")
     options.add_argument("-n", type=int, default=125, help="run: statements per group x label and attack")
     options.add_argument("--measure-n", type=int, default=25, help="run: the same for attacks that only measure")
     options.add_argument("--rounds", type=int, default=2)
@@ -151,8 +284,10 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "src"))
     if args.step == "prepare":
         prepare(args.work, tuple(args.c0_groups.split(",")))
-    else:
+    elif args.step == "run":
         run(args.work, args.seed, args.n, args.measure_n, args.rounds)
+    else:
+        report(args.work, [int(s) for s in args.seeds.split(",")])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     --no-guard-slice`` (C_0's 68 sentences give too small a slice to decide on: docs/harden.md), ``-n`` per
     group x label (default 125: 1,000 statements per attack), ``--measure-n`` for the attacks that only measure
     (default 25: 200 statements), ``--rounds 2``, ``--validate-with`` V, ``--no-transfer``, ``-o seed-S``;
-    ``--resume`` when the folder exists. Wall and CPU seconds of each call are appended to ``seed-S/calls.jsonl``.
+    ``--resume`` when the folder exists; ``--shard-size 32``. Wall and CPU seconds of each call are appended to
+    ``seed-S/calls.jsonl``. Run it from a checkout of its own (``git worktree add``): harden's worker processes
+    import toxiforge anew for every job, so a source tree edited under a running run can break it.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 > /work/runs/proof/s0.log 2>&1 &
@@ -41,6 +43,8 @@ from _common import DEMONSTRATIONS, REPO, SHARED_DATA, add_work, parser, train_m
 
 HATECHECK = SHARED_DATA / "hatecheck" / "test_suite_cases.csv"
 C0_GROUPS = ("asian", "black", "jewish", "latino")
+# 32 ALICE statements a shard, ~2.5 min of a core: a stop (a session's end) loses at most that per worker
+SHARD_SIZE = 32
 SPLIT_SEED = 55  # the halves (sentences, HateCheck templates) are drawn once, the same for every harden seed
 
 
@@ -123,6 +127,7 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int) -> None
                "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
                "-n", str(per_cell), "--measure-n", str(measure), "--rounds", str(rounds),
                "--validate-with", str(work / "validator"), "--no-transfer", "--seed", str(seed), "--device", "cpu",
+               "--shard-size", str(SHARD_SIZE),
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}

@@ -64,6 +64,24 @@ def test_workers_finish_an_in_process_run_with_its_rows(tiny_llama_dir, tmp_path
     assert result.manifest["status"] == "complete" and result.manifest["config"] == full.manifest["config"]
 
 
+def test_the_progress_line_moves_per_batch_not_per_shard(tiny_llama_dir, tmp_path, monkeypatch):
+    """An ALICE shard of 128 statements takes a worker ~10 min on a CPU core: the line must not wait for it."""
+    from contextlib import contextmanager
+
+    import toxiforge.pipeline.processes as processes
+
+    advanced = []
+
+    @contextmanager
+    def recording_bar(enabled, total, done, verb="generating"):
+        yield advanced.append
+
+    monkeypatch.setattr(processes, "progress_bar", recording_bar)
+    run_generation_processes(plan(), setup_for(tiny_llama_dir), tmp_path / "out", config=JOB, workers=2)
+    assert sorted(advanced) == [1, 1, 2, 3, 3]  # shards of 4, 4, 2 in batches of 3: one advance per batch
+    assert len(read_rows(tmp_path / "out")) == 10
+
+
 def test_a_worker_that_cannot_load_its_model_fails_with_the_error(tmp_path):
     setup = WorkerSetup(str(tmp_path / "missing-model"), partial(make_decoder, FAST), model_options={"device": "cpu"})
     with pytest.raises(InputError):

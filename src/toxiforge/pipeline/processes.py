@@ -76,7 +76,8 @@ def _worker(build: Callable[[], tuple], threads: int, tasks: Any, results: Any, 
     while (task := tasks.get()) is not None:
         index, items, run_id, batch_size = task
         try:
-            rows = shard_rows(items, lm, decoder, run_id=run_id, batch_size=batch_size, classifier=classifier)
+            rows = shard_rows(items, lm, decoder, run_id=run_id, batch_size=batch_size, classifier=classifier,
+                              advance=lambda n: results.put(("progress", n)))  # per batch, for the progress line
         except Exception as exc:  # noqa: BLE001
             results.put(("error", _portable(exc)))
             return
@@ -158,11 +159,16 @@ def run_generation_processes(plan: GenerationPlan, setup: Any, out_dir: str | Pa
             pool.tasks.put(None)
         with marks_interruption(job), progress_bar(progress, total=len(job.items), done=job.done_items,
                                                    verb=label) as advance:
-            for _ in job.todo:
-                _, index, rows = pool.get()
+            left = len(job.todo)
+            while left:
+                message = pool.get()
+                if message[0] == "progress":  # a worker decoded a batch: the line moves between shards too
+                    advance(message[1])
+                    continue
+                _, index, rows = message
                 write_rows(rows, job.shard_file(index))  # only the driver writes to out_dir
                 written += len(rows)
-                advance(len(job.shards[index]))
+                left -= 1
         return finish_job(job, written, time.perf_counter() - started)
     finally:
         pool.close()

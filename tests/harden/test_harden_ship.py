@@ -153,7 +153,11 @@ def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_rou
     assert ship["detectable"]["rates"]["accuracy.fpr"]["may_differ"] == 2
     from toxiforge.harden.ship import _ship_table
 
-    assert "only when it classifies at most 2 of the 150 benign rows" in "\n".join(_ship_table(ship))
+    table = "\n".join(_ship_table(ship))
+    assert "only when it classifies at most 2 of the 150 benign rows" in table
+    widths = sorted((g["high"] - g["low"]) / 2 for c in ship["candidates"] if (g := c["gain"])["high"] > g["low"])
+    assert f"simultaneous ROC AUC intervals have half-widths ±{widths[0]:.3f} to ±{widths[-1]:.3f}" in table
+    assert f"over {len(widths)} candidate(s), against ±{ship['detectable']['roc_auc']:.3f} predicted" in table
     lines: list[str] = []
     from toxiforge.audit.run import AuditSettings
 

@@ -152,4 +152,19 @@ def _ship_table(ship: Mapping[str, Any]) -> list[str]:
         gain = "n/a" if c["gain"]["value"] is None else _delta({"difference": c["gain"]})
         lines.append(f"| {c['name']} | {auc} | {gain} | "
                      f"{'**yes**' if c['ships'] else 'no'} | {'; '.join(c['short']) or '-'} |")
-    return lines
+    return lines + _detected(ship["candidates"], seen.get("roc_auc"))
+
+
+def _detected(candidates: Sequence[Mapping[str, Any]], predicted: float | None) -> list[str]:
+    """The change the decision set detected, read off the candidates' simultaneous intervals (paired, widened for
+    the best of many): their half-widths, beside what the reference's own interval predicted before round 0."""
+    import statistics
+
+    widths = sorted(w for c in candidates if (g := c["gain"])["low"] is not None and g["high"] is not None
+                    and (w := (g["high"] - g["low"]) / 2) > 0)  # 0: a candidate that ranks as the reference does
+    if not widths:
+        return []
+    spread = f"±{widths[0]:.3f} to ±{widths[-1]:.3f}, median ±{statistics.median(widths):.3f}"
+    before = f", against ±{predicted:.3f} predicted before round 0" if predicted is not None else ""
+    return ["", f"Detected: the candidates' simultaneous ROC AUC intervals have half-widths {spread} over "
+                f"{len(widths)} candidate(s){before}; a gain needs its lower end above the margin."]

@@ -41,7 +41,17 @@ def pytest_configure(config):
     """Tests run with a cache of their own: the word lists and dialect models that an earlier `bias ... fetch` or
     `--oi-list` left in the user's cache must not change what a test sees (a cached OI list turns TOXTRIG's
     categories on). The converted GGUF weights are shared with the user's cache (a link), since converting them
-    again costs ~20 s per session and cannot change results."""
+    again costs ~20 s per session and cannot change results.
+
+    And torch on one thread (``OMP_NUM_THREADS=1``, inherited by the CLI subprocesses, unless the caller set it):
+    the tests' models are tiny, so a second thread mostly adds synchronisation, and on 2 shared cores a thread held
+    up by another job stalls its partner (docs/harden.md, "Measured whole on 2 shared cores"). A test that needs
+    threads sets them (tests/pipeline/test_processes.py)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # make test runs pytest-xdist workers, which xdist gives COLUMNS=80:
+        os.environ.pop("COLUMNS", None)  # the CLI's console would read it on import and wrap at 80 off a terminal
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if os.environ.get("TOXIFORGE_TEST_CACHE_SET"):
         return  # a subprocess of the test session (Ray workers, the CLI) keeps the session's cache
     from toxiforge._io import cache_dir

@@ -20,7 +20,9 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     (default 25: 200 statements), ``--rounds 2``, ``--validate-with`` V, ``--no-transfer``, ``-o seed-S``;
     ``--resume`` when the folder exists; ``--shard-size 32``. Wall and CPU seconds of each call are appended to
     ``seed-S/calls.jsonl``. Run it from a checkout of its own (``git worktree add``): harden's worker processes
-    import toxiforge anew for every job, so a source tree edited under a running run can break it.
+    import toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
+    weight3|continue`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``) in
+    ``seed-S-MIX``, on the same prompts.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 > /work/runs/proof/s0.log 2>&1 &
@@ -119,15 +121,20 @@ def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
         print(f"{name}: ROC AUC {auc:.3f} on held-out.csv ({len(held)} rows)")
 
 
-def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int) -> None:
+# item 3's training mixes (harden/mix.py), each a run of its own in seed-S-MIX: the same prompts and seeds, so
+# they pair with seed-S (retrain, harden's default) prompt by prompt
+MIXES = {"retrain": [], "weight3": ["--added-weight", "3"], "continue": ["--init", "continue"]}
+
+
+def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: str = "retrain") -> None:
     groups = json.loads((work / "groups.json").read_text())["attacked"]
-    out = work / f"seed-{seed}"
+    out = work / (f"seed-{seed}" if mix == "retrain" else f"seed-{seed}-{mix}")
     command = [sys.executable, "-m", "toxiforge", "harden", "-c", str(work / "c0"), "--data",
                str(work / "c0-data.csv"), "--eval", f"hc=hatecheck:{work / 'hatecheck-decide.csv'}",
                "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
                "-n", str(per_cell), "--measure-n", str(measure), "--rounds", str(rounds),
                "--validate-with", str(work / "validator"), "--no-transfer", "--seed", str(seed), "--device", "cpu",
-               "--shard-size", str(SHARD_SIZE),
+               "--shard-size", str(SHARD_SIZE), *MIXES[mix],
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -284,13 +291,15 @@ def main() -> None:
     options.add_argument("-n", type=int, default=125, help="run: statements per group x label and attack")
     options.add_argument("--measure-n", type=int, default=25, help="run: the same for attacks that only measure")
     options.add_argument("--rounds", type=int, default=2)
+    options.add_argument("--mix", choices=sorted(MIXES), default="retrain",
+                         help="run: the training mix (item 3), a run of its own in seed-S-MIX (default retrain)")
     options.add_argument("--c0-groups", default=",".join(C0_GROUPS))
     args = options.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     if args.step == "prepare":
         prepare(args.work, tuple(args.c0_groups.split(",")))
     elif args.step == "run":
-        run(args.work, args.seed, args.n, args.measure_n, args.rounds)
+        run(args.work, args.seed, args.n, args.measure_n, args.rounds, args.mix)
     else:
         report(args.work, [int(s) for s in args.seeds.split(",")])
 

@@ -126,6 +126,34 @@ def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
 MIXES = {"retrain": [], "weight3": ["--added-weight", "3"], "continue": ["--init", "continue"]}
 
 
+def share_finished(base: Path, out: Path, command: list[str], env: dict[str, str]) -> None:
+    """A mix's run shares with the retrain run of its seed what no classifier trained in a round shapes: round 0's
+    attack on C_0 and every round's top-k pool (same prompts, seeds and settings). Start the mix's harden until it
+    has written its harden.json, stop it, and copy in the finished ones, which --resume then skips."""
+    import shutil
+    import signal
+
+    from toxiforge.records import run_complete
+
+    process = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL)
+    while process.poll() is None and not (out / "harden.json").exists():
+        time.sleep(1)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    shared = [base / "round-0" / "attack", *sorted(base.glob("round-*/control/topk"))]
+    for run_dir in (d for d in shared if run_complete(d)):
+        target = out / run_dir.relative_to(base)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(run_dir, target)
+        prompts = run_dir.parent / f"{run_dir.name}.prompts"
+        if prompts.is_dir():
+            shutil.rmtree(out / prompts.relative_to(base), ignore_errors=True)
+            shutil.copytree(prompts, out / prompts.relative_to(base))
+        for cache in run_dir.parent.glob(f"{run_dir.name}.validation.json"):
+            shutil.copy2(cache, out / cache.relative_to(base))
+        print(f"shared {run_dir.relative_to(base)} from {base.name}", flush=True)
+
+
 def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: str = "retrain") -> None:
     groups = json.loads((work / "groups.json").read_text())["attacked"]
     out = work / (f"seed-{seed}" if mix == "retrain" else f"seed-{seed}-{mix}")
@@ -138,6 +166,9 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    if mix != "retrain" and not (out / "harden.json").exists():
+        share_finished(work / f"seed-{seed}", out, command, env)
+        command.append("--resume")
     print(" ".join(command), flush=True)
     started, before = time.time(), os.times()
     code = subprocess.run(command, env=env).returncode

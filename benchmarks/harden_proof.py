@@ -311,6 +311,29 @@ def report(work: Path, seeds: list[int]) -> None:
             print(f"| {k} | " + " | ".join(f"{v:.3f} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])" for v, d, lo, hi in cells)
                   + f" | {pooled} |")
     (work / "report.json").write_text(json.dumps(table, indent=1))
+    figure(table, seeds, work / "report.png")
+
+
+def figure(table: dict[str, dict[str, list[tuple[Any, ...]]]], seeds: list[int], path: Path) -> None:
+    """One panel per metric: each classifier's value per seed (dots) and their mean (bar), side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(table), figsize=(3.2 * len(table), 3.6), squeeze=False)
+    for ax, (metric, by) in zip(axes[0], table.items(), strict=True):
+        names = list(by)
+        for i, name in enumerate(names):
+            values = [cell[0] for cell in by[name] if cell[0] is not None]
+            ax.bar(i, sum(values) / len(values) if values else 0, color="#bbb")
+            ax.scatter([i] * len(values), values, s=12, color="black", zorder=3)
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
+        ax.set_title(metric, fontsize=9)
+    fig.suptitle(f"harden on toxigen-dev, seeds {', '.join(map(str, seeds))} (bars: mean; dots: seeds)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
 
 
 def main() -> None:

@@ -67,11 +67,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # --durations: where the suite's time goes, printed in every run (CI's log included), so a slow tier is seen.
-# -n auto (pytest-xdist): one worker per core, at most 4 (each loads its own models), whole test files per worker;
-# the suite is single-threaded (tests/conftest.py: torch on one thread), so on 2 cores it took 668 s against 1036 s
-# in one process (2026-11-29, nothing else running).
+# One process: the suite is single-threaded (tests/conftest.py: torch on one thread), 1036 s on 2 quiet cores
+# (2026-11-29). pytest-xdist over both cores took 651-668 s but one test failed there, only there (its output
+# depends on what an earlier test in the same worker did; not yet found), so it is not used yet.
 test: $(STAMP) chromium postgres llama-cpp
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=20 -n auto --maxprocesses 4 --dist loadfile
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=20
 
 clean-venv:
 	rm -rf $(VENV)

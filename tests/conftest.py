@@ -48,11 +48,14 @@ def pytest_configure(config):
     up by another job stalls its partner (docs/harden.md, "Measured whole on 2 shared cores"). A test that needs
     threads sets them (tests/pipeline/test_processes.py)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # make test runs pytest-xdist workers, which xdist gives COLUMNS=80:
-        os.environ.pop("COLUMNS", None)  # the CLI's console would read it on import and wrap at 80 off a terminal
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # under pytest-xdist (pytest -n N) a worker has COLUMNS=80, which
+        os.environ.pop("COLUMNS", None)  # the CLI's console would read on import, wrapping at 80 off a terminal
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    if os.environ.get("TOXIFORGE_TEST_CACHE_SET"):
+    # each pytest-xdist worker gets a cache of its own too: a word list one worker's test caches must not change what
+    # another worker's sees while it runs
+    session = os.environ.get("PYTEST_XDIST_WORKER", "1")
+    if os.environ.get("TOXIFORGE_TEST_CACHE_SET") == session:
         return  # a subprocess of the test session (Ray workers, the CLI) keeps the session's cache
     from toxiforge._io import cache_dir
 
@@ -61,7 +64,7 @@ def pytest_configure(config):
     (user / "gguf-fp32").mkdir(parents=True, exist_ok=True)
     (cache / "gguf-fp32").symlink_to(user / "gguf-fp32", target_is_directory=True)
     os.environ["TOXIFORGE_CACHE"] = str(cache)
-    os.environ["TOXIFORGE_TEST_CACHE_SET"] = "1"
+    os.environ["TOXIFORGE_TEST_CACHE_SET"] = session
     config._toxiforge_test_cache = cache
 
 

@@ -18,14 +18,16 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     --no-guard-slice`` (C_0's 68 sentences give too small a slice to decide on: docs/harden.md), ``-n`` per
     group x label (default 125: 1,000 statements per attack), ``--measure-n`` for the attacks that only measure
     (default 25: 200 statements), ``--rounds 2``, ``--validate-with`` V, ``--no-transfer``, ``-o seed-S``;
-    ``--resume`` when the folder exists; ``--shard-size 32``. Wall and CPU seconds of each call are appended to
-    ``seed-S/calls.jsonl``. Run it from a checkout of its own (``git worktree add``): harden's worker processes
-    import toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
+    ``--resume`` when the folder exists; ``--shard-size 32``; ``--keep-going``: the design is 2 rounds, so a round
+    the paired check finds worse than round 0 is measured on, not a stop (the ship rule still never ships it).
+    Wall and CPU seconds of each call are appended to ``calls-seed-S.jsonl`` (a line as each call starts, another
+    as it ends). Run it from a checkout of its own (``git worktree add``): harden's worker processes import
+    toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
     weight3|continue`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``) in
     ``seed-S-MIX``, on the same prompts.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
-    nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 > /work/runs/proof/s0.log 2>&1 &
+    nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 >> /work/runs/proof/s0.log 2>&1 &
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
                "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
                "-n", str(per_cell), "--measure-n", str(measure), "--rounds", str(rounds),
                "--validate-with", str(work / "validator"), "--no-transfer", "--seed", str(seed), "--device", "cpu",
-               "--shard-size", str(SHARD_SIZE), *MIXES[mix],
+               "--shard-size", str(SHARD_SIZE), "--keep-going", *MIXES[mix],
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -171,15 +173,22 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
         command.append("--resume")
     print(" ".join(command), flush=True)
     started, before = time.time(), os.times()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
+    # a line when the call starts, so a call killed with the session (no line of its own at the end) still shows;
+    # beside -o, not in it (harden starts only in an empty -o)
+    calls = work / f"calls-{out.name}.jsonl"
+    with calls.open("a") as f:
+        f.write(json.dumps({"started": stamp, "command": command[3:]}) + "\n")
     code = subprocess.run(command, env=env).returncode
     after = os.times()
-    out.mkdir(parents=True, exist_ok=True)
-    call = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)), "wall_s": time.time() - started,
+    call = {"started": stamp, "wall_s": time.time() - started,
             "cpu_s": (after.children_user - before.children_user) + (after.children_system - before.children_system),
             "exit": code, "load_at_end": os.getloadavg()[0]}
-    with (out / "calls.jsonl").open("a") as f:
+    with calls.open("a") as f:
         f.write(json.dumps(call) + "\n")
     print(json.dumps(call))
+    if code:
+        sys.exit(f"harden exited with {code}; see its output above")
 
 
 # --- report: every classifier of every finished seed, on what no decision used ---------------------------------
@@ -216,6 +225,7 @@ def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]
     import numpy as np
 
     from toxiforge.classifiers import load_classifier
+    from toxiforge.classifiers.fingerprint import same_classifier
     from toxiforge.data.registry import load_spec
     from toxiforge.records import read_rows as read_generated
 
@@ -225,9 +235,12 @@ def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]
     held = read_rows(work / "held-out.csv")
     validator = load_classifier(str(work / "validator"))
     out: dict[str, Any] = {}
-    for name, folder in classifiers_of(work, seed).items():
-        same = [k for k, f in classifiers_of(work, seed).items() if k in out and Path(f).resolve() == folder.resolve()]
-        if same:  # the shipped classifier is C_0 or an arm's: its numbers, not a second attack
+    folders = classifiers_of(work, seed)
+    for name, folder in folders.items():
+        same = [k for k in out if same_classifier(folders[k], folder)]
+        # the shipped classifier is C_0 or an arm's, C_0 retrained with C_0's own seed (0) is C_0, by content: its
+        # numbers, not a second attack
+        if same:
             out[name] = out[same[0]]
             continue
         attack = (work / f"seed-{seed}" / "round-2" / name / "attack" if name in ("alice", "control")

@@ -248,10 +248,10 @@ def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]
         rows = sorted(read_generated(attack), key=lambda r: (r.group, r.prompt_label, r.prompt))
         texts = {"hc": [e.text for e in hatecheck], "held": [e.text for e in held],
                  "fresh": [r.generation for r in rows]}
-        for part, batch in texts.items():
-            key = f"{name}/{part}"
-            if key not in scores:
-                scores[key] = load_classifier(str(folder)).predict_proba(batch).tolist()
+        missing = [part for part in texts if f"{name}/{part}" not in scores]
+        classifier = load_classifier(str(folder)) if missing else None  # loaded once, only when a part is unscored
+        for part in missing:
+            scores[f"{name}/{part}"] = classifier.predict_proba(texts[part]).tolist()
         key = f"validator/{name}/fresh"
         if key not in scores:
             scores[key] = validator.predict_proba(texts["fresh"]).tolist()

@@ -43,9 +43,13 @@ def test_a_gated_metric_measured_on_no_dataset_fails_with_its_own_exit_code(tmp_
 
 
 def test_a_candidate_that_flags_nothing_passes_neither_lexical_nor_the_default_gate(tmp_path, hatecheck,  # noqa: F811
-                                                                                     silent):  # noqa: F811
+                                                                                     silent, monkeypatch):  # noqa: F811
     """The issue's second case: on HateCheck-shaped placeholders (no NOI/OI/ONI/AAE rows) --gate-metric lexical
-    measured nothing (8 skipped, exit 0); the default gate now checks FNR at the threshold too."""
+    measured nothing (8 skipped, exit 0); the default gate now checks FNR at the threshold too.
+
+    With a cache of its own: an OI word list that an earlier test of the session left in the cache (``--oi-list``
+    keeps a copy) turns the OI slice on, and the reason below changes (it failed so under pytest-xdist)."""
+    monkeypatch.setenv("TOXIFORGE_CACHE", str(tmp_path / "cache"))
     on = ["-c", "prod=fake-good", "-c", "candidate=fake-none", "--on", f"hatecheck:{hatecheck}"]
     junit = tmp_path / "lexical.xml"
     lexical = gate_audit(*on, "-o", str(tmp_path / "a"), "--gate-metric", "lexical", "--junit", str(junit))

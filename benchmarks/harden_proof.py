@@ -23,8 +23,9 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     Wall and CPU seconds of each call are appended to ``calls-seed-S.jsonl`` (a line as each call starts, another
     as it ends). Run it from a checkout of its own (``git worktree add``): harden's worker processes import
     toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
-    weight3|continue`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``) in
-    ``seed-S-MIX``, on the same prompts.
+    weight3|continue`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``), ``--mix
+    nocal`` harden without ``--calibrate`` (the threshold training left), each in ``seed-S-MIX``, on the same
+    prompts; a run shares round 0's attack and the top-k pools with a finished run of its seed.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 >> /work/runs/proof/s0.log 2>&1 &
@@ -125,13 +126,24 @@ def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
 
 # item 3's training mixes (harden/mix.py), each a run of its own in seed-S-MIX: the same prompts and seeds, so
 # they pair with seed-S (retrain, harden's default) prompt by prompt
-MIXES = {"retrain": [], "weight3": ["--added-weight", "3"], "continue": ["--init", "continue"]}
+MIXES = {"retrain": [], "weight3": ["--added-weight", "3"], "continue": ["--init", "continue"],
+         "nocal": ["--no-calibrate"]}  # nocal: each round keeps the threshold its training left (before --calibrate)
+
+
+def run_dir(work: Path, seed: int, mix: str) -> Path:
+    """Where seed S's run of ``mix`` is: seed-S for the defaults, else seed-S-MIX."""
+    return work / (f"seed-{seed}" if mix == "retrain" else f"seed-{seed}-{mix}")
+
+
+def donor(work: Path, seed: int, out: Path) -> Path | None:
+    """A run of the same seed other than ``out`` (another mix) whose shareable parts are there to copy."""
+    return next((d for d in sorted(work.glob(f"seed-{seed}*")) if d != out and (d / "harden.json").exists()), None)
 
 
 def share_finished(base: Path, out: Path, command: list[str], env: dict[str, str]) -> None:
-    """A mix's run shares with the retrain run of its seed what no classifier trained in a round shapes: round 0's
-    attack on C_0 and every round's top-k pool (same prompts, seeds and settings). Start the mix's harden until it
-    has written its harden.json, stop it, and copy in the finished ones, which --resume then skips."""
+    """A run shares with another run of its seed (``base``, another mix) what no classifier trained in a round shapes:
+    round 0's attack on C_0 and every round's top-k pool (same prompts, seeds and settings). Start this run's harden
+    until it has written its harden.json, stop it, and copy in the finished ones, which --resume then skips."""
     import shutil
     import signal
 
@@ -158,7 +170,7 @@ def share_finished(base: Path, out: Path, command: list[str], env: dict[str, str
 
 def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: str = "retrain") -> None:
     groups = json.loads((work / "groups.json").read_text())["attacked"]
-    out = work / (f"seed-{seed}" if mix == "retrain" else f"seed-{seed}-{mix}")
+    out = run_dir(work, seed, mix)
     command = [sys.executable, "-m", "toxiforge", "harden", "-c", str(work / "c0"), "--data",
                str(work / "c0-data.csv"), "--eval", f"hc=hatecheck:{work / 'hatecheck-decide.csv'}",
                "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
@@ -168,8 +180,9 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    if mix != "retrain" and not (out / "harden.json").exists():
-        share_finished(work / f"seed-{seed}", out, command, env)
+    base = donor(work, seed, out)
+    if base is not None and not (out / "harden.json").exists():
+        share_finished(base, out, command, env)
         command.append("--resume")
     print(" ".join(command), flush=True)
     started, before = time.time(), os.times()
@@ -194,12 +207,13 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
 # --- report: every classifier of every finished seed, on what no decision used ---------------------------------
 
 
-def fresh_attack(work: Path, seed: int, name: str, classifier: Path) -> Path:
+def fresh_attack(work: Path, seed: int, name: str, classifier: Path, run: Path) -> Path:
     """ALICE (the rounds' settings) on ``classifier`` with the prompts of the last round's measured attacks, which
     no round trained on: the arms were attacked on them in the loop; C_0 and its retrained twin are here."""
     groups = json.loads((work / "groups.json").read_text())["attacked"]
-    prompts = work / f"seed-{seed}" / "round-2" / "measure.prompts"
-    out = work / "fresh" / f"seed-{seed}" / name
+    prompts = run / "round-2" / "measure.prompts"  # the same prompts in every mix's run of the seed
+    # C_0 and its retrained twin are the same in every mix's run: attacked once per seed
+    out = work / "fresh" / (f"seed-{seed}" if name.startswith("C_0") else run.name) / name
     n = len((prompts / f"hate_{groups[0]}.txt").read_text().splitlines())
     command = [sys.executable, "-m", "toxiforge", "generate", "--method", "alice", "--prompts", str(prompts),
                "--groups", ",".join(groups), "-n", str(n), "-c", str(classifier), "--device", "cpu", "-o",
@@ -209,10 +223,10 @@ def fresh_attack(work: Path, seed: int, name: str, classifier: Path) -> Path:
     return out
 
 
-def classifiers_of(work: Path, seed: int) -> dict[str, Path]:
-    """C_0; C_0's recipe retrained with the seed (the noise of C_0 itself); each arm's last round; the one shipped."""
-    ship = json.loads((work / f"seed-{seed}" / "report.json").read_text())["ship"]
-    run = work / f"seed-{seed}"
+def classifiers_of(work: Path, seed: int, run: Path) -> dict[str, Path]:
+    """C_0; C_0's recipe retrained with the seed (the noise of C_0 itself); each arm's last round in ``run``; the one
+    shipped."""
+    ship = json.loads((run / "report.json").read_text())["ship"]
     out = {"C_0": work / "c0",
            "C_0 retrained": train_minilm(work / f"c0-seed-{seed}", rows=read_rows(work / "c0-data.csv"), seed=seed),
            "control": run / "round-2" / "control" / "model", "alice": run / "round-2" / "alice" / "model"}
@@ -220,8 +234,9 @@ def classifiers_of(work: Path, seed: int) -> dict[str, Path]:
     return out
 
 
-def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]:
-    """Per classifier: each metric's per-row outcomes (or scores) as the report pairs them across classifiers."""
+def seed_metrics(work: Path, seed: int, mix: str) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Per classifier of seed S's run of ``mix``: each metric's per-row outcomes (or scores) as the report pairs them
+    across classifiers."""
     import numpy as np
 
     from toxiforge.classifiers import load_classifier
@@ -229,13 +244,14 @@ def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]
     from toxiforge.data.registry import load_spec
     from toxiforge.records import read_rows as read_generated
 
-    cache = work / "scores" / f"seed-{seed}.json"
+    run = run_dir(work, seed, mix)
+    cache = work / "scores" / f"{run.name}.json"
     scores: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
     hatecheck = load_spec(f"hatecheck:{work / 'hatecheck-report.csv'}").examples
     held = read_rows(work / "held-out.csv")
     validator = load_classifier(str(work / "validator"))
     out: dict[str, Any] = {}
-    folders = classifiers_of(work, seed)
+    folders = classifiers_of(work, seed, run)
     for name, folder in folders.items():
         same = [k for k in out if same_classifier(folders[k], folder)]
         # the shipped classifier is C_0 or an arm's, C_0 retrained with C_0's own seed (0) is C_0, by content: its
@@ -243,8 +259,8 @@ def seed_metrics(work: Path, seed: int) -> dict[str, dict[str, tuple[Any, Any]]]
         if same:
             out[name] = out[same[0]]
             continue
-        attack = (work / f"seed-{seed}" / "round-2" / name / "attack" if name in ("alice", "control")
-                  else fresh_attack(work, seed, name.replace(" ", "-"), folder))
+        attack = (run / "round-2" / name / "attack" if name in ("alice", "control")
+                  else fresh_attack(work, seed, name.replace(" ", "-"), folder, run))
         rows = sorted(read_generated(attack), key=lambda r: (r.group, r.prompt_label, r.prompt))
         texts = {"hc": [e.text for e in hatecheck], "held": [e.text for e in held],
                  "fresh": [r.generation for r in rows]}
@@ -280,7 +296,7 @@ def metric_of(outcomes: dict[str, Any], fn: Any) -> Any:
     return lambda w: np.array([roc_auc_score(y, y_score, sample_weight=row) for row in w])
 
 
-def report(work: Path, seeds: list[int]) -> None:
+def report(work: Path, seeds: list[int], mix: str = "retrain") -> None:
     """Per seed and pooled: HateCheck (report half) accuracy, over-blocking, FNR; ROC AUC on the held-out
     sentences; the fresh attack's flips and confirmed flips per 100; each classifier minus C_0 with paired 95%
     intervals (1,000 resamples of the rows, or the prompts), and over the seeds a t interval (2 degrees of freedom
@@ -299,7 +315,7 @@ def report(work: Path, seeds: list[int]) -> None:
     table: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
     values: dict[str, dict[str, list[float]]] = {}
     for seed in seeds:
-        per = seed_metrics(work, seed)
+        per = seed_metrics(work, seed, mix)
         names = list(per)
         for metric, fn in [*metrics.items(), ("held-out ROC AUC", None)]:
             part = "held" if fn is None else ("fresh" if metric.startswith("fresh") else "hc")
@@ -313,8 +329,8 @@ def report(work: Path, seeds: list[int]) -> None:
                 d = paired_difference(est["C_0"], est[k])
                 table.setdefault(metric, {}).setdefault(k, []).append((est[k].value, d.value, d.low, d.high))
                 values.setdefault(metric, {}).setdefault(k, []).append(d.value)
-    print(f"seeds {seeds}; differences are classifier minus C_0 (paired 95% interval per seed; over the seeds the "
-          "mean and a t interval)")
+    print(f"{mix} runs, seeds {seeds}; differences are classifier minus C_0 (paired 95% interval per seed; over the "
+          "seeds the mean and a t interval)")
     for metric, by in table.items():
         print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
         print("|---|" + "---:|" * (len(seeds) + 1))
@@ -327,8 +343,9 @@ def report(work: Path, seeds: list[int]) -> None:
                 pooled = f"{diffs.mean():+.3f}"
             print(f"| {k} | " + " | ".join(f"{v:.3f} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])" for v, d, lo, hi in cells)
                   + f" | {pooled} |")
-    (work / "report.json").write_text(json.dumps(table, indent=1))
-    figure(table, seeds, work / "report.png")
+    name = "report" if mix == "retrain" else f"report-{mix}"
+    (work / f"{name}.json").write_text(json.dumps(table, indent=1))
+    figure(table, seeds, work / f"{name}.png")
 
 
 def figure(table: dict[str, dict[str, list[tuple[Any, ...]]]], seeds: list[int], path: Path) -> None:
@@ -363,7 +380,8 @@ def main() -> None:
     options.add_argument("--measure-n", type=int, default=25, help="run: the same for attacks that only measure")
     options.add_argument("--rounds", type=int, default=2)
     options.add_argument("--mix", choices=sorted(MIXES), default="retrain",
-                         help="run: the training mix (item 3), a run of its own in seed-S-MIX (default retrain)")
+                         help="run, report: the training mix (item 3) or nocal (--no-calibrate), a run of its own "
+                              "in seed-S-MIX (default retrain: harden's defaults, in seed-S)")
     options.add_argument("--c0-groups", default=",".join(C0_GROUPS))
     args = options.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -372,7 +390,7 @@ def main() -> None:
     elif args.step == "run":
         run(args.work, args.seed, args.n, args.measure_n, args.rounds, args.mix)
     else:
-        report(args.work, [int(s) for s in args.seeds.split(",")])
+        report(args.work, [int(s) for s in args.seeds.split(",")], args.mix)
 
 
 if __name__ == "__main__":

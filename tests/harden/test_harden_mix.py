@@ -58,7 +58,7 @@ class Captured:
 def test_added_weight_1_trains_a_round_as_before(setup, tmp_path, monkeypatch):
     """The default: the added rows are the selected ones (the same objects), added.jsonl is written as before (no
     weight column), and the round trains with the recipe's settings and the command of before."""
-    job = prepared(setup, tmp_path)
+    job = prepared(setup, tmp_path, calibrate=False)  # the operating point is test_harden_calibrate.py's
     assert job.config.fingerprint()["mix"] is None  # as the harden.json of older runs: they resume
     captured = Captured()
     monkeypatch.setattr("toxiforge.harden.steps.train_round", captured)
@@ -85,7 +85,7 @@ def test_added_weight_k_weighs_every_added_row_in_process_and_in_train_commands(
     at weight 3 and --data's at 1, and the external `toxiforge train` command reads the column: its model's log
     says the same weights as the in-process training's."""
     job = prepared(setup, tmp_path, added_weight=3.0)
-    assert job.config.fingerprint()["mix"] == {"added_weight": 3.0}
+    assert job.config.fingerprint()["mix"] == {"added_weight": 3.0, "operating_point": mix.CALIBRATED}
     path = job.out / "added.jsonl"
     added = job._added(path, lambda: statements(4))
     assert [e.weight for e in added] == [3.0] * 4 and [e.weight for e in job._added(path, list)] == [3.0] * 4
@@ -158,7 +158,8 @@ def test_continue_from_c0_compares_only_on_rows_c0_never_trained_on(setup, held_
     assert sliced == held - trained and len(sliced) == 5 and set(job.guard_slice.labels) == {0, 1}
     assert not sliced & {fold_text(e.text) for e in job._inputs[0]}  # no round trains on the slice
     assert job.config.fingerprint()["guard"]["from"] == mix.CONTINUE_SLICE
-    assert job.config.fingerprint()["mix"] == {"continue_lr_scale": mix.CONTINUE_LR_SCALE}
+    assert job.config.fingerprint()["mix"] == {"continue_lr_scale": mix.CONTINUE_LR_SCALE,
+                                               "operating_point": mix.CALIBRATED}
     assert slice_reference(job.config, job.recipe.source) == mix.CONTINUE_REFERENCE
     guard = job._guard(folder, job._inputs[0])
     assert guard.reference == str(folder) and job.steps == []  # C_0 is the slice's reference: nothing trained
@@ -220,11 +221,12 @@ def test_the_report_says_the_mix():
 def test_a_continue_run_from_before_the_lr_scale_resumes_with_scale_1(setup, tmp_path):
     from toxiforge.harden.guard import SETTINGS_FILE, check_out_dir
 
-    old = config_for(setup, classifier=None, init="continue", continue_lr_scale=1.0).fingerprint()
+    old = config_for(setup, classifier=None, init="continue", continue_lr_scale=1.0, calibrate=False).fingerprint()
     assert old["mix"] is None  # as a continue run wrote harden.json before issue 55
     (tmp_path / SETTINGS_FILE).write_text(json.dumps({"settings": old, "rounds": 1}))
     with pytest.raises(InputError, match="trained at C_0's learning rate") as error:
-        check_out_dir(tmp_path, config_for(setup, classifier=None, init="continue").fingerprint(), resume=True)
+        check_out_dir(tmp_path, config_for(setup, classifier=None, init="continue", calibrate=False).fingerprint(),
+                      resume=True)
     assert error.value.hint == "resume with --continue-lr-scale 1"
     check_out_dir(tmp_path, old, resume=True)
 

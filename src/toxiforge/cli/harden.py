@@ -123,6 +123,11 @@ def harden_command(
                                                                    "`train` (refitted on each round's rows)."),
     entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="With --debias learned-mixin+h: "
                                                                                "its entropy penalty."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Move each round's threshold after "
+                                                                           "training so that it calls as many benign "
+                                                                           "rows of the --eval sets and guard slice "
+                                                                           "toxic as round 0 does (written into the "
+                                                                           "model; docs/harden.md)."),
     keep_going: bool = typer.Option(False, "--keep-going", help="Warn about a round whose classifier is degenerate "
                                                                 "or worse than round 0 instead of stopping."),
     guard_slice: bool = typer.Option(True, "--guard-slice/--no-guard-slice", help="Keep a stratified 15% slice of "
@@ -210,7 +215,8 @@ def harden_command(
                           eval_attack_n=eval_attack_n, max_eval_overlap=max_eval_overlap,
                           guard_slice=guard_slice, auc_tolerance=auc_tolerance, fpr_tolerance=fpr_tolerance,
                           ship_margin=ship_margin, guard_slice_size=guard_slice_size, added_weight=added_weight,
-                          continue_lr_scale=continue_lr_scale, measure_per_cell=measure_per_cell)
+                          continue_lr_scale=continue_lr_scale, measure_per_cell=measure_per_cell,
+                          calibrate=calibrate)
     api = model.startswith(API_PREFIX)
     options = {"concurrency": concurrency, "api_key_env": api_key_env} if api else {"dtype": dtype, "device": device}
     if api and batch_size < concurrency:

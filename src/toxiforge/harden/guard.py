@@ -95,6 +95,10 @@ def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
         raise InputError(f"--resume: the weights of {' and '.join(changed)} changed since this run began (a "
                          "classifier retrained at the same path), so its attacks and cached scores are stale",
                          path=saved, hint="write to a new -o, or restore the classifier this run started with")
+    if differences == ["mix"] and "operating_point" in (settings["mix"] or {}) \
+            and "operating_point" not in (old.get("mix") or {}):
+        raise InputError("--resume: this run's rounds kept the threshold their training left (it began before "
+                         "--calibrate, issue 55)", path=saved, hint="resume with --no-calibrate")
     if differences == ["mix"] and old.get("mix") is None and settings["init"] == "continue":
         raise InputError("--resume: this run's continued rounds trained at C_0's learning rate (it began before "
                          "--continue-lr-scale, issue 55)", path=saved, hint="resume with --continue-lr-scale 1")

@@ -38,6 +38,7 @@ from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
 from toxiforge.harden import mix
+from toxiforge.harden.calibration import calibrate
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
 from toxiforge.harden.data import Statements, select_alice, select_control
 from toxiforge.harden.decide import check_slice
@@ -210,6 +211,11 @@ class Harden(RunSteps):
             models[arm] = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}",
                                       [f"table:{self.out / f'round-{i}' / arm / ADDED_FILE}" for i in range(1, r + 1)])
         self._stop_for_training()
+        calibrated: dict[str, Any] = {}
+        if self.config.calibrate:  # round 0's over-blocking on the decision data (calibration.py)
+            assert self.guard is not None
+            calibrated = {arm: calibrate(Path(models[arm]), self.guard, eval_sets, self.guard_slice,
+                                         self.config.threshold, self.config.device, self.say) for arm in ARMS}
         prompts = [self._attack_prompts(r, arm) for arm in ARMS]
         for arm, drawn in zip(ARMS, prompts, strict=True):
             self._attack(folder / arm / "attack", models[arm], f"round-{r}-{arm}", drawn)
@@ -228,6 +234,7 @@ class Harden(RunSteps):
                                    self._sets[folder / arm / "attack"], self.config.device, self.config.threshold,
                                    transfer=self._transfer)
                 new = alice_new if arm == "alice" else control_new
+                out[arm].update({"calibration": calibrated[arm]} if arm in calibrated else {})
                 out[arm].update(added_this_round=len(new), added_total=len(added[arm]),
                                 train_rows=len(base) + len(added[arm]), added_by_method=fam.count_methods(new),
                                 attacks=self._families(folder / arm / HELD_OUT_DIR, previous[arm],

@@ -34,6 +34,7 @@ from toxiforge.errors import InputError
 
 WEIGHT_COLUMN = "loss_weight"  # the column of round-N/ARM/added.jsonl that holds each statement's loss weight
 CONTINUE_LR_SCALE = 0.1  # --continue-lr-scale's default: a tenth of C_0's learning rate (not yet measured here)
+CALIBRATED = "round 0's benign calls"  # harden.json's mix.operating_point with --calibrate (calibration.py)
 CONTINUE_SLICE = "C_0's held-out rows"  # harden.json's guard "from" for a run that continues from -c
 CONTINUE_REFERENCE = ("C_0 never trained on the slice: it is the rows C_0's training held out (its training_log.json "
                       "names them), and every round continues from C_0")
@@ -66,14 +67,17 @@ def continues_from_start(config: Any) -> bool:
 
 
 def fingerprint(config: Any) -> dict[str, Any] | None:
-    """harden.json's ``mix``: the added weight when not 1, the continued rounds' learning-rate share when not 1;
-    None for retrain at weight 1, as in the harden.json of runs from before (they resume). A continue run from before
-    the share resumes with ``--continue-lr-scale 1`` (it trained at C_0's rate)."""
+    """harden.json's ``mix``: the added weight when not 1, the continued rounds' learning-rate share when not 1, the
+    operating point with ``--calibrate``; None for retrain at weight 1 without it, as in the harden.json of runs from
+    before (they resume with ``--no-calibrate``). A continue run from before the share resumes with
+    ``--continue-lr-scale 1`` (it trained at C_0's rate)."""
     mix: dict[str, Any] = {}
     if config.added_weight != 1:
         mix["added_weight"] = float(config.added_weight)
     if config.init == "continue" and lr_scale(config) != 1:
         mix["continue_lr_scale"] = lr_scale(config)
+    if config.calibrate:  # runs from before --calibrate (none recorded) kept training's threshold
+        mix["operating_point"] = CALIBRATED
     return mix or None
 
 
@@ -86,7 +90,7 @@ def mix_markdown(mix: dict[str, Any] | None, learning_rate: float) -> list[str]:
         scale = mix["continue_lr_scale"]
         said.append(f"a continued round trains at {scale:g} × that learning rate, {scale * learning_rate:g} "
                     "(--continue-lr-scale)")
-    return ["", f"Training mix: {'; '.join(said)}."] if said else []
+    return ["", f"Training mix: {'; '.join(said)}."] if said else []  # --calibrate: calibration.calibration_markdown
 
 
 def check_objective(added_weight: float, objective: Any) -> None:

@@ -307,6 +307,10 @@ def checks_markdown(report: dict[str, Any]) -> list[str]:
         from toxiforge.harden.mix import mix_markdown
 
         lines += mix_markdown((report.get("settings") or {}).get("mix"), t["learning_rate"])
+        from toxiforge.harden.calibration import calibration_markdown
+
+        lines += calibration_markdown({f"round-{r}-{arm}": m["calibration"] for r, entry in enumerate(report["rounds"])
+                                       for arm, m in entry.items() if isinstance(m, dict) and "calibration" in m})
     sets = report.get("sets") or []
     if sets:
         lines += ["", "Generated sets, kept apart (no prompt in two sets or twice in one; a statement of the training "

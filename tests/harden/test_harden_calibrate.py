@@ -1,0 +1,107 @@
+"""Issue 55: each round's classifier at round 0's over-blocking (--calibrate, the default; harden/calibration.py,
+training/calibrate.py). The shift is exact on a saved head, the run writes and reports it, --no-calibrate leaves the
+model as trained, and a run from before --calibrate resumes only with --no-calibrate. Placeholder text only, on the
+tiny models of test_harden.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from toxiforge.classifiers import load_classifier
+from toxiforge.errors import InputError
+from toxiforge.harden.calibration import CALIBRATION_FILE
+from toxiforge.harden.guard import SETTINGS_FILE
+from toxiforge.harden.loop import Harden
+from toxiforge.training.calibrate import logit, matched_shift, shift_toxic_logit
+
+from .test_harden import config_for, harden
+
+TEXTS = [f"placeholder sentence {i}" for i in range(12)]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.3])
+@pytest.mark.parametrize("positives", [0, 1, 3, 5])
+def test_the_shift_leaves_as_many_benign_rows_above_the_threshold_as_asked(positives, threshold):
+    scores = np.array([0.99, 0.97, 0.9, 0.6, 0.2])
+    shift = matched_shift(scores, positives, threshold)
+    moved = 1 / (1 + np.exp(-(logit(scores) - shift)))
+    assert int((moved > threshold).sum()) == positives
+
+
+def test_a_count_outside_the_rows_is_refused():
+    with pytest.raises(InputError, match="6 benign rows called toxic, of 5"):
+        matched_shift([0.1] * 5, 6)
+    with pytest.raises(InputError, match="no benign row"):
+        matched_shift([], 0)
+
+
+def test_the_shift_is_written_into_the_head_and_moves_every_score_by_it(setup, tmp_path):
+    """P(toxic) after = sigmoid(logit(P before) - shift), for every text, read back from the folder."""
+    folder = tmp_path / "c"
+    shutil.copytree(setup["start"], folder)
+    before = load_classifier(str(folder)).predict_proba(TEXTS)
+    done = shift_toxic_logit(folder, 0.7)
+    after = load_classifier(str(folder)).predict_proba(TEXTS)
+    assert done["shift"] == 0.7 and done["bias_after"] == pytest.approx(done["bias_before"] - 0.7)
+    np.testing.assert_allclose(logit(after), logit(before) - 0.7, atol=1e-4)
+    assert not (folder / ".calibrating").exists()
+
+
+def test_a_head_of_three_labels_is_refused(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=8, num_labels=3, id2label={0: "benign", 1: "toxic", 2: "other"})
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "three")
+    with pytest.raises(InputError, match="3-label head") as info:
+        shift_toxic_logit(tmp_path / "three", 1.0)
+    assert "--no-calibrate" in info.value.hint
+
+
+def test_each_round_calls_as_many_benign_decision_rows_toxic_as_round_0(setup, finished):
+    """The session's finished run (the default: --calibrate): each arm's model has its record; counted again from
+    the saved model, it calls as many benign rows of the eval set and the slice toxic as C_0 / the slice's reference
+    do (up to ties), and report.md and report.json say so."""
+    job, out = finished
+    eval_set, = job._inputs[1]
+    texts = [e.text for e in eval_set.examples if e.label == 0] + [e.text for e in job.guard_slice.examples
+                                                                   if e.label == 0]
+    for arm in ("alice", "control"):
+        folder = out / "round-1" / arm / "model"
+        record = json.loads((folder / CALIBRATION_FILE).read_text())
+        assert set(record["sets"]) == {eval_set.name, job.guard_slice.name}
+        assert record["benign_rows"] == len(texts)
+        called = int((load_classifier(str(folder)).predict_proba(texts) > 0.5).sum())
+        assert called == record["calls_toxic_after"]
+        assert abs(called - record["reference_calls_toxic"]) <= 1  # a tie may keep two rows together
+        metrics = json.loads((out / "round-1" / "metrics.json").read_text())[arm]
+        assert metrics["calibration"] == record
+    assert "Operating point (--calibrate)" in (out / "report.md").read_text()
+    assert json.loads((out / "harden.json").read_text())["settings"]["mix"] == {"operating_point":
+                                                                                    "round 0's benign calls"}
+
+
+def test_no_calibrate_keeps_the_model_training_left(setup, varied_lm, tmp_path):
+    out = tmp_path / "h"
+    job = harden(setup, out, varied_lm, calibrate=False)
+    assert not (out / "round-1" / "alice" / "model" / CALIBRATION_FILE).exists()
+    assert "calibration" not in json.loads((out / "round-1" / "metrics.json").read_text())["alice"]
+    assert "Operating point" not in (out / "report.md").read_text()
+    assert job.config.fingerprint()["mix"] is None  # as the harden.json of runs from before --calibrate
+
+
+def test_a_run_from_before_calibrate_resumes_only_without_it(setup, tmp_path):
+    """Its harden.json records no operating point: resuming with the default names --no-calibrate."""
+    out = tmp_path / "h"
+    old = Harden(config_for(setup, calibrate=False), out, generator=None)
+    old.prepare(False)
+    out.mkdir()
+    (out / SETTINGS_FILE).write_text(json.dumps({"settings": old.config.fingerprint(), "rounds": 1}))
+    with pytest.raises(InputError, match="before --calibrate") as info:
+        Harden(config_for(setup), out, generator=None).prepare(True)
+    assert info.value.hint == "resume with --no-calibrate"
+    Harden(config_for(setup, calibrate=False), out, generator=None).prepare(True)

@@ -67,11 +67,13 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # --durations: where the suite's time goes, printed in every run (CI's log included), so a slow tier is seen.
-# One process: the suite is single-threaded (tests/conftest.py: torch on one thread), 1036 s on 2 quiet cores
-# (2026-11-29). pytest-xdist over both cores took 651-668 s but one test failed there, only there (its output
-# depends on what an earlier test in the same worker did; not yet found), so it is not used yet.
+# -n auto (pytest-xdist): one worker per core, at most 4 (each loads its own models), whole test files per worker
+# (tests/readme/ runs the README's commands in order, so a file stays on one worker). The suite is single-threaded
+# (tests/conftest.py: torch on one thread): on 2 quiet cores one process took 1036 s, two workers 651-668 s
+# (2026-11-29), and 860 s beside a 2-process harden run (load ~4; 1295 passed). Each worker has a cache of its own
+# (tests/conftest.py), and a test that needs an empty one makes its own (tests/audit/test_audit_gate_closed.py).
 test: $(STAMP) chromium postgres llama-cpp
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=20
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=20 -n auto --maxprocesses 4 --dist loadfile
 
 clean-venv:
 	rm -rf $(VENV)

@@ -184,7 +184,8 @@ def test_cli_checks_hatecheck_over_blocking_and_ends_with_the_audit(setup, good_
         "harden", "--data", str(setup["data"]), "-c", str(good_start[0]), "-o", str(out), "--rounds", "1",
         "--eval", f"hatecheck:{hatecheck}", "--groups", "asian,mexican", "-n", "2", "-d", str(setup["demos"]),
         "-k", "2", "--beams", "2", "--candidates", "4", "--max-new-tokens", "4", "--no-transfer", "--device", "cpu",
-        "--no-progress", "--ship-margin", "1"])  # a small slice detects no margin (test_harden_ship.py)
+        "--no-progress", "--ship-margin", "1",  # a small slice detects no margin (test_harden_ship.py)
+        "--no-calibrate"])  # the rounds as trained (test_harden_calibrate.py moves their threshold)
     # The tiny BERT knows none of HateCheck's words: C_0 scores every case 0.007 (benign), both rounds call its
     # benign cases toxic (scores near 0.99). The paired check finds both arms worse there, by far (FPR and
     # over-blocking +0.833 [+0.666, +0.958]), and on nothing else: harden stops with exit 1 and ships C_0.
@@ -274,7 +275,11 @@ def test_each_eval_set_is_scored_once_per_classifier(setup, good_start, varied_l
     specs = {str(good_start[0]), *(str(out / "round-1" / arm / "model") for arm in ("alice", "control")),
              str(out / "round-0" / "reference" / "model")}  # the reference: by the closing audit
     assert {spec for spec, _ in scored} == specs and len(scored) == 4 * len(held)
-    assert set(scored.values()) == {1}
+    # --calibrate (the default) scores a round's classifier as trained on the benign rows once more, to move its
+    # threshold (harden/calibration.py): weights that then change, so a classifier of its own
+    benign = {line.split(",")[0] for line in setup["eval"].read_text().splitlines()[1:] if line.split(",")[1] == "0"}
+    rounds = {str(out / "round-1" / arm / "model") for arm in ("alice", "control")}
+    assert benign and all(n == (2 if spec in rounds and text in benign else 1) for (spec, text), n in scored.items())
     metrics = json.loads((out / "round-1" / "metrics.json").read_text())
     check = json.loads((out / "round-1" / "guard.json").read_text())["sets"]["held"]
     for arm in ("alice", "control"):

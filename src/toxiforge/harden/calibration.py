@@ -38,7 +38,7 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
     from toxiforge.audit.compare import headline
     from toxiforge.classifiers import load_classifier
     from toxiforge.harden.guardset import REFERENCE, START
-    from toxiforge.training.calibrate import matched_shift, shift_toxic_logit
+    from toxiforge.training.calibrate import logit, matched_shift, shift_toxic_logit
 
     references = [(START, guard.start, list(eval_sets))]
     if guard_slice is not None:
@@ -59,12 +59,12 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
     if not texts:
         record["note"] = "no benign decision row: the threshold training left is kept"
     else:
-        scores = load_classifier(str(folder), device=device).predict_proba(texts)
+        scores = load_classifier(str(folder), device=device).predict_proba(texts)  # the one extra scoring
         shift = matched_shift(scores, target, threshold)
         record |= {"benign_rows": len(texts), "reference_calls_toxic": target,
-                   "calls_toxic_before": int((scores > threshold).sum()), **shift_toxic_logit(folder, shift)}
-        after = load_classifier(str(folder), device=device).predict_proba(texts)
-        record["calls_toxic_after"] = int((after > threshold).sum())
+                   "calls_toxic_before": int((scores > threshold).sum()), **shift_toxic_logit(folder, shift),
+                   # the moved scores, sigmoid(logit - shift), are not scored again (the tests score the folder)
+                   "calls_toxic_after": int((logit(scores) - shift > logit(threshold)).sum())}
         say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
             f"{record['calls_toxic_after']} of {len(texts)} benign decision rows toxic, round 0 {target} (it called "
             f"{record['calls_toxic_before']})")

@@ -116,7 +116,7 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
     if ship:
         where = f"round {ship['round']}, {ship['arm']} arm" if ship["arm"] else "round 0"
         lines += ["", f"**The classifier to ship: {ship['name']}** ({where}), in `{ship['folder']}`: {ship['why']}."]
-        lines += _ship_table(ship)
+        lines += _ship_table(ship) + (_benign_widths(guard) if guard else [])
     if report.get("audit"):
         first = (ship or {}).get("reference") or START
         lines += ["", f"The closing audit (C_0, each arm's last round and the classifier to ship, paired against "
@@ -168,3 +168,29 @@ def _detected(candidates: Sequence[Mapping[str, Any]], predicted: float | None) 
     before = f", against ±{predicted:.3f} predicted before round 0" if predicted is not None else ""
     return ["", f"Detected: the candidates' simultaneous ROC AUC intervals have half-widths {spread} over "
                 f"{len(widths)} candidate(s){before}; a gain needs its lower end above the margin."]
+
+
+def _benign_widths(guard: Mapping[str, Any]) -> list[str]:
+    """A line per decision set where the paired intervals of the benign error rates are wider than the rate
+    tolerance: there even a candidate whose benign errors equal round 0's (``--calibrate`` matches their count) has
+    an upper end above it, so the set is too small for that tolerance; the rows it would take (half-widths shrink as
+    1/sqrt(rows))."""
+    from toxiforge.audit.glossary import name as term
+    from toxiforge.harden.guardset import BENIGN_CHECKS
+
+    tol, lines = guard["tolerance"]["rate"], []
+    widths: dict[tuple[str, str], list[float]] = {}
+    for check in guard["rounds"].values():
+        for set_name, entry in check["sets"].items():
+            for rows in entry["arms"].values():
+                for key in BENIGN_CHECKS:
+                    d = (rows.get(key.split(".", 1)[1]) or {}).get("difference") or {}
+                    if d.get("low") is not None and d.get("high") is not None:
+                        widths.setdefault((set_name, key), []).append((d["high"] - d["low"]) / 2)
+    for (set_name, key), found in widths.items():
+        smallest = min(found)
+        if tol > 0 and smallest > tol:
+            lines.append(f"{term(key)} on {set_name}: paired intervals ±{smallest:.3f} or wider, against the tolerance "
+                         f"+{tol:g}: a candidate whose {term(key)} equals round 0's cannot pass at this size (about "
+                         f"{(smallest / tol) ** 2:.0f}× the rows could; or a larger --fpr-tolerance)")
+    return ["", "Too few rows for the benign-error check: " + "; ".join(lines) + "."] if lines else []

@@ -176,6 +176,7 @@ def _benign_widths(guard: Mapping[str, Any]) -> list[str]:
     an upper end above it, so the set is too small for that tolerance; the rows it would take (half-widths shrink as
     1/sqrt(rows))."""
     from toxiforge.audit.glossary import name as term
+    from toxiforge.audit.headlines import section_of
     from toxiforge.harden.guardset import BENIGN_CHECKS
 
     tol, lines = guard["tolerance"]["rate"], []
@@ -184,7 +185,7 @@ def _benign_widths(guard: Mapping[str, Any]) -> list[str]:
         for set_name, entry in check["sets"].items():
             for rows in entry["arms"].values():
                 for key in BENIGN_CHECKS:
-                    d = (rows.get(key.split(".", 1)[1]) or {}).get("difference") or {}
+                    d = (rows.get(section_of(key)[1]) or {}).get("difference") or {}
                     if d.get("low") is not None and d.get("high") is not None:
                         widths.setdefault((set_name, key), []).append((d["high"] - d["low"]) / 2)
     for (set_name, key), found in widths.items():

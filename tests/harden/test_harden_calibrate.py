@@ -51,6 +51,62 @@ def test_the_shift_is_written_into_the_head_and_moves_every_score_by_it(setup, t
     assert not (folder / ".calibrating").exists()
 
 
+class Killed(Exception):
+    """A kill -9 at a chosen step, as far as the folder can tell."""
+
+
+def test_a_kill_while_the_moved_model_is_moved_in_is_finished_not_shifted_twice(setup, tmp_path, monkeypatch):
+    """Killed after the first file of the moved model replaced the old one: the resumed step (harden's calibrate)
+    finishes the move from the staging, the record keeps the shift it was made with (not a second, near-zero one
+    computed from the half-moved folder) and the head is moved once."""
+    import toxiforge.training.calibrate as cal
+    from toxiforge.harden.calibration import calibrate
+
+    folder = tmp_path / "c"
+    shutil.copytree(setup["start"], folder)
+    before = load_classifier(str(folder)).predict_proba(TEXTS)
+    real, moved = cal.os.replace, []
+
+    def replace_then_die(src, dst):
+        if moved:
+            raise Killed
+        moved.append(src)
+        real(src, dst)
+
+    monkeypatch.setattr(cal.os, "replace", replace_then_die)
+    with pytest.raises(Killed):
+        shift_toxic_logit(folder, 0.7, CALIBRATION_FILE, {"benign_rows": 5})
+    monkeypatch.setattr(cal.os, "replace", real)
+    assert len(moved) == 1 and not (folder / CALIBRATION_FILE).exists() and (folder / cal.STAGING).is_dir()
+    record = calibrate(folder, None, [], None, 0.5, "cpu")   # resumed: no guard needed, nothing scored again
+    assert record["shift"] == 0.7 and record["benign_rows"] == 5
+    assert not (folder / cal.STAGING).exists() and json.loads((folder / CALIBRATION_FILE).read_text()) == record
+    after = load_classifier(str(folder)).predict_proba(TEXTS)
+    np.testing.assert_allclose(logit(after), logit(before) - 0.7, atol=1e-4)
+
+
+def test_a_kill_before_the_record_is_staged_leaves_the_model_as_trained(setup, tmp_path, monkeypatch):
+    """Killed after the moved model was saved to the staging but before its record: no file of the folder was
+    replaced, so the staging is dropped and the step is redone from the model as trained."""
+    import toxiforge.training.calibrate as cal
+    from toxiforge.training.calibrate import finish_shift
+
+    folder = tmp_path / "c"
+    shutil.copytree(setup["start"], folder)
+    before = load_classifier(str(folder)).predict_proba(TEXTS)
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(cal, "atomic_write_text", die)
+    with pytest.raises(Killed):
+        shift_toxic_logit(folder, 0.7, CALIBRATION_FILE, {})
+    assert (folder / cal.STAGING).is_dir()
+    assert finish_shift(folder, CALIBRATION_FILE) is False and not (folder / cal.STAGING).exists()
+    np.testing.assert_allclose(load_classifier(str(folder)).predict_proba(TEXTS), before, atol=1e-6)
+    assert not finish_shift(folder, CALIBRATION_FILE)   # nothing staged: nothing to do
+
+
 def test_a_head_of_three_labels_is_refused(tmp_path):
     from transformers import BertConfig, BertForSequenceClassification
 

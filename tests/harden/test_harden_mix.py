@@ -161,7 +161,7 @@ def test_continue_from_c0_compares_only_on_rows_c0_never_trained_on(setup, held_
     assert job.config.fingerprint()["mix"] == {"continue_lr_scale": mix.CONTINUE_LR_SCALE,
                                                "operating_point": mix.CALIBRATED}
     assert slice_reference(job.config, job.recipe.source) == mix.CONTINUE_REFERENCE
-    guard = job._guard(folder, job._inputs[0])
+    guard = job._guard(folder, *job._inputs)
     assert guard.reference == str(folder) and job.steps == []  # C_0 is the slice's reference: nothing trained
     captured = Captured()
     with pytest.MonkeyPatch.context() as patch:

@@ -12,7 +12,7 @@ import pytest
 
 from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
-from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_slice, detectable_rates
+from toxiforge.harden.decide import DEFAULT_SHIP_MARGIN, check_decision_sets, detectable_rates
 from toxiforge.harden.guardset import GUARD_SET, REFERENCE, GuardCheck, Tolerance, split_guard
 from toxiforge.harden.ship import recommend
 
@@ -138,7 +138,7 @@ def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_rou
     moved = ref + 3.0 * y
     moved[up], moved[down] = 3.0, -3.0
     guard = checked(tmp_path, data, ref, [(moved, ref)])
-    rates = detectable_rates(guard, data)
+    rates = detectable_rates(guard, data)[data.name]
     fpr = rates["accuracy.fpr"]
     flagged = int(np.sum(ref[benign] > 0))
     low, high = proportion_confint(flagged, 150, method="wilson")
@@ -150,7 +150,7 @@ def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_rou
     assert row["roc_auc"]["difference"]["low"] > 0.05
     ship = recommend(guard, 1, ARMS, [], data)
     assert ship["name"] == "C_0" and "round-1-alice: FPR on guard-slice +0.000" in ship["why"]
-    assert ship["detectable"]["rates"]["accuracy.fpr"]["may_differ"] == 2
+    assert ship["detectable"]["rates"][data.name]["accuracy.fpr"]["may_differ"] == 2
     from toxiforge.harden.ship import _ship_table
 
     table = "\n".join(_ship_table(ship))
@@ -162,10 +162,10 @@ def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_rou
     from toxiforge.audit.run import AuditSettings
 
     logged = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), guard.loader, "c0", "ref", log=lines.append)
-    check_slice(logged, data)
+    check_decision_sets(logged, data)
     assert any("FPR changes of ±0." in line and "at most 2 of the 150 benign rows" in line for line in lines)
     wider = GuardCheck(tmp_path, Tolerance(rate=0.05), AuditSettings(resume=True), guard.loader, "c0", "ref")
-    assert detectable_rates(wider, data)["accuracy.fpr"]["may_differ"] == 14   # (0.05 × 150 / 1.96)² = 14.6
+    assert detectable_rates(wider, data)[data.name]["accuracy.fpr"]["may_differ"] == 14   # (0.05 × 150 / 1.96)² = 14.6
 
 
 def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_size(tmp_path):
@@ -177,19 +177,19 @@ def test_a_slice_too_small_to_detect_the_margin_is_refused_naming_guard_slice_si
                        lambda spec, **_: Fixed(scores(data, ref)),
                        start="c0", reference="ref")
     with pytest.raises(InputError, match=r"detects ROC AUC changes of ±0\.\d+ .* more than --ship-margin 0.01") as e:
-        check_slice(guard, data)
+        check_decision_sets(guard, data)
     assert "--guard-slice-size " in e.value.hint and "120 × (0." in e.value.hint
     need = int(e.value.hint.split("--guard-slice-size ")[1].split()[0])
     assert need > 120 * 4   # the half-width is more than twice the margin
     # a margin the slice can detect, or none (1: no round ships), passes
     wide = GuardCheck(tmp_path, Tolerance(margin=0.2), AuditSettings(resume=True), guard.loader, "c0", "ref")
-    assert check_slice(wide, data) is wide and check_slice(guard, None) is guard
+    assert check_decision_sets(wide, data) is wide and check_decision_sets(guard, None) is guard
     # the default margin (0: a gain shown beyond noise) is never refused by a slice that gives an interval; the run
     # says what the slice can detect
     lines: list[str] = []
     default = GuardCheck(tmp_path, Tolerance(margin=DEFAULT_SHIP_MARGIN), AuditSettings(resume=True), guard.loader,
                          "c0", "ref", log=lines.append)
-    assert DEFAULT_SHIP_MARGIN == 0 and check_slice(default, data) is default
+    assert DEFAULT_SHIP_MARGIN == 0 and check_decision_sets(default, data) is default
     assert any("guard slice: detects ROC AUC changes of ±0." in line for line in lines)
     # and --guard-slice-size sizes the slice (at most half of --data's texts)
     rows = [Example(f"placeholder row {i}", i % 2, "asian") for i in range(1000)]
@@ -206,3 +206,38 @@ def test_harden_refuses_a_slice_that_cannot_detect_the_margin_before_any_attack(
         harden(setup, out, varied_lm, ship_margin=0.01)
     assert "--guard-slice-size" in e.value.hint and (out / "round-0" / "reference" / "model").is_dir()
     assert not (out / "round-0" / "attack").exists()
+
+
+def test_without_a_slice_the_eval_sets_are_sized_for_the_decision(tmp_path):
+    """--no-guard-slice with --eval: the eval sets decide, so they are sized as the slice is. Before any attack the
+    run says what each set detects of FPR / FNR and how few benign rows a round may classify otherwise than C_0
+    ((0.02 × 150 / 1.96)² = 2.3: two); a --ship-margin they cannot detect is refused, naming the rows that would do
+    and a guard slice; the ship rule's record says the same."""
+    from toxiforge.audit.run import AuditSettings
+
+    hc = LabeledData("hc", [Example(f"placeholder case {i}", i % 2, "asian") for i in range(300)], "test", "test")
+    _, ref, _ = logits(len(hc), 5)
+    lines: list[str] = []
+    guard = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), lambda spec, **_: Fixed(scores(hc, ref)),
+                       "c0", "c0", log=lines.append)
+    assert check_decision_sets(guard, None, [hc]) is guard
+    assert any(line.startswith("decision sets: hc detects FPR changes of ±0.") and "at most 2 of the 150 benign rows"
+               in line for line in lines)
+    assert any(line.startswith("decision sets: detect ROC AUC changes of ±0.") and "the eval set(s) hc (300 rows"
+               in line for line in lines)
+    rates = detectable_rates(guard, None, [hc])
+    assert set(rates) == {"hc"} and rates["hc"]["accuracy.fpr"]["rows"] == 150
+    strict = GuardCheck(tmp_path, Tolerance(margin=0.01), AuditSettings(resume=True), guard.loader, "c0", "c0")
+    with pytest.raises(InputError, match=r"the decision sets detect ROC AUC changes of ±0\.\d+ .*more than "
+                                         r"--ship-margin 0.01") as e:
+        check_decision_sets(strict, None, [hc])
+    assert "eval sets of about " in e.value.hint and "300 × (0." in e.value.hint
+    assert "--guard-slice-size " in e.value.hint
+    assert check_decision_sets(strict, None, []) is strict   # nothing decides: nothing to size
+    benign = LabeledData("benign", [e for e in hc.examples if e.label == 0], "test", "test")
+    lines.clear()  # an eval set of one label gives no ROC AUC: the run goes on, saying no round can ship
+    assert check_decision_sets(guard, None, [benign]) is guard
+    assert any("no ROC AUC interval" in line and "C_0 will ship" in line for line in lines)
+    ship = recommend(guard, 1, ARMS, [hc], None)
+    assert ship["detectable"]["rates"]["hc"]["accuracy.fpr"]["may_differ"] == 2
+    assert "the eval set(s) hc (300 rows" in ship["detectable"]["what"]

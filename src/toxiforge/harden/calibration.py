@@ -11,7 +11,9 @@ or more of its benign cases toxic at 0.5, so nothing could be shipped; at C_0's 
 hateful cases (FNR 0.50 against 0.58). ``--no-calibrate`` keeps the threshold training left.
 
 The record, ``round-N/ARM/model/calibration.json``: the decision sets, how many benign rows round 0 calls toxic on
-each, the classifier's count before and after, and the logit shift. A resumed run reads it (the step is done).
+each, the classifier's count before and after, and the logit shift; it is moved into the folder last, with the moved
+model (:func:`~toxiforge.training.calibrate.shift_toxic_logit`). A resumed run reads it (the step is done), finishes
+a move a kill interrupted, and redoes a step killed before any file moved: never shifting twice.
 """
 
 from __future__ import annotations
@@ -32,13 +34,15 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
     """Move the threshold of the classifier in ``folder`` (module docstring) and return the record; the saved record
     when the step is done. ``guard``: the run's :class:`~toxiforge.harden.guardset.GuardCheck` (round 0's sections
     on each set, scored once)."""
+    from toxiforge.training.calibrate import finish_shift, logit, matched_shift, shift_toxic_logit
+
     path = folder / CALIBRATION_FILE
+    finish_shift(folder, CALIBRATION_FILE)  # a kill while the moved model's files were moved in: finished, not redone
     if path.exists():
         return dict(json.loads(path.read_text(encoding="utf-8")))
     from toxiforge.audit.compare import headline
     from toxiforge.classifiers import load_classifier
     from toxiforge.harden.guardset import REFERENCE, START
-    from toxiforge.training.calibrate import logit, matched_shift, shift_toxic_logit
 
     references = [(START, guard.start, list(eval_sets))]
     if guard_slice is not None:
@@ -58,17 +62,18 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
     record: dict[str, Any] = {"sets": sets, "threshold": threshold}
     if not texts:
         record["note"] = "no benign decision row: the threshold training left is kept"
-    else:
-        scores = load_classifier(str(folder), device=device).predict_proba(texts)  # the one extra scoring
-        shift = matched_shift(scores, target, threshold)
-        record |= {"benign_rows": len(texts), "reference_calls_toxic": target,
-                   "calls_toxic_before": int((scores > threshold).sum()), **shift_toxic_logit(folder, shift),
-                   # the moved scores, sigmoid(logit - shift), are not scored again (the tests score the folder)
-                   "calls_toxic_after": int((logit(scores) - shift > logit(threshold)).sum())}
-        say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
-            f"{record['calls_toxic_after']} of {len(texts)} benign decision rows toxic, round 0 {target} (it called "
-            f"{record['calls_toxic_before']})")
-    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+        atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+        return record
+    scores = load_classifier(str(folder), device=device).predict_proba(texts)  # the one extra scoring
+    shift = matched_shift(scores, target, threshold)
+    record |= {"benign_rows": len(texts), "reference_calls_toxic": target,
+               "calls_toxic_before": int((scores > threshold).sum()),
+               # the moved scores, sigmoid(logit - shift), are not scored again (the tests score the folder)
+               "calls_toxic_after": int((logit(scores) - shift > logit(threshold)).sum())}
+    record |= shift_toxic_logit(folder, shift, CALIBRATION_FILE, record)  # the record lands with the moved model
+    say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
+        f"{record['calls_toxic_after']} of {len(texts)} benign decision rows toxic, round 0 {target} (it called "
+        f"{record['calls_toxic_before']})")
     return record
 
 

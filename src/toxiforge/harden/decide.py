@@ -15,17 +15,20 @@ round), if any, is shown better than round 0 beyond noise, and whether the guard
   measured, must be *shown* not to rise beyond ``--fpr-tolerance``: the upper end of the paired check's 95% interval
   (guard.json's rows, the one rule's numbers) at most ``+tolerance``. The paired check stops the loop when a rise is
   shown (the interval wholly beyond); shipping needs the opposite shown.
-* **The slice sized for the decision** (:func:`check_slice`, before any attack): the smallest ROC AUC change the
-  slice detects is the half-width of the reference's 95% bootstrap AUC interval on it, at least the Wilson one's
-  (:func:`detectable`; one classifier's interval: a paired difference of two similar classifiers is usually
-  narrower, a simultaneous one over many wider). When it is
-  above a margin the user asked for (``--ship-margin`` > 0), the run is refused, naming the ``--guard-slice-size``
-  that would do (half-widths shrink as one over the square root of the rows); at the default margin 0 the run goes
-  on and says what the slice can detect (refused only when the slice gives no interval at all). The error rates
-  likewise (:func:`detectable_rates`): FPR on the slice's benign rows and FNR on its toxic rows, each the half-width
-  of the reference's Wilson interval, and how many of those rows a round may classify otherwise than the reference
-  (flips both ways, at no net change) and still show its FPR not up beyond ``--fpr-tolerance``: a paired
-  difference's half-width is about z·√(rows that differ) / rows (McNemar), so at most (tolerance · rows / z)².
+* **The decision sets sized for the decision** (:func:`check_decision_sets`, before any attack; the guard slice,
+  or the eval sets with ``--no-guard-slice``): the smallest ROC AUC change they detect is the half-width of the
+  reference's 95% bootstrap AUC interval on them, at least the Wilson one's (:func:`detectable`; one classifier's
+  interval: a paired difference of two similar classifiers is usually narrower, a simultaneous one over many
+  wider). When it is above a margin the user asked for (``--ship-margin`` > 0), the run is refused, naming the
+  ``--guard-slice-size`` (or the eval rows) that would do (half-widths shrink as one over the square root of the
+  rows); at the default margin 0 the run goes on and says what the sets can detect (refused only when they give no
+  interval at all). The error rates likewise (:func:`detectable_rates`), per set: FPR on its benign rows and FNR on
+  its toxic rows, each the half-width of the reference's Wilson interval, and how many of those rows a round may
+  classify otherwise than the reference (flips both ways, at no net change) and still show its FPR not up beyond
+  ``--fpr-tolerance``: a paired difference's half-width is about z·√(rows that differ) / rows (McNemar), so at most
+  (tolerance · rows / z)². A retrained classifier differs from C_0 on far more rows than that on a set of a few
+  hundred benign rows (the proof in docs/harden.md: ±0.05 on 533 against 0.02), so the run says so before any
+  attack; the report says it again from the rounds' intervals (ship.py).
 
 A round found worse by the paired check is a candidate too (it counts among those chosen from) but never ships.
 Among the candidates that clear every part, the one with the best ROC AUC ships; C_0 otherwise, and ``why`` says
@@ -157,86 +160,118 @@ def half_width(estimate: Estimate) -> float:
     return (estimate.high - estimate.low) / 2
 
 
-def detectable(guard: GuardCheck, slice_: LabeledData) -> tuple[float, str]:
-    """The smallest ROC AUC change the slice detects (module docstring), and what it is. The bootstrap interval
-    collapses where the reference ranks the slice perfectly (AUC 1 on every resample of a few rows), so the
-    half-width is at least that of the Wilson interval of the AUC read as a share of the slice's rows, which does
+def decision_sets(slice_: LabeledData | None, eval_sets: Sequence[LabeledData]) -> list[LabeledData]:
+    """The sets the ship rule decides on: the guard slice, or without one the eval sets."""
+    return [slice_] if slice_ is not None else list(eval_sets)
+
+
+def detectable(guard: GuardCheck, slice_: LabeledData | None,
+               eval_sets: Sequence[LabeledData] = ()) -> tuple[float, str]:
+    """The smallest ROC AUC change the decision sets detect (module docstring), and what it is. The bootstrap
+    interval collapses where the reference ranks a set perfectly (AUC 1 on every resample of a few rows), so the
+    half-width is at least that of the Wilson interval of the AUC read as a share of the sets' rows, which does
     not collapse at 1 (intervals.py: why proportions get Wilson's)."""
     name, spec = reference_of(guard, slice_)
-    auc = decision_auc(guard, name, spec, [slice_])
-    if auc.value is None:
-        return math.inf, f"{name} has no ROC AUC on the guard slice"
-    low, high = proportion_interval(round(auc.value * len(slice_)), len(slice_))
+    sets = decision_sets(slice_, eval_sets)
+    rows = sum(len(d) for d in sets)
+    where = (f"the {rows}-row guard slice" if slice_ is not None else
+             f"the eval set(s) {', '.join(d.name for d in sets)} ({rows} rows, their mean)")
+    auc = decision_auc(guard, name, spec, sets)
+    if auc.value is None or not rows:
+        return math.inf, f"{name} has no ROC AUC on {where}"
+    low, high = proportion_interval(round(auc.value * rows), rows)
     h = max(half_width(auc), (high - low) / 2)
-    return h, (f"the half-width of {name}'s 95% ROC AUC interval on the {len(slice_)}-row guard slice: its "
-               "bootstrap interval's, at least Wilson's on as many rows")
+    return h, (f"the half-width of {name}'s 95% ROC AUC interval on {where}: its bootstrap interval's, at least "
+               "Wilson's on as many rows")
 
 
 RATE_ROWS = {"accuracy.fpr": 0, "accuracy.fnr": 1}  # each error rate and the label of the rows it is a share of
 Z95 = 1.959964
 
 
-def detectable_rates(guard: GuardCheck, slice_: LabeledData) -> dict[str, dict[str, Any]]:
-    """Per error rate (FPR, FNR): the reference's rate on the slice, the rows it is a share of, the smallest change
-    the slice detects (the half-width of the Wilson interval) and ``may_differ``, the most of those rows a round may
-    classify otherwise than the reference and still show the rate not up beyond ``--fpr-tolerance`` (module
-    docstring)."""
+def detectable_rates(guard: GuardCheck, slice_: LabeledData | None,
+                     eval_sets: Sequence[LabeledData] = ()) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per decision set (by name), per error rate (FPR, FNR): the reference's rate, the rows it is a share of, the
+    smallest change the set detects (the half-width of the Wilson interval) and ``may_differ``, the most of those
+    rows a round may classify otherwise than the reference and still show the rate not up beyond
+    ``--fpr-tolerance`` (module docstring)."""
     from toxiforge.audit.compare import headline
     from toxiforge.audit.headlines import section_of
 
     name, spec = reference_of(guard, slice_)
-    sections = guard.sections(name, spec, [slice_])[slice_.name]
-    out = {}
-    for key, label in RATE_ROWS.items():
-        rows = sum(1 for y in slice_.labels if y == label)
-        rate = headline(sections, *section_of(key))
-        if rows == 0 or rate is None or rate.value is None:
-            continue
-        low, high = proportion_interval(round(rate.value * rows), rows)
-        out[key] = {"value": rate.value, "rows": rows, "detectable": (high - low) / 2,
-                    "may_differ": math.floor((guard.tolerance.rate * rows / Z95) ** 2)}
+    sets = decision_sets(slice_, eval_sets)
+    found = guard.sections(name, spec, sets)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for data in sets:
+        for key, label in RATE_ROWS.items():
+            rows = sum(1 for y in data.labels if y == label)
+            rate = headline(found[data.name], *section_of(key))
+            if rows == 0 or rate is None or rate.value is None:
+                continue
+            low, high = proportion_interval(round(rate.value * rows), rows)
+            out.setdefault(data.name, {})[key] = {
+                "value": rate.value, "rows": rows, "detectable": (high - low) / 2,
+                "may_differ": math.floor((guard.tolerance.rate * rows / Z95) ** 2)}
     return out
 
 
-def rates_line(rates: Mapping[str, Mapping[str, Any]], tolerance: float) -> str:
-    """One sentence: what the slice detects of each error rate, and how few rows a round may change (above)."""
+def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: float) -> str:
+    """One sentence: what each decision set detects of each error rate, and how few rows a round may change
+    (above)."""
     from toxiforge.audit.glossary import name as term
 
-    parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} "
-             f"{'benign' if RATE_ROWS[key] == 0 else 'toxic'} rows" for key, r in rates.items()]
-    if not parts:
-        return ""
-    line = "the slice detects " + " and ".join(parts)
-    fpr = rates.get("accuracy.fpr")
-    if fpr is not None:
-        line += (f"; a round shows its FPR not up beyond +{tolerance:g} only when it classifies at most "
-                 f"{fpr['may_differ']} of the {fpr['rows']} benign rows otherwise than the reference (at no net change;"
-                 " more rows or a larger --fpr-tolerance allow more)")
-    return line
+    lines = []
+    for set_name, found in rates.items():
+        parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} "
+                 f"{'benign' if RATE_ROWS[key] == 0 else 'toxic'} rows" for key, r in found.items()]
+        if not parts:
+            continue
+        line = f"{set_name} detects " + " and ".join(parts)
+        fpr = found.get("accuracy.fpr")
+        if fpr is not None:
+            line += (f"; a round shows its FPR there not up beyond +{tolerance:g} only when it classifies at most "
+                     f"{fpr['may_differ']} of the {fpr['rows']} benign rows otherwise than the reference (at no net "
+                     "change; more rows or a larger --fpr-tolerance allow more)")
+        lines.append(line)
+    return "; ".join(lines)
 
 
-def check_slice(guard: GuardCheck, slice_: LabeledData | None) -> GuardCheck:
-    """``guard``, once the slice is found able to detect ``--ship-margin`` (module docstring); else InputError.
-    Without a slice, or with ``--ship-margin 1`` (no round ships), there is nothing to check."""
+def check_decision_sets(guard: GuardCheck, slice_: LabeledData | None,
+                        eval_sets: Sequence[LabeledData] = ()) -> GuardCheck:
+    """``guard``, once the decision sets (the guard slice, or the eval sets without one) are found able to detect
+    ``--ship-margin`` (module docstring); else InputError. Without decision sets, or with ``--ship-margin 1`` (no
+    round ships), there is nothing to check."""
     margin = guard.tolerance.margin
-    if slice_ is None or margin >= 1:
+    sets = decision_sets(slice_, eval_sets)
+    if not sets or margin >= 1:
         return guard
-    rates = rates_line(detectable_rates(guard, slice_), guard.tolerance.rate)
+    what_sets, verb = ("guard slice", "detects") if slice_ is not None else ("decision sets", "detect")
+    rates = rates_line(detectable_rates(guard, slice_, eval_sets), guard.tolerance.rate)
     if rates:
-        guard.log(f"guard slice: {rates}")
-    h, what = detectable(guard, slice_)
+        guard.log(f"{what_sets}: {rates}")
+    h, what = detectable(guard, slice_, eval_sets)
+    if slice_ is None and margin <= 0 and math.isinf(h):  # eval sets the user chose: measured on, never refused
+        guard.log(f"decision sets: no ROC AUC interval ({what}): no round can be shown better, so C_0 will ship")
+        return guard
     if h <= margin or (margin <= 0 and not math.isinf(h)):  # margin 0: any gain shown beyond noise ships; say what
         if margin <= 0:
-            guard.log(f"guard slice: detects ROC AUC changes of ±{h:.3f} ({what}); a round ships when its gain is "
+            guard.log(f"{what_sets}: {verb} ROC AUC changes of ±{h:.3f} ({what}); a round ships when its gain is "
                       "shown above 0 (--ship-margin to ask for more)")
             return guard
-        guard.log(f"guard slice: detects ROC AUC changes of ±{h:.3f} ({what}), within --ship-margin {margin:g}")
+        guard.log(f"{what_sets}: {verb} ROC AUC changes of ±{h:.3f} ({what}), within --ship-margin {margin:g}")
         return guard
     shown = "no interval" if math.isinf(h) else f"±{h:.3f}"
-    need = "more rows of both labels" if math.isinf(h) else (
-        f"--guard-slice-size {math.ceil(len(slice_) * (h / margin) ** 2)} (half-widths shrink as 1/√rows: "
-        f"{len(slice_)} × ({h:.3f} / {margin:g})²; --data needs twice that many distinct texts)")
-    raise InputError(f"the guard slice detects ROC AUC changes of {shown} ({what}), more than --ship-margin "
+    rows = sum(len(d) for d in sets)
+    grown = math.inf if math.isinf(h) else math.ceil(rows * (h / margin) ** 2)
+    if slice_ is None:
+        need = ("eval sets with more rows of both labels" if math.isinf(h) else
+                f"eval sets of about {grown} rows in all (half-widths shrink as 1/√rows: {rows} × ({h:.3f} / "
+                f"{margin:g})²), or a guard slice (no --no-guard-slice) of --guard-slice-size {grown}")
+    else:
+        need = "more rows of both labels" if math.isinf(h) else (
+            f"--guard-slice-size {grown} (half-widths shrink as 1/√rows: "
+            f"{rows} × ({h:.3f} / {margin:g})²; --data needs twice that many distinct texts)")
+    raise InputError(f"the {what_sets} {verb} ROC AUC changes of {shown} ({what}), more than --ship-margin "
                      f"{margin:g}: no round could be shown better than round 0 by the margin",
                      hint=f"pass {need} in a new -o, or --ship-margin {min(1.0, h):.3f} to ship only gains that "
                           "large (--ship-margin 1: never ship a round)")

@@ -41,7 +41,7 @@ from toxiforge.harden import mix
 from toxiforge.harden.calibration import calibrate
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
 from toxiforge.harden.data import Statements, select_alice, select_control
-from toxiforge.harden.decide import check_slice
+from toxiforge.harden.decide import check_decision_sets
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
     SETTINGS_FILE,
@@ -130,7 +130,7 @@ class Harden(RunSteps):
         atomic_write_text(self.out / SETTINGS_FILE, json.dumps(
             {"settings": self.config.fingerprint(), "rounds": self.config.rounds}, indent=2) + "\n")
         start, options = self._start_classifier(base), self.config.start_options()  # options: C_0's only
-        self.guard = guard = self._guard(start, base)
+        self.guard = guard = self._guard(start, base, eval_sets)
         r0 = self.out / "round-0"
         self._attack(r0 / "attack", start, "round-0", "round-0/attack", options)
         self._admit("round-0/attack", r0 / "attack")
@@ -260,7 +260,7 @@ class Harden(RunSteps):
         self._stop_for_training()
         return model
 
-    def _guard(self, start: str | Path, base: list[Example]) -> GuardCheck:
+    def _guard(self, start: str | Path, base: list[Example], eval_sets: list[LabeledData]) -> GuardCheck:
         """The paired check (guardset.py), with the guard slice's reference: C_0's recipe retrained on ``base``
         (--data less the slice) where C_0's recipe is its log's, else C_0 itself; the slice sized (decide.py)."""
         assert self.recipe is not None
@@ -272,5 +272,5 @@ class Harden(RunSteps):
         from rich import get_console
 
         console = get_console() if self.progress else None  # the scoring's progress lines
-        return check_slice(make_check(self.out, self.config, start, reference, note, self.say, console),
-                           self.guard_slice)
+        return check_decision_sets(make_check(self.out, self.config, start, reference, note, self.say, console),
+                                   self.guard_slice, eval_sets)

@@ -31,10 +31,11 @@ def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Se
     where = "the guard slice" if slice_ is not None else "the eval sets (mean ROC AUC)"
     out: dict[str, Any] = {"reference": reference, "margin": guard.tolerance.margin,
                            "candidates": [c.to_dict() for c in judged]}
-    if slice_ is not None:
-        h, what = detectable(guard, slice_)
+    if slice_ is not None or eval_sets:
+        h, what = detectable(guard, slice_, eval_sets)
         out["detectable"] = {"roc_auc": None if math.isinf(h) else h, "what": what,
-                             "rates": detectable_rates(guard, slice_), "fpr_tolerance": guard.tolerance.rate}
+                             "rates": detectable_rates(guard, slice_, eval_sets),
+                             "fpr_tolerance": guard.tolerance.rate}
     if guard.reference_note and slice_ is not None and reference == START:
         out["reference_note"] = guard.reference_note
     ships = sorted((c for c in judged if not c.short), key=lambda c: (-(c.auc or 0.0), c.round))
@@ -141,7 +142,7 @@ def _ship_table(ship: Mapping[str, Any]) -> list[str]:
     lines = ["", f"The ship rule (docs/harden.md): ROC AUC gain over {ship['reference']} with intervals simultaneous "
                  f"over the {len(ship['candidates'])} candidates, lower end > +{ship['margin']:g}; no benign error "
                  "rate's upper end above the rate tolerance."
-             + (f" The slice detects ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
+             + (f" The decision sets detect ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
                 if seen.get("roc_auc") is not None else "")
              + (f" Of the error rates, {rates}." if (rates := rates_line(seen.get("rates") or {},
                                                                           seen.get("fpr_tolerance", 0.0))) else "")

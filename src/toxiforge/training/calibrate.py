@@ -18,13 +18,16 @@ setting of its own.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from toxiforge._io import atomic_write_text
 from toxiforge.errors import InputError
 
 EPS = 1e-12  # P(toxic) clipped to [EPS, 1 - EPS] before its logit
@@ -67,10 +70,18 @@ def _head(model: Any) -> Any:
     return heads[-1]
 
 
-def shift_toxic_logit(folder: str | Path, shift: float) -> dict[str, Any]:
-    """Subtract ``shift`` from the toxic logit's bias of the model saved in ``folder`` (written back in place, the
-    weights file replaced whole); what was done, for a record. A 2-class softmax head (P(toxic) = sigmoid of the
-    toxic minus the benign logit) or a 1-logit sigmoid head; :class:`InputError` for others."""
+STAGING = ".calibrating"  # the moved model is written here whole, then moved into the folder file by file
+
+
+def shift_toxic_logit(folder: str | Path, shift: float, record_as: str | None = None,
+                      record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Subtract ``shift`` from the toxic logit's bias of the model saved in ``folder`` (written back in place, each
+    file replaced whole); what was done, for a record. A 2-class softmax head (P(toxic) = sigmoid of the toxic minus
+    the benign logit) or a 1-logit sigmoid head; :class:`InputError` for others.
+
+    With ``record_as``, ``record`` plus what was done is written as JSON to that file name in the folder, as the
+    last file moved: the record is there only once the moved model is, and a run killed while moving files finishes
+    with :func:`finish_shift` (never shifting twice)."""
     import torch
     from transformers import AutoModelForSequenceClassification
 
@@ -92,9 +103,31 @@ def shift_toxic_logit(folder: str | Path, shift: float) -> dict[str, Any]:
     with torch.no_grad():
         before = float(head.bias[toxic])
         head.bias[toxic] -= float(shift)
-    staging = folder / ".calibrating"
+    done = {"shift": float(shift), "toxic_index": toxic, "bias_before": before, "bias_after": before - float(shift)}
+    staging = folder / STAGING
+    if staging.exists():
+        shutil.rmtree(staging)
     model.save_pretrained(staging)
-    for written in staging.iterdir():  # the weights and config replace the old ones file by file
+    if record_as is not None:
+        atomic_write_text(staging / record_as, json.dumps({**(record or {}), **done}, indent=2) + "\n")
+    finish_shift(folder, record_as)
+    return done
+
+
+def finish_shift(folder: str | Path, record_as: str | None = None) -> bool:
+    """Finish a shift that :func:`shift_toxic_logit` staged in ``folder`` and a kill interrupted: with its record
+    (``record_as``) staged, the moved model is whole, so its files are moved in (the record last); without it the
+    staging is left from before any file moved and is removed (the folder holds the model as it was). Whether a
+    staged shift was finished."""
+    folder = Path(folder)
+    staging = folder / STAGING
+    if not staging.is_dir():
+        return False
+    if record_as is not None and not (staging / record_as).exists():
+        shutil.rmtree(staging)
+        return False
+    for written in sorted(staging.iterdir(), key=lambda f: f.name == record_as):  # the record last
         os.replace(written, folder / written.name)
     staging.rmdir()
-    return {"shift": float(shift), "toxic_index": toxic, "bias_before": before, "bias_after": before - float(shift)}
+    return True
+

@@ -23,9 +23,10 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     Wall and CPU seconds of each call are appended to ``calls-seed-S.jsonl`` (a line as each call starts, another
     as it ends). Run it from a checkout of its own (``git worktree add``): harden's worker processes import
     toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
-    weight3|continue`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``), ``--mix
-    nocal`` harden without ``--calibrate`` (the threshold training left), each in ``seed-S-MIX``, on the same
-    prompts; a run shares round 0's attack and the top-k pools with a finished run of its seed.
+    weight3|continue|balanced`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``;
+    ``--add balanced``), ``--mix nocal`` harden without ``--calibrate`` (the threshold training left), each in
+    ``seed-S-MIX``, on the same prompts; a run shares round 0's attack and the top-k pools with a finished run of
+    its seed.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 >> /work/runs/proof/s0.log 2>&1 &
@@ -127,7 +128,8 @@ def prepare(work: Path, c0_groups: tuple[str, ...]) -> None:
 # item 3's training mixes (harden/mix.py), each a run of its own in seed-S-MIX: the same prompts and seeds, so
 # they pair with seed-S (retrain, harden's default) prompt by prompt
 MIXES = {"retrain": [], "weight3": ["--added-weight", "3"], "continue": ["--init", "continue"],
-         "nocal": ["--no-calibrate"]}  # nocal: each round keeps the threshold its training left (before --calibrate)
+         "nocal": ["--no-calibrate"],  # nocal: each round keeps the threshold its training left (before --calibrate)
+         "balanced": ["--add", "balanced"]}  # each group's additions topped up to as many benign as toxic
 
 
 def run_dir(work: Path, seed: int, mix: str) -> Path:

@@ -36,7 +36,10 @@ def harden_command(
     base_model: str | None = typer.Option(None, "--base-model", help="Encoder every round trains from (default: "
                                                                      "C_0's, else the embedded MiniLM)."),
     add: str = typer.Option("flipped", "--add", help="flipped: the statements that fooled the classifier join the "
-                                                     "training data; all: every attack statement."),
+                                                     "training data; all: every attack statement; balanced: the "
+                                                     "flipped ones, each group topped up with the attack's other "
+                                                     "statements of its scarcer label (the control arm matched "
+                                                     "group by group)."),
     validate_with: str | None = typer.Option(
         None, "--validate-with", help="A classifier other than -c (a directory, judge:MODEL, profanity-check, ...) "
                                       "that stands in for the paper's human validation: only statements it gives "

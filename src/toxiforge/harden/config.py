@@ -23,7 +23,7 @@ from toxiforge.records import TOXIC_THRESHOLD
 from toxiforge.training.trainer import TrainConfig
 
 METRICS_FILE, ADDED_FILE = "metrics.json", "added.jsonl"
-ADD_CHOICES: tuple[str, ...] = ("flipped", "all")
+ADD_CHOICES: tuple[str, ...] = ("flipped", "all", "balanced")
 INIT_CHOICES: tuple[str, ...] = ("base", "continue")
 
 
@@ -104,7 +104,7 @@ class HardenConfig:
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise InputError(f"--rounds {self.rounds} runs no hardening round", hint="use --rounds 1 or more")
-        check_choice(self.add, ADD_CHOICES, what="--add", hint="use flipped (the default) or all")
+        check_choice(self.add, ADD_CHOICES, what="--add", hint="use flipped (the default), all or balanced")
         check_choice(self.init, INIT_CHOICES, what="--init", hint="use base (the default) or continue")
         if not self.data:
             raise InputError("harden needs the training data (--data)", hint="pass --data with the classifier's "

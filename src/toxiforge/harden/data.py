@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,15 +51,50 @@ def select_alice(attack: Statements, add: str) -> list[Example]:
     return [e for e, fooled, s in attack.rows() if (s is None or agrees(e, s)) and (add == "all" or fooled)]
 
 
-def select_control(topk: Statements, like: Sequence[Example], seed: int) -> list[Example]:
-    """As many top-k statements as ``like`` has, label by label (a seeded sample; all of a label when short);
-    with a validator, drawn only from the statements it gives their prompt label."""
+def balance_groups(chosen: Sequence[Example], sources: Sequence[Statements], seed: int) -> list[Example]:
+    """``--add balanced``: ``chosen`` (the flipped statements) topped up, group by group, with the sources' other
+    statements of the label the group has fewer of (those the validator gives their prompt label; every one without
+    a validator), a seeded sample, until both labels match or the sources run out. The flipped statements of an
+    attack are mostly of toxic prompts (the proof's round 1: 62 toxic to 1 benign for mental_disability), so a round
+    trained on them alone learns that naming the group is toxic; ToxiGen balances each group's statements for this
+    reason (docs/harden.md, *How the added statements enter training*)."""
+    taken = {e.text for e in chosen}
+    pool: dict[tuple[str | None, int], list[Example]] = {}
+    for source in sources:
+        for e, _, score in source.rows():
+            if (score is None or agrees(e, score)) and e.text not in taken:
+                taken.add(e.text)
+                pool.setdefault((e.group, e.label), []).append(e)
+    counts = Counter((e.group, e.label) for e in chosen)
+    rng = random.Random(seed)
+    out = list(chosen)
+    for group in sorted({e.group for e in chosen}, key=str):
+        gap = counts[(group, 1)] - counts[(group, 0)]
+        have = pool.get((group, 0 if gap > 0 else 1), [])
+        out += rng.sample(have, min(abs(gap), len(have)))
+    return out
+
+
+def select_added(sources: Sequence[Statements], add: str, seed: int) -> list[Example]:
+    """The ALICE arm's additions from a round's attack statements (``--add``): the flipped ones, every one
+    (``all``), or the flipped ones balanced per group (``balanced``: :func:`balance_groups`)."""
+    chosen = [e for s in sources for e in select_alice(s, "all" if add == "all" else "flipped")]
+    return balance_groups(chosen, sources, seed) if add == "balanced" else chosen
+
+
+def select_control(topk: Statements, like: Sequence[Example], seed: int, by_group: bool = False) -> list[Example]:
+    """As many top-k statements as ``like`` has, label by label (``by_group``: group by group and label by label,
+    as ``--add balanced`` needs), a seeded sample (all of a kind when short); with a validator, drawn only from the
+    statements it gives their prompt label."""
     pool = [e for e, _, s in topk.rows() if s is None or agrees(e, s)]
+
+    def kind(e: Example) -> tuple[str | None, int]:
+        return (e.group if by_group else None, e.label)
+
     rng = random.Random(seed)
     out: list[Example] = []
-    for label in (0, 1):
-        want = sum(e.label == label for e in like)
-        have = [e for e in pool if e.label == label]
+    for key, want in sorted(Counter(kind(e) for e in like).items(), key=lambda item: (str(item[0][0]), item[0][1])):
+        have = [e for e in pool if kind(e) == key]
         out += rng.sample(have, min(want, len(have)))
     return out
 

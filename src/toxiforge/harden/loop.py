@@ -40,7 +40,7 @@ from toxiforge.harden import families as fam
 from toxiforge.harden import mix
 from toxiforge.harden.calibration import calibrate
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
-from toxiforge.harden.data import Statements, select_alice, select_control
+from toxiforge.harden.data import Statements, select_added, select_control
 from toxiforge.harden.decide import check_decision_sets
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
@@ -200,11 +200,11 @@ class Harden(RunSteps):
         self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
                                                      topk])
         trained = self._train_attacks(r, fed_by, previous[ALICE], base)
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: [
-            e for s in ([self._sets[fed_by]] if ALICE in self.config.attacks else []) + trained
-            for e in select_alice(s, self.config.add)])
+        sources = ([self._sets[fed_by]] if ALICE in self.config.attacks else []) + trained
+        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_added(
+            sources, self.config.add, self.config.attack.seed + r))
         control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
-            self._sets[topk], alice_new, self.config.attack.seed + r))
+            self._sets[topk], alice_new, self.config.attack.seed + r, by_group=self.config.add == "balanced"))
         models = {}
         for arm, new in (("alice", alice_new), ("control", control_new)):
             added[arm] += new

@@ -134,7 +134,7 @@ def benign_short(check: Mapping[str, Any], name: str, rate: float) -> list[str]:
 def candidates(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Sequence[LabeledData],
                slice_: LabeledData | None) -> list[Candidate]:
     """Every measured round's arms, judged by the ship rule (module docstring)."""
-    sets = [slice_] if slice_ is not None else list(eval_sets)
+    sets = decision_sets(slice_, eval_sets)
     found = {(r, arm): guard.results[r].get("specs", {}).get(f"round-{r}-{arm}",
                                                              str(guard.out / f"round-{r}" / arm / "model"))
              for r in range(1, rounds + 1) if r in guard.results for arm in arms}

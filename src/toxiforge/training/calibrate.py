@@ -117,8 +117,9 @@ def shift_toxic_logit(folder: str | Path, shift: float, record_as: str | None = 
 def finish_shift(folder: str | Path, record_as: str | None = None) -> bool:
     """Finish a shift that :func:`shift_toxic_logit` staged in ``folder`` and a kill interrupted: with its record
     (``record_as``) staged, the moved model is whole, so its files are moved in (the record last); without it the
-    staging is left from before any file moved and is removed (the folder holds the model as it was). Whether a
-    staged shift was finished."""
+    staging is left from before any file moved and is removed (the folder holds the model as it was). Without
+    ``record_as`` nothing marks a staging whole, so only :func:`shift_toxic_logit` (right after saving it) calls it
+    so. Whether a staged shift was finished."""
     folder = Path(folder)
     staging = folder / STAGING
     if not staging.is_dir():

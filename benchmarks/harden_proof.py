@@ -20,13 +20,13 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     (default 25: 200 statements), ``--rounds 2``, ``--validate-with`` V, ``--no-transfer``, ``-o seed-S``;
     ``--resume`` when the folder exists; ``--shard-size 32``; ``--keep-going``: the design is 2 rounds, so a round
     the paired check finds worse than round 0 is measured on, not a stop (the ship rule still never ships it).
-    Wall and CPU seconds of each call are appended to ``calls-seed-S.jsonl`` (a line as each call starts, another
-    as it ends). Run it from a checkout of its own (``git worktree add``): harden's worker processes import
-    toxiforge anew for every job, so a source tree edited under a running run can break it. ``--mix
-    weight3|continue|balanced`` runs item 3's other training mixes (``--added-weight 3``; ``--init continue``;
-    ``--add balanced``), ``--mix nocal`` harden without ``--calibrate`` (the threshold training left), each in
-    ``seed-S-MIX``, on the same prompts; a run shares round 0's attack and the top-k pools with a finished run of
-    its seed.
+    ``--fpr-tolerance 0.07`` (:data:`FPR_TOLERANCE`). Wall and CPU seconds of each call go to
+    ``calls-seed-S.jsonl`` (a line as each call starts, another as it ends). Run it from a checkout of its own (``git
+    worktree add``): harden's worker processes import toxiforge anew for every job, so a source tree edited under a
+    running run can break it. ``--mix weight3|continue|balanced`` runs item 3's other training mixes
+    (``--added-weight 3``; ``--init continue``; ``--add balanced``), ``--mix nocal`` harden without ``--calibrate``,
+    each in ``seed-S-MIX``, on the same prompts; a run shares round 0's attack and the top-k pools with a finished run
+    of its seed.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 >> /work/runs/proof/s0.log 2>&1 &
@@ -52,6 +52,10 @@ C0_GROUPS = ("asian", "black", "jewish", "latino")
 # 32 ALICE statements a shard, ~2.5 min of a core: a stop (a session's end) loses at most that per worker
 SHARD_SIZE = 32
 SPLIT_SEED = 55  # the halves (sentences, HateCheck templates) are drawn once, the same for every harden seed
+# --fpr-tolerance: what HateCheck's decision half can show. Calibrated to C_0's benign counts, a round's paired FPR_NOI
+# interval on its 287 benign cases naming a group spans about +-0.06-0.08 (docs/harden.md), so at the default 0.02 no
+# round could ship; chosen before the runs at the default calibration, on the decision half only
+FPR_TOLERANCE = 0.07
 
 
 def halves(sentences: list[str]) -> tuple[list[str], list[str]]:
@@ -178,7 +182,7 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
                "--no-guard-slice", "-d", str(work / "prompt-half.csv"), "--groups", ",".join(groups),
                "-n", str(per_cell), "--measure-n", str(measure), "--rounds", str(rounds),
                "--validate-with", str(work / "validator"), "--no-transfer", "--seed", str(seed), "--device", "cpu",
-               "--shard-size", str(SHARD_SIZE), "--keep-going", *MIXES[mix],
+               "--shard-size", str(SHARD_SIZE), "--fpr-tolerance", str(FPR_TOLERANCE), "--keep-going", *MIXES[mix],
                "-o", str(out), *(["--resume"] if (out / "harden.json").exists() else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
@@ -189,8 +193,7 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
     print(" ".join(command), flush=True)
     started, before = time.time(), os.times()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
-    # a line when the call starts, so a call killed with the session (no line of its own at the end) still shows;
-    # beside -o, not in it (harden starts only in an empty -o)
+    # a line as the call starts (a call killed with the session still shows); beside -o (harden needs an empty -o)
     calls = work / f"calls-{out.name}.jsonl"
     with calls.open("a") as f:
         f.write(json.dumps({"started": stamp, "command": command[3:]}) + "\n")

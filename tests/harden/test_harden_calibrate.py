@@ -13,6 +13,7 @@ import pytest
 
 from toxiforge.classifiers import load_classifier
 from toxiforge.errors import InputError
+from toxiforge.harden import mix
 from toxiforge.harden.calibration import CALIBRATION_FILE
 from toxiforge.harden.guard import SETTINGS_FILE
 from toxiforge.harden.loop import Harden
@@ -118,27 +119,56 @@ def test_a_head_of_three_labels_is_refused(tmp_path):
     assert "--no-calibrate" in info.value.hint
 
 
-def test_each_round_calls_as_many_benign_decision_rows_toxic_as_round_0(setup, finished):
+def test_each_round_calls_no_more_benign_decision_rows_toxic_than_round_0(setup, finished):
     """The session's finished run (the default: --calibrate): each arm's model has its record; counted again from
-    the saved model, it calls as many benign rows of the eval set and the slice toxic as C_0 / the slice's reference
-    do (up to ties), and report.md and report.json say so."""
+    the saved model, it calls no more of each decision set's benign rows, and of those naming a group, toxic than
+    C_0 / the slice's reference do, and exactly as many on the count that binds (up to ties); report.md and
+    report.json say so."""
+    from toxiforge.bias.lexicon import load_bias_lexicon
+
     job, out = finished
     eval_set, = job._inputs[1]
-    texts = [e.text for e in eval_set.examples if e.label == 0] + [e.text for e in job.guard_slice.examples
-                                                                   if e.label == 0]
+    lexicon = load_bias_lexicon(None)
+    rows = {}
+    for data in (eval_set, job.guard_slice):
+        benign = [e.text for e in data.examples if e.label == 0]
+        rows[data.name] = {"fpr": benign, "fpr.noi": [t for t, n in zip(benign, lexicon.tag(benign)["noi"]) if n]}
+    assert rows[eval_set.name]["fpr.noi"]  # the eval set's NOI_TEXT: a count of its own
     for arm in ("alice", "control"):
         folder = out / "round-1" / arm / "model"
         record = json.loads((folder / CALIBRATION_FILE).read_text())
         assert set(record["sets"]) == {eval_set.name, job.guard_slice.name}
-        assert record["benign_rows"] == len(texts)
-        called = int((load_classifier(str(folder)).predict_proba(texts) > 0.5).sum())
-        assert called == record["calls_toxic_after"]
-        assert abs(called - record["reference_calls_toxic"]) <= 1  # a tie may keep two rows together
+        classifier = load_classifier(str(folder))
+        for set_name, by_count in rows.items():
+            for key, texts in by_count.items():
+                if not texts:
+                    assert key not in record["sets"][set_name]
+                    continue
+                entry = record["sets"][set_name][key]
+                assert entry["rows"] == len(texts)
+                called = int((classifier.predict_proba(texts) > 0.5).sum())
+                assert called == entry["calls_toxic_after"] <= entry["reference_calls_toxic"] + 1  # ties move together
+                if record["binding"] == {"set": set_name, "count": key}:
+                    assert abs(called - entry["reference_calls_toxic"]) <= 1
+                    assert record["shift"] == pytest.approx(entry["own_shift"])
+                else:
+                    assert entry["own_shift"] <= record["shift"]
         metrics = json.loads((out / "round-1" / "metrics.json").read_text())[arm]
         assert metrics["calibration"] == record
-    assert "Operating point (--calibrate)" in (out / "report.md").read_text()
-    assert json.loads((out / "harden.json").read_text())["settings"]["mix"] == {"operating_point":
-                                                                                    "round 0's benign calls"}
+    report = (out / "report.md").read_text()
+    assert "Operating point (--calibrate)" in report and "(binds)" in report
+    assert json.loads((out / "harden.json").read_text())["settings"]["mix"] == {"operating_point": mix.CALIBRATED}
+
+
+def test_the_largest_shift_binds_and_the_other_counts_end_at_or_below_round_0():
+    """Two counts on one set's scores: the benign rows naming a group need the larger move, so after it they are at
+    round 0's count and all benign rows below it."""
+    scores = np.array([0.95, 0.9, 0.85, 0.8, 0.3, 0.2])   # all benign rows; the first three name a group
+    all_rows, noi = matched_shift(scores, 3), matched_shift(scores[:3], 1)
+    shift = max(all_rows, noi)
+    assert shift == noi
+    moved = logit(scores) - shift > logit(0.5)
+    assert moved[:3].sum() == 1 and moved.sum() <= 3
 
 
 def test_no_calibrate_keeps_the_model_training_left(setup, varied_lm, tmp_path):
@@ -161,6 +191,21 @@ def test_a_run_from_before_calibrate_resumes_only_without_it(setup, tmp_path):
         Harden(config_for(setup), out, generator=None).prepare(True)
     assert info.value.hint == "resume with --no-calibrate"
     Harden(config_for(setup, calibrate=False), out, generator=None).prepare(True)
+
+
+def test_a_run_calibrated_on_all_benign_rows_only_is_not_resumed_with_both_counts(setup, tmp_path):
+    """A run begun before --calibrate matched the rows naming a group: resuming it would calibrate its later rounds
+    otherwise, so it is refused, naming the commit it began with."""
+    out = tmp_path / "h"
+    old = Harden(config_for(setup), out, generator=None)
+    old.prepare(False)
+    out.mkdir()
+    settings = old.config.fingerprint()
+    settings["mix"] = {"operating_point": mix.CALIBRATED_FPR}
+    (out / SETTINGS_FILE).write_text(json.dumps({"settings": settings, "rounds": 1}))
+    with pytest.raises(InputError, match="all benign decision rows only") as info:
+        Harden(config_for(setup), out, generator=None).prepare(True)
+    assert "commit it began with" in info.value.hint
 
 
 def test_the_report_says_when_the_benign_error_check_is_too_narrow_for_its_set():

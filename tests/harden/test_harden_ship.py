@@ -215,18 +215,22 @@ def test_without_a_slice_the_eval_sets_are_sized_for_the_decision(tmp_path):
     and a guard slice; the ship rule's record says the same."""
     from toxiforge.audit.run import AuditSettings
 
-    hc = LabeledData("hc", [Example(f"placeholder case {i}", i % 2, "asian") for i in range(300)], "test", "test")
+    # every fourth row names a group: 75 of the 150 benign rows are FPR_NOI's
+    hc = LabeledData("hc", [Example(f"placeholder case {i}" + (" about asian people" if i % 4 == 0 else ""), i % 2,
+                                    "asian") for i in range(300)], "test", "test")
     _, ref, _ = logits(len(hc), 5)
     lines: list[str] = []
     guard = GuardCheck(tmp_path, Tolerance(), AuditSettings(resume=True), lambda spec, **_: Fixed(scores(hc, ref)),
                        "c0", "c0", log=lines.append)
     assert check_decision_sets(guard, None, [hc]) is guard
     assert any(line.startswith("decision sets: hc detects FPR changes of ±0.") and "at most 2 of the 150 benign rows"
-               in line for line in lines)
+               " and 0 of the 75 benign rows naming a group otherwise" in line for line in lines)
     assert any(line.startswith("decision sets: detect ROC AUC changes of ±0.") and "the eval set(s) hc (300 rows"
                in line for line in lines)
     rates = detectable_rates(guard, None, [hc])
     assert set(rates) == {"hc"} and rates["hc"]["accuracy.fpr"]["rows"] == 150
+    assert rates["hc"]["lexical.fpr.noi"]["rows"] == 75   # (0.02 × 75 / 1.96)² = 0.6: none
+    assert rates["hc"]["lexical.fpr.noi"]["may_differ"] == 0
     strict = GuardCheck(tmp_path, Tolerance(margin=0.01), AuditSettings(resume=True), guard.loader, "c0", "c0")
     with pytest.raises(InputError, match=r"the decision sets detect ROC AUC changes of ±0\.\d+ .*more than "
                                          r"--ship-margin 0.01") as e:

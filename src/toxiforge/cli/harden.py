@@ -127,10 +127,12 @@ def harden_command(
     entropy_weight: float | None = typer.Option(None, "--entropy-weight", help="With --debias learned-mixin+h: "
                                                                                "its entropy penalty."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Move each round's threshold after "
-                                                                           "training so that it calls as many benign "
-                                                                           "rows of the --eval sets and guard slice "
-                                                                           "toxic as round 0 does (written into the "
-                                                                           "model; docs/harden.md)."),
+                                                                           "training so that on each --eval set and "
+                                                                           "the guard slice it calls no more benign "
+                                                                           "rows toxic than round 0, over all of "
+                                                                           "them and over those naming a group "
+                                                                           "(written into the model; "
+                                                                           "docs/harden.md)."),
     keep_going: bool = typer.Option(False, "--keep-going", help="Warn about a round whose classifier is degenerate "
                                                                 "or worse than round 0 instead of stopping."),
     guard_slice: bool = typer.Option(True, "--guard-slice/--no-guard-slice", help="Keep a stratified 15% slice of "

@@ -1,19 +1,27 @@
-"""Each round's classifier at round 0's over-blocking (issue 55): ``--calibrate``, the default.
+"""Each round's classifier at round 0's benign errors (issue 55): ``--calibrate``, the default.
 
-Right after a round's classifier is trained (both arms alike), its threshold is moved so that on the decision data,
-the benign rows of the ``--eval`` sets and of the guard slice, it calls as many toxic as round 0 does there (C_0 on
-the eval sets, the slice's reference on the slice: the classifiers the paired check compares it with), and the move
-is written into the model (:func:`~toxiforge.training.calibrate.shift_toxic_logit`), so the round's attacks, its
-measurements, the ship rule and the shipped folder all use the moved operating point. Its ranking (ROC AUC) is
-unchanged; what moves is which texts it calls toxic. Why: in the proof's seed 0 (docs/harden.md) both arms' round-2
-classifiers ranked HateCheck's decision half better than C_0 (ROC AUC +0.08 / +0.07, beyond noise) but called 90%
-or more of its benign cases toxic at 0.5, so nothing could be shipped; at C_0's over-blocking there, they miss fewer
-hateful cases (FNR 0.50 against 0.58). ``--no-calibrate`` keeps the threshold training left.
+Right after a round's classifier is trained (both arms alike), its threshold is moved so that on each decision set
+(the ``--eval`` sets and the guard slice) it calls no more benign rows toxic than round 0 does there (C_0 on the eval
+sets, the slice's reference on the slice: the classifiers the paired check compares it with), counted twice: over
+all benign rows (FPR) and over the benign rows that name a group (FPR_NOI, the rows the audit's lexicon tags NOI):
+the benign errors the ship rule checks (decide.py). The move is the largest of the shifts that match each count, so
+the count that binds is met (up to ties) and the others are at or below round 0's. It is written into the model
+(:func:`~toxiforge.training.calibrate.shift_toxic_logit`), so the round's attacks, its measurements, the ship rule
+and the shipped folder all use the moved operating point. Its ranking (ROC AUC) is unchanged; what moves is which
+texts it calls toxic. ``--no-calibrate`` keeps the threshold training left.
 
-The record, ``round-N/ARM/model/calibration.json``: the decision sets, how many benign rows round 0 calls toxic on
-each, the classifier's count before and after, and the logit shift; it is moved into the folder last, with the moved
-model (:func:`~toxiforge.training.calibrate.shift_toxic_logit`). A resumed run reads it (the step is done), finishes
-a move a kill interrupted, and redoes a step killed before any file moved: never shifting twice.
+Why both counts: in the proof's seed 0 (docs/harden.md) both arms' round-2 classifiers ranked HateCheck's decision
+half better than C_0 (ROC AUC +0.08 / +0.07) but called 90% or more of its benign cases toxic at 0.5. Matched to
+C_0's FPR alone (harden before this), the eight round-1/2 classifiers of seeds 0 and 1 all moved their false
+positives onto benign cases naming a group: FPR_NOI +0.05 to +0.19 at equal FPR, seven of eight wholly beyond the
+tolerance, so none could ship. Matched to both on the same decision half, FPR_NOI equals C_0's and FPR falls
+0.06-0.19; the price is recall (FNR +0.05 to +0.19 but one; docs/harden.md).
+
+The record, ``round-N/ARM/model/calibration.json``: per decision set, round 0's toxic calls on its benign rows and on
+those naming a group; per count, the classifier's before and after; which count bound; the logit shift. It is moved
+into the folder last, with the moved model (:func:`~toxiforge.training.calibrate.shift_toxic_logit`). A resumed run
+reads it (the step is done), finishes a move a kill interrupted, and redoes a step killed before any file moved: never
+shifting twice.
 """
 
 from __future__ import annotations
@@ -23,10 +31,48 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import LabeledData
 
 CALIBRATION_FILE = "calibration.json"  # round-N/ARM/model/
+COUNTS = {"fpr": ("accuracy", "fpr", "benign rows"), "fpr.noi": ("lexical", "fpr.noi", "benign rows naming a group")}
+
+
+def _counts(guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledData | None) -> tuple[
+        dict[str, Any], list[tuple[str, str, list[str], int]]]:
+    """Round 0's toxic calls on each decision set's benign rows and on those naming a group: the record's ``sets``
+    and, per count, (set, count key, its rows' texts, round 0's calls)."""
+    from toxiforge.audit.compare import headline
+    from toxiforge.bias.lexicon import load_bias_lexicon
+    from toxiforge.harden.guardset import REFERENCE, START
+
+    references = [(START, guard.start, list(eval_sets))]
+    if guard_slice is not None:
+        references.append((START if guard.reference == guard.start else REFERENCE, guard.reference, [guard_slice]))
+    lexicon = load_bias_lexicon(guard.settings.lexicon, oi_list=guard.settings.oi_list)  # the audit's (sections.py)
+    sets: dict[str, Any] = {}
+    counts: list[tuple[str, str, list[str], int]] = []
+    for name, spec, data_sets in references:
+        for data in data_sets:
+            benign = [e.text for e in data.examples if e.label == 0]
+            if not benign:
+                continue
+            found = guard.sections(name, spec, [data])[data.name]
+            rows = {"fpr": benign, "fpr.noi": [t for t, noi in zip(benign, lexicon.tag(benign)["noi"], strict=True)
+                                               if noi]}
+            entry: dict[str, Any] = {"reference": name}
+            for key, (section, metric, _) in COUNTS.items():
+                rate = headline(found, section, metric)
+                if not rows[key] or rate is None or rate.value is None:
+                    continue
+                called = round(rate.value * len(rows[key]))
+                entry[key] = {"rows": len(rows[key]), "reference_calls_toxic": called}
+                counts.append((data.name, key, rows[key], called))
+            if len(entry) > 1:
+                sets[data.name] = entry
+    return sets, counts
 
 
 def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledData | None,
@@ -40,55 +86,58 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
     finish_shift(folder, CALIBRATION_FILE)  # a kill while the moved model's files were moved in: finished, not redone
     if path.exists():
         return dict(json.loads(path.read_text(encoding="utf-8")))
-    from toxiforge.audit.compare import headline
     from toxiforge.classifiers import load_classifier
-    from toxiforge.harden.guardset import REFERENCE, START
 
-    references = [(START, guard.start, list(eval_sets))]
-    if guard_slice is not None:
-        references.append((START if guard.reference == guard.start else REFERENCE, guard.reference, [guard_slice]))
-    texts: list[str] = []
-    target, sets = 0, {}
-    for name, spec, data_sets in references:
-        for data in data_sets:
-            benign = [e.text for e in data.examples if e.label == 0]
-            fpr = headline(guard.sections(name, spec, [data])[data.name], "accuracy", "fpr") if benign else None
-            if fpr is None or fpr.value is None:
-                continue
-            called = round(fpr.value * len(benign))
-            sets[data.name] = {"reference": name, "benign_rows": len(benign), "reference_calls_toxic": called}
-            target += called
-            texts += benign
+    sets, counts = _counts(guard, eval_sets, guard_slice)
     record: dict[str, Any] = {"sets": sets, "threshold": threshold}
-    if not texts:
+    if not counts:
         record["note"] = "no benign decision row: the threshold training left is kept"
         atomic_write_text(path, json.dumps(record, indent=2) + "\n")
         return record
-    scores = load_classifier(str(folder), device=device).predict_proba(texts)  # the one extra scoring
-    shift = matched_shift(scores, target, threshold)
-    record |= {"benign_rows": len(texts), "reference_calls_toxic": target,
-               "calls_toxic_before": int((scores > threshold).sum()),
-               # the moved scores, sigmoid(logit - shift), are not scored again (the tests score the folder)
-               "calls_toxic_after": int((logit(scores) - shift > logit(threshold)).sum())}
+    texts = sorted({t for _, _, rows, _ in counts for t in rows})
+    score_of = dict(zip(texts, load_classifier(str(folder), device=device).predict_proba(texts).tolist(),
+                        strict=True))  # the one extra scoring
+    shifts = [matched_shift([score_of[t] for t in rows], called, threshold) for _, _, rows, called in counts]
+    shift = max(shifts)
+    binding = counts[int(np.argmax(shifts))]
+    for (set_name, key, rows, _), own in zip(counts, shifts, strict=True):
+        scores = np.array([score_of[t] for t in rows])
+        # the moved scores, sigmoid(logit - shift), are not scored again (the tests score the folder)
+        sets[set_name][key] |= {"calls_toxic_before": int((scores > threshold).sum()),
+                                "calls_toxic_after": int((logit(scores) - shift > logit(threshold)).sum()),
+                                "own_shift": own}
+    record |= {"binding": {"set": binding[0], "count": binding[1]}}
     record |= shift_toxic_logit(folder, shift, CALIBRATION_FILE, record)  # the record lands with the moved model
+    bound = sets[binding[0]][binding[1]]
     say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
-        f"{record['calls_toxic_after']} of {len(texts)} benign decision rows toxic, round 0 {target} (it called "
-        f"{record['calls_toxic_before']})")
+        f"{bound['calls_toxic_after']} of {bound['rows']} {COUNTS[binding[1]][2]} of {binding[0]} toxic, round 0 "
+        f"{bound['reference_calls_toxic']} (it called {bound['calls_toxic_before']}); the other counts at or below "
+        "round 0's")
     return record
 
 
 def calibration_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
-    """The report's lines on the moved thresholds: per round and arm, benign decision rows called toxic."""
+    """The report's lines on the moved thresholds: per round, arm and decision set, the benign rows and those naming
+    a group that round 0 and the classifier (before and after the move) call toxic; which count bound."""
     if not records:
         return []
-    lines = ["", "Operating point (--calibrate): each round's classifier calls as many benign decision rows toxic as "
-             "round 0 does (its threshold moved after training; ROC AUC unchanged):", "",
-             "| classifier | benign decision rows | round 0 calls toxic | before | after | logit shift |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["", "Operating point (--calibrate): each round's classifier calls no more benign decision rows toxic "
+             "than round 0 does, over all benign rows and over those naming a group (its threshold moved after "
+             "training, by the largest shift any count needs; ROC AUC unchanged):", "",
+             "| classifier | set | rows | round 0 calls toxic | before | after | logit shift |",
+             "|---|---|---|---:|---:|---:|---:|"]
     for name, rec in records.items():
         if "shift" not in rec:
-            lines.append(f"| {name} | 0 | | | | {rec.get('note', '')} |")
+            lines.append(f"| {name} | | | | | | {rec.get('note', '')} |")
             continue
-        lines.append(f"| {name} | {rec['benign_rows']} | {rec['reference_calls_toxic']} | {rec['calls_toxic_before']}"
-                     f" | {rec['calls_toxic_after']} | {rec['shift']:+.2f} |")
+        binding = rec.get("binding", {})
+        for set_name, entry in rec["sets"].items():
+            for key, (_, _, what) in COUNTS.items():
+                if key not in entry:
+                    continue
+                c = entry[key]
+                binds = binding.get("set") == set_name and binding.get("count") == key
+                lines.append(f"| {name} | {set_name} | {c['rows']} {what}{' (binds)' if binds else ''} | "
+                             f"{c['reference_calls_toxic']} | {c['calls_toxic_before']} | {c['calls_toxic_after']} | "
+                             f"{rec['shift']:+.2f} |")
     return lines

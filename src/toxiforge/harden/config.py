@@ -96,7 +96,7 @@ class HardenConfig:
     # (None: mix.CONTINUE_LR_SCALE)
     added_weight: float = 1.0
     continue_lr_scale: float | None = None
-    # issue 55 (calibration.py): each round's classifier set to call as many benign decision rows toxic as round 0
+    # issue 55 (calibration.py): each round's classifier at round 0's benign calls (all, and those naming a group)
     calibrate: bool = True
     # --measure-n (sets.measure_sets): prompts per cell of the attacks that only measure (None: -n)
     measure_per_cell: int | None = None

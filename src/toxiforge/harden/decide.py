@@ -185,15 +185,16 @@ def detectable(guard: GuardCheck, slice_: LabeledData | None,
                "Wilson's on as many rows")
 
 
-RATE_ROWS = {"accuracy.fpr": 0, "accuracy.fnr": 1}  # each error rate and the label of the rows it is a share of
+# each error rate and the label of the rows it is a share of (FPR_NOI: the benign rows naming a group)
+RATE_ROWS = {"accuracy.fpr": 0, "lexical.fpr.noi": 0, "accuracy.fnr": 1}
 Z95 = 1.959964
 
 
 def detectable_rates(guard: GuardCheck, slice_: LabeledData | None,
                      eval_sets: Sequence[LabeledData] = ()) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per decision set (by name), per error rate (FPR, FNR): the reference's rate, the rows it is a share of, the
-    smallest change the set detects (the half-width of the Wilson interval) and ``may_differ``, the most of those
-    rows a round may classify otherwise than the reference and still show the rate not up beyond
+    """Per decision set (by name), per error rate (FPR, FPR_NOI, FNR): the reference's rate, the rows it is a share
+    of, the smallest change the set detects (the half-width of the Wilson interval) and ``may_differ``, the most of
+    those rows a round may classify otherwise than the reference and still show the rate not up beyond
     ``--fpr-tolerance`` (module docstring)."""
     from toxiforge.audit.compare import headline
     from toxiforge.audit.headlines import section_of
@@ -204,7 +205,8 @@ def detectable_rates(guard: GuardCheck, slice_: LabeledData | None,
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for data in sets:
         for key, label in RATE_ROWS.items():
-            rows = sum(1 for y in data.labels if y == label)
+            rows = (sum(1 for y in data.labels if y == label) if key != "lexical.fpr.noi"
+                    else (found[data.name].get("lexical") or {}).get("n_benign", {}).get("noi") or 0)
             rate = headline(found[data.name], *section_of(key))
             if rows == 0 or rate is None or rate.value is None:
                 continue
@@ -220,18 +222,22 @@ def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: 
     (above)."""
     from toxiforge.audit.glossary import name as term
 
+    rows_of = {"accuracy.fpr": "benign rows", "lexical.fpr.noi": "benign rows naming a group",
+               "accuracy.fnr": "toxic rows"}
     lines = []
     for set_name, found in rates.items():
-        parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} "
-                 f"{'benign' if RATE_ROWS[key] == 0 else 'toxic'} rows" for key, r in found.items()]
+        parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} {rows_of[key]}"
+                 for key, r in found.items()]
         if not parts:
             continue
         line = f"{set_name} detects " + " and ".join(parts)
-        fpr = found.get("accuracy.fpr")
-        if fpr is not None:
-            line += (f"; a round shows its FPR there not up beyond +{tolerance:g} only when it classifies at most "
-                     f"{fpr['may_differ']} of the {fpr['rows']} benign rows otherwise than the reference (at no net "
-                     "change; more rows or a larger --fpr-tolerance allow more)")
+        benign = [(key, r) for key, r in found.items() if RATE_ROWS[key] == 0]
+        if benign:
+            line += (f"; a round shows its {' and '.join(term(k) for k, _ in benign)} there not up beyond "
+                     f"+{tolerance:g} only when it classifies at most "
+                     + " and ".join(f"{r['may_differ']} of the {r['rows']} {rows_of[k]}" for k, r in benign)
+                     + " otherwise than the reference (at no net change; more rows or a larger --fpr-tolerance "
+                     "allow more)")
         lines.append(line)
     return "; ".join(lines)
 

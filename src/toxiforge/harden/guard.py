@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from toxiforge.classifiers.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.harden.mix import CALIBRATED, CALIBRATED_FPR
 
 if TYPE_CHECKING:
     from toxiforge.harden.recipe import Objective, Recipe
@@ -99,6 +100,13 @@ def check_out_dir(out: Path, settings: dict[str, Any], resume: bool) -> None:
             and "operating_point" not in (old.get("mix") or {}):
         raise InputError("--resume: this run's rounds kept the threshold their training left (it began before "
                          "--calibrate, issue 55)", path=saved, hint="resume with --no-calibrate")
+    if differences == ["mix"] and (old.get("mix") or {}).get("operating_point") == CALIBRATED_FPR \
+            and (settings["mix"] or {}).get("operating_point") == CALIBRATED:
+        raise InputError("--resume: this run's rounds were calibrated on all benign decision rows only (it began "
+                         "before --calibrate matched the benign rows naming a group too, issue 55); its later rounds "
+                         "would be calibrated otherwise", path=saved,
+                         hint="finish it with the toxiforge commit it began with (a git worktree of it), or start "
+                              "again in a new -o")
     if differences == ["mix"] and old.get("mix") is None and settings["init"] == "continue":
         raise InputError("--resume: this run's continued rounds trained at C_0's learning rate (it began before "
                          "--continue-lr-scale, issue 55)", path=saved, hint="resume with --continue-lr-scale 1")

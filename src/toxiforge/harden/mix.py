@@ -34,7 +34,10 @@ from toxiforge.errors import InputError
 
 WEIGHT_COLUMN = "loss_weight"  # the column of round-N/ARM/added.jsonl that holds each statement's loss weight
 CONTINUE_LR_SCALE = 0.1  # --continue-lr-scale's default: a tenth of C_0's learning rate (not yet measured here)
-CALIBRATED = "round 0's benign calls"  # harden.json's mix.operating_point with --calibrate (calibration.py)
+# harden.json's mix.operating_point with --calibrate (calibration.py); runs that matched all benign rows only recorded
+# CALIBRATED_FPR (before the rows naming a group were matched too)
+CALIBRATED = "round 0's benign calls, all and naming a group"
+CALIBRATED_FPR = "round 0's benign calls"
 CONTINUE_SLICE = "C_0's held-out rows"  # harden.json's guard "from" for a run that continues from -c
 CONTINUE_REFERENCE = ("C_0 never trained on the slice: it is the rows C_0's training held out (its training_log.json "
                       "names them), and every round continues from C_0")

@@ -37,7 +37,7 @@ from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import LabeledData
 
 CALIBRATION_FILE = "calibration.json"  # round-N/ARM/model/
-COUNTS = {"fpr": ("accuracy", "fpr", "benign rows"), "fpr.noi": ("lexical", "fpr.noi", "benign rows naming a group")}
+COUNTS = {"fpr": "accuracy.fpr", "fpr.noi": "lexical.fpr.noi"}  # the record's count: its headline (decide.RATE_ROWS)
 
 
 def _counts(guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledData | None) -> tuple[
@@ -45,6 +45,7 @@ def _counts(guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledDa
     """Round 0's toxic calls on each decision set's benign rows and on those naming a group: the record's ``sets``
     and, per count, (set, count key, its rows' texts, round 0's calls)."""
     from toxiforge.audit.compare import headline
+    from toxiforge.audit.headlines import section_of
     from toxiforge.bias.lexicon import load_bias_lexicon
     from toxiforge.harden.guardset import REFERENCE, START
 
@@ -63,8 +64,8 @@ def _counts(guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledDa
             rows = {"fpr": benign, "fpr.noi": [t for t, noi in zip(benign, lexicon.tag(benign)["noi"], strict=True)
                                                if noi]}
             entry: dict[str, Any] = {"reference": name}
-            for key, (section, metric, _) in COUNTS.items():
-                rate = headline(found, section, metric)
+            for key, headline_key in COUNTS.items():
+                rate = headline(found, *section_of(headline_key))
                 if not rows[key] or rate is None or rate.value is None:
                     continue
                 called = round(rate.value * len(rows[key]))
@@ -108,17 +109,21 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
                                 "own_shift": own}
     record |= {"binding": {"set": binding[0], "count": binding[1]}}
     record |= shift_toxic_logit(folder, shift, CALIBRATION_FILE, record)  # the record lands with the moved model
+    from toxiforge.harden.decide import RATE_ROWS
+
     bound = sets[binding[0]][binding[1]]
     say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
-        f"{bound['calls_toxic_after']} of {bound['rows']} {COUNTS[binding[1]][2]} of {binding[0]} toxic, round 0 "
-        f"{bound['reference_calls_toxic']} (it called {bound['calls_toxic_before']}); the other counts at or below "
-        "round 0's")
+        f"{bound['calls_toxic_after']} of {bound['rows']} {RATE_ROWS[COUNTS[binding[1]]]} of {binding[0]} toxic, "
+        f"round 0 {bound['reference_calls_toxic']} (it called {bound['calls_toxic_before']}); the other counts at or "
+        "below round 0's")
     return record
 
 
 def calibration_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
     """The report's lines on the moved thresholds: per round, arm and decision set, the benign rows and those naming
     a group that round 0 and the classifier (before and after the move) call toxic; which count bound."""
+    from toxiforge.harden.decide import RATE_ROWS
+
     if not records:
         return []
     lines = ["", "Operating point (--calibrate): each round's classifier calls no more benign decision rows toxic "
@@ -132,12 +137,13 @@ def calibration_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
             continue
         binding = rec.get("binding", {})
         for set_name, entry in rec["sets"].items():
-            for key, (_, _, what) in COUNTS.items():
+            for key, headline_key in COUNTS.items():
                 if key not in entry:
                     continue
                 c = entry[key]
                 binds = binding.get("set") == set_name and binding.get("count") == key
-                lines.append(f"| {name} | {set_name} | {c['rows']} {what}{' (binds)' if binds else ''} | "
+                lines.append(f"| {name} | {set_name} | {c['rows']} {RATE_ROWS[headline_key]}"
+                             f"{' (binds)' if binds else ''} | "
                              f"{c['reference_calls_toxic']} | {c['calls_toxic_before']} | {c['calls_toxic_after']} | "
                              f"{rec['shift']:+.2f} |")
     return lines

@@ -185,8 +185,10 @@ def detectable(guard: GuardCheck, slice_: LabeledData | None,
                "Wilson's on as many rows")
 
 
-# each error rate and the label of the rows it is a share of (FPR_NOI: the benign rows naming a group)
-RATE_ROWS = {"accuracy.fpr": 0, "lexical.fpr.noi": 0, "accuracy.fnr": 1}
+# each error rate and the rows it is a share of (its estimate's n)
+RATE_ROWS = {"accuracy.fpr": "benign rows", "lexical.fpr.noi": "benign rows naming a group",
+             "accuracy.fnr": "toxic rows"}
+BENIGN_RATES = tuple(k for k in RATE_ROWS if k in BENIGN_CHECKS)  # the ship rule's benign errors among them
 Z95 = 1.959964
 
 
@@ -204,12 +206,11 @@ def detectable_rates(guard: GuardCheck, slice_: LabeledData | None,
     found = guard.sections(name, spec, sets)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for data in sets:
-        for key, label in RATE_ROWS.items():
-            rows = (sum(1 for y in data.labels if y == label) if key != "lexical.fpr.noi"
-                    else (found[data.name].get("lexical") or {}).get("n_benign", {}).get("noi") or 0)
+        for key in RATE_ROWS:
             rate = headline(found[data.name], *section_of(key))
-            if rows == 0 or rate is None or rate.value is None:
+            if rate is None or rate.value is None or not rate.n:
                 continue
+            rows = rate.n
             low, high = proportion_interval(round(rate.value * rows), rows)
             out.setdefault(data.name, {})[key] = {
                 "value": rate.value, "rows": rows, "detectable": (high - low) / 2,
@@ -222,20 +223,18 @@ def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: 
     (above)."""
     from toxiforge.audit.glossary import name as term
 
-    rows_of = {"accuracy.fpr": "benign rows", "lexical.fpr.noi": "benign rows naming a group",
-               "accuracy.fnr": "toxic rows"}
     lines = []
     for set_name, found in rates.items():
-        parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} {rows_of[key]}"
+        parts = [f"{term(key)} changes of ±{r['detectable']:.3f} on its {r['rows']} {RATE_ROWS[key]}"
                  for key, r in found.items()]
         if not parts:
             continue
         line = f"{set_name} detects " + " and ".join(parts)
-        benign = [(key, r) for key, r in found.items() if RATE_ROWS[key] == 0]
+        benign = [(key, found[key]) for key in BENIGN_RATES if key in found]
         if benign:
             line += (f"; a round shows its {' and '.join(term(k) for k, _ in benign)} there not up beyond "
                      f"+{tolerance:g} only when it classifies at most "
-                     + " and ".join(f"{r['may_differ']} of the {r['rows']} {rows_of[k]}" for k, r in benign)
+                     + " and ".join(f"{r['may_differ']} of the {r['rows']} {RATE_ROWS[k]}" for k, r in benign)
                      + " otherwise than the reference (at no net change; more rows or a larger --fpr-tolerance "
                      "allow more)")
         lines.append(line)

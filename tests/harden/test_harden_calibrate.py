@@ -155,8 +155,14 @@ def test_each_round_calls_no_more_benign_decision_rows_toxic_than_round_0(setup,
                     assert entry["own_shift"] <= record["shift"]
         metrics = json.loads((out / "round-1" / "metrics.json").read_text())[arm]
         assert metrics["calibration"] == record
+        assert set(metrics["eval"]) == {eval_set.name}
+        for data in (eval_set,):  # FNR at the moved threshold: what the calibration costs
+            numbers = metrics["eval"][data.name]
+            toxic = [e.text for e in data.examples if e.label == 1]
+            missed = int((classifier.predict_proba(toxic) <= 0.5).sum())
+            assert numbers["fnr"] == pytest.approx(missed / len(toxic))
     report = (out / "report.md").read_text()
-    assert "Operating point (--calibrate)" in report and "(binds)" in report
+    assert "Operating point (--calibrate)" in report and "(binds)" in report and "FPR_NOI stays at round 0's" in report
     assert json.loads((out / "harden.json").read_text())["settings"]["mix"] == {"operating_point": mix.CALIBRATED}
 
 

@@ -5,6 +5,7 @@ tiny run's report is read in tests/harden/test_harden.py)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -126,8 +127,8 @@ def test_plot_series_start_both_arms_at_round_zero(two_runs):
 # --- the AUC panels of harden's report.png and of harden-seeds.png ---------------------------------------------
 
 
-def auc_axes(monkeypatch, module, draw) -> Any:
-    """The ROC AUC panel of the figure that ``draw()`` saves through ``module.save_round_figure``."""
+def figure_panels(monkeypatch, module, draw) -> dict[str, Any]:
+    """The panels, by title, of the figure that ``draw()`` saves through ``module.save_round_figure``."""
     panels: dict[str, Any] = {}
     real = module.save_round_figure
 
@@ -137,7 +138,12 @@ def auc_axes(monkeypatch, module, draw) -> Any:
 
     monkeypatch.setattr(module, "save_round_figure", keep_axes)
     draw()
-    return next(ax for title, ax in panels.items() if title.startswith("ROC AUC"))
+    return panels
+
+
+def auc_axes(monkeypatch, module, draw) -> Any:
+    """The ROC AUC panel of the figure that ``draw()`` saves through ``module.save_round_figure``."""
+    return next(ax for title, ax in figure_panels(monkeypatch, module, draw).items() if title.startswith("ROC AUC"))
 
 
 def test_auc_limits_hold_the_intervals_and_span_at_least_the_minimum():
@@ -154,12 +160,40 @@ def test_auc_limits_hold_the_intervals_and_span_at_least_the_minimum():
 def test_report_png_draws_auc_intervals_on_an_axis_that_holds_them(tmp_path, monkeypatch):
     start = measure(4, 4, 0.471)  # intervals: AUC ± 0.05 (measure)
     rounds = [{"alice": start, "control": start}, {"alice": measure(2, 4, 0.467), "control": measure(4, 4, 0.470)}]
-    ax = auc_axes(monkeypatch, harden_report, lambda: harden_report.plot(rounds, tmp_path / "report.png"))
+    ax = auc_axes(monkeypatch, harden_report, lambda rounds=rounds: harden_report.plot(rounds, tmp_path / "report.png"))
     low, high = ax.get_ylim()
     assert high - low >= MIN_AUC_SPAN
     assert low <= 0.467 - 0.05 and high >= 0.471 + 0.05  # every interval is inside the axis
     assert len(ax.collections) == 2  # one interval band per arm
     assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_draws_fnr_and_says_calibrated_rounds_hold_fpr_noi(tmp_path, monkeypatch):
+    """FNR per round in report.md and report.png; a calibrated run's FPR_NOI panel says it is held at round 0's,
+    an uncalibrated one's does not; rounds recorded before FNR was show none."""
+    def with_fnr(m: dict, fnr: float | None, calibrated: bool = False) -> dict:
+        m = json.loads(json.dumps(m))
+        m["eval"]["human"] |= {} if fnr is None else {"fnr": fnr}
+        return m | ({"calibration": {"threshold": 0.7}} if calibrated else {})
+
+    start = with_fnr(measure(4, 4, 0.6), 0.40)
+    for calibrated in (True, False):
+        rounds = [{"alice": start, "control": start},
+                  {"alice": with_fnr(measure(2, 4, 0.65), 0.55, calibrated),
+                   "control": with_fnr(measure(4, 4, 0.62), None, calibrated)}]
+        panels = figure_panels(monkeypatch, harden_report,
+                               lambda rounds=rounds: harden_report.plot(rounds, tmp_path / "report.png"))
+        fnr = next(ax for title, ax in panels.items() if title.startswith("FNR"))
+        alice = fnr.get_lines()[0].get_ydata()
+        assert list(alice) == pytest.approx([40.0, 55.0])
+        assert math.isnan(fnr.get_lines()[1].get_ydata()[1])  # the control round recorded no FNR
+        noi = next(title for title in panels if title.startswith("FPR_NOI"))
+        assert ("held at round 0's" in noi) == calibrated
+        report = harden_report.markdown({"settings": {"attack": {"per_cell": 2, "groups": ["asian"],
+                                                                 "labels": ["toxic", "benign"]},
+                                                      "add": "flipped", "init": "base"}, "rounds": rounds})
+        assert "FNR % human" in report and "| 55.0" in report
+        assert ("FPR_NOI stays at round 0's" in report) == calibrated
 
 
 def test_harden_seeds_png_draws_auc_on_an_axis_of_at_least_the_minimum_span(tmp_path, monkeypatch):

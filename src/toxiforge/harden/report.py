@@ -58,12 +58,12 @@ def measure(classifier: str | Path, name: str, sections: Mapping[str, Mapping[st
 
 def eval_numbers(sections: Mapping[str, Any]) -> dict[str, Any]:
     """A round's numbers on one eval set, from the audit's sections of the classifier on it: ROC AUC and its
-    interval, FPR_NOI and its benign rows, the rows, and on a HateCheck set the ``spell_*`` accuracy (the audit's
+    interval, FPR_NOI and its benign rows, FNR, the rows, and on a HateCheck set the ``spell_*`` accuracy (the audit's
     obfuscation accuracy, with its Wilson interval)."""
     auc, noi = sections["accuracy"]["roc_auc"], sections["lexical"]["fpr"]["noi"]
     entry = {"auc": auc.value, "auc_interval": None if auc.low is None else [auc.low, auc.high],
              "fpr_noi": None if noi is None else noi.value, "noi_benign": sections["lexical"]["n_benign"]["noi"],
-             "texts": sections["n"], "toxic": sections["toxic"]}
+             "fnr": sections["accuracy"]["fnr"].value, "texts": sections["n"], "toxic": sections["toxic"]}
     if "hatecheck" in sections:
         entry["spell_accuracy"] = sections["hatecheck"]["obfuscation_accuracy"].to_dict()
     return entry
@@ -138,7 +138,12 @@ def markdown(report: dict[str, Any]) -> str:
              f"{'from the base model on the union' if settings['init'] == 'base' else 'on from the previous one'}.",
              "", "Flip rate: % of a fresh attack's statements whose label the classifier got wrong (toxic prompts "
              "scored benign, benign prompts scored toxic), 95% Wilson interval. AUC: ROC AUC with a 95% bootstrap "
-             "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic."]
+             "interval. FPR_NOI: % of benign eval texts naming a group (no offensive word) scored toxic. FNR: % of "
+             "toxic eval texts scored benign."]
+    if calibrated(rounds):
+        lines += ["", "Each round's threshold was moved so that it calls no more of each decision set's benign texts, "
+                      "all and those naming a group, toxic than round 0 (--calibrate): FPR_NOI stays at round 0's "
+                      "there, and what a round pays for it shows in FNR."]
     if validator and validator != "people":  # people's numbers: their own section (people_markdown)
         lines += ["", f"Confirmed flip rate: % of the attack's statements that flipped and that the validator "
                       f"({validator}) gives their prompt label (real failures found). Validated flip rate: the flip "
@@ -151,7 +156,8 @@ def markdown(report: dict[str, Any]) -> str:
                                       for r, entry in enumerate(rounds) for arm in (ARMS if r else ("alice",)))]
     header = ["round", "arm", "added", "train rows", *(h for _, _, h in columns)]
     for name in names:
-        header += [f"AUC {name}", f"FPR_NOI % {name}"] + ([f"spell_* accuracy {name}"] if name in spelled else [])
+        header += [f"AUC {name}", f"FPR_NOI % {name}", f"FNR % {name}"]
+        header += [f"spell_* accuracy {name}"] if name in spelled else []
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
         for arm in ARMS if r else ("alice",):
@@ -160,7 +166,7 @@ def markdown(report: dict[str, Any]) -> str:
                      str(m.get("train_rows", "-")), *(_flip_cell(m, kind, key) for kind, key, _ in columns)]
             for name in names:
                 e = m["eval"][name]
-                cells += [_auc_cell(e), f"{_pct(e['fpr_noi'])} (n={e['noi_benign']})"]
+                cells += [_auc_cell(e), f"{_pct(e['fpr_noi'])} (n={e['noi_benign']})", _pct(e.get("fnr"))]
                 if name in spelled:
                     spell = e.get("spell_accuracy") or {}
                     cells.append("-" if spell.get("value") is None else
@@ -179,14 +185,23 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+EVAL_SERIES = ("auc", "fpr_noi", "fnr")  # per eval set, in each round's ``eval`` (:func:`eval_numbers`)
+
+
+def calibrated(rounds: Sequence[dict[str, Any]]) -> bool:
+    """Whether the rounds' thresholds were moved to round 0's benign calls (``harden --calibrate``)."""
+    return any("calibration" in entry.get(arm, {}) for entry in rounds[1:] for arm in ARMS)
+
+
 def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | None = None) -> list[float | None]:
     """One value per round for ``arm``: a flip kind of :func:`flip_measure` (attack, validated, transfer,
-    transfer-validated; the overall share), ``auc`` or ``fpr_noi`` of eval set ``name``."""
+    transfer-validated; the overall share), or :data:`EVAL_SERIES` of eval set ``name`` (None where a round has no
+    such value: FNR is in rounds measured since it was recorded)."""
     out: list[float | None] = []
     for r, entry in enumerate(rounds):
         m = entry["alice" if r == 0 else arm]
-        if metric in ("auc", "fpr_noi"):
-            out.append(m["eval"][name][metric] if name is not None else None)
+        if metric in EVAL_SERIES:
+            out.append(m["eval"][name].get(metric) if name is not None else None)
         else:
             shares = flip_measure(m, metric)
             out.append(None if shares is None else shares["all"]["value"])
@@ -220,8 +235,9 @@ def _auc_intervals(rounds: Sequence[dict[str, Any]], arm: str, name: str) -> lis
 
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
     """Flip rate (confirmed when measured), the transfer flip rate when measured and, per the first eval set, AUC
-    (with its bootstrap interval as a band, on an axis at least :data:`MIN_AUC_SPAN` wide) and FPR_NOI against the
-    round, one line per arm."""
+    (with its bootstrap interval as a band, on an axis at least :data:`MIN_AUC_SPAN` wide), FPR_NOI and FNR against
+    the round, one line per arm; calibrated rounds (:func:`calibrated`) hold FPR_NOI at round 0's, and its title
+    says so."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,7 +252,9 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
         panels += [(transfer, None, f"{'validated ' if transfer != 'transfer' else ''}flip rate, fixed C_0 attack "
                                     "(%)")]
     if names:
-        panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}")]
+        held = ", held at round 0's (--calibrate)" if calibrated(rounds) else ""
+        panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}{held}"),
+                   ("fnr", names[0], f"FNR (%), {names[0]}")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     x = list(range(len(rounds)))
     nan = float("nan")

@@ -214,17 +214,17 @@ def test_a_run_calibrated_on_all_benign_rows_only_is_not_resumed_with_both_count
     assert "commit it began with" in info.value.hint
 
 
-def test_the_report_says_when_the_benign_error_check_is_too_narrow_for_its_set():
+def test_the_report_says_when_the_error_rate_check_is_too_narrow_for_its_set():
     """Paired FPR intervals of ±0.05 against the tolerance 0.02: even an equal FPR (what --calibrate makes) cannot
     pass; ±0.01 intervals say nothing."""
-    from toxiforge.harden.ship import _benign_widths
+    from toxiforge.harden.ship import _rate_widths
 
     def guard(half):
         diff = {"difference": {"value": 0.0, "low": -half, "high": half}, "worse": False}
         return {"tolerance": {"auc": 0.01, "rate": 0.02}, "rounds": {"1": {"sets": {"hc": {"arms": {
             "round-1-alice": {"fpr": diff, "fpr.noi": diff, "over_blocking": diff}}}}}}}
 
-    (line,) = [x for x in _benign_widths(guard(0.05)) if x]
-    assert line.startswith("Too few rows for the benign-error check: FPR on hc: paired intervals ±0.050 or wider")
+    (line,) = [x for x in _rate_widths(guard(0.05)) if x]
+    assert line.startswith("Too few rows for the error-rate check: FPR on hc: paired intervals ±0.050 or wider")
     assert "(about 6× the rows could; or a larger --fpr-tolerance)" in line
-    assert _benign_widths(guard(0.01)) == []
+    assert _rate_widths(guard(0.01)) == []

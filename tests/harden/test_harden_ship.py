@@ -1,6 +1,6 @@
 """Issue 55, item 2: harden ships a round only beyond noise. Its ROC AUC gain over round 0's reference on the guard
 slice must clear --ship-margin with the lower end of an interval simultaneous over every candidate (a max-statistic
-bootstrap), its benign error rates must be shown not to rise beyond --fpr-tolerance, and a slice too small to
+bootstrap), its error rates (benign ones and FNR) must be shown not to rise beyond --fpr-tolerance, and a slice too small to
 detect the margin is refused. Fixed score arrays through the real paired check (no training); placeholder text."""
 
 from __future__ import annotations
@@ -123,6 +123,23 @@ def test_a_better_auc_with_fpr_up_beyond_the_tolerance_is_not_shipped(tmp_path):
     assert "needs <= +0.02: over by 0.06" in ship["why"]
 
 
+def test_a_better_auc_with_fnr_up_beyond_the_tolerance_is_not_shipped(tmp_path):
+    """The mirror trade: benign rows ranked lower (ROC AUC clearly up, FPR down) and every row pushed toward benign,
+    FNR +0.020 [+0.000, +0.045]: not found worse, and the rule that checked benign errors only shipped it; a rise in
+    missed toxic rows beyond the tolerance is not ruled out, so it is not shipped now."""
+    data = guard_slice()
+    y, ref, _ = logits(len(data), 5)
+    trades = ref - 1.2 * (1 - y) - 0.25
+    guard = checked(tmp_path, data, ref, [(trades, ref)])
+    rows = guard.results[1]["sets"][GUARD_SET]["arms"]["round-1-alice"]
+    assert rows["roc_auc"]["difference"]["low"] > 0.05 and rows["fpr"]["difference"]["high"] < 0
+    assert not rows["fnr"]["worse"] and rows["fnr"]["difference"]["low"] < 0.02 < rows["fnr"]["difference"]["high"]
+    ship = recommend(guard, 1, ARMS, [], data)
+    assert ship["name"] == "C_0"
+    assert "round-1-alice: FNR on guard-slice +0.020, upper end +0.04" in ship["why"]
+    assert "needs <= +0.02: over by 0.02" in ship["why"]
+
+
 def test_the_slice_says_what_error_rate_change_it_detects_and_how_few_rows_a_round_may_change(tmp_path):
     """FPR and FNR: the reference's Wilson half-width on the slice's benign / toxic rows, and the benign rows a round
     may classify otherwise and still show its FPR not up beyond the tolerance ((0.02 × 150 / 1.96)² = 2.3: two).
@@ -224,7 +241,8 @@ def test_without_a_slice_the_eval_sets_are_sized_for_the_decision(tmp_path):
                        "c0", "c0", log=lines.append)
     assert check_decision_sets(guard, None, [hc]) is guard
     assert any(line.startswith("decision sets: hc detects FPR changes of ±0.") and "at most 2 of the 150 benign rows"
-               " and 0 of the 75 benign rows naming a group otherwise" in line for line in lines)
+               " and 0 of the 75 benign rows naming a group and 2 of the 150 toxic rows otherwise" in line
+               for line in lines)
     assert any(line.startswith("decision sets: detect ROC AUC changes of ±0.") and "the eval set(s) hc (300 rows"
                in line for line in lines)
     rates = detectable_rates(guard, None, [hc])

@@ -11,10 +11,13 @@ round), if any, is shown better than round 0 beyond noise, and whether the guard
   Resampler`, so all candidates share them), with intervals that hold for all candidates at once
   (:func:`~toxiforge.intervals.simultaneous_differences`, a max-statistic bootstrap). A candidate clears when the
   simultaneous lower end is above ``+margin`` (``--ship-margin``, default :data:`DEFAULT_SHIP_MARGIN`).
-* **No rise in benign errors**: FPR, FPR_NOI and (on a HateCheck set) over-blocking, on every set the paired check
-  measured, must be *shown* not to rise beyond ``--fpr-tolerance``: the upper end of the paired check's 95% interval
-  (guard.json's rows, the one rule's numbers) at most ``+tolerance``. The paired check stops the loop when a rise is
-  shown (the interval wholly beyond); shipping needs the opposite shown.
+* **No rise in errors**: FPR, FPR_NOI and (on a HateCheck set) over-blocking, the benign errors, and FNR, on every
+  set the paired check measured, must be *shown* not to rise beyond ``--fpr-tolerance``: the upper end of the paired
+  check's 95% interval (guard.json's rows, the one rule's numbers) at most ``+tolerance``. The paired check stops
+  the loop when a rise is shown (the interval wholly beyond); shipping needs the opposite shown. FNR since the
+  proof's seed 1 (docs/harden.md): its best-ranked round, held by ``--calibrate`` to C_0's benign calls on the
+  cases naming a group, ranked better (ROC AUC +0.096) and missed 9.5 points more hateful cases there (FNR +0.095
+  [+0.059, +0.132]), a trade a team would not call better.
 * **The decision sets sized for the decision** (:func:`check_decision_sets`, before any attack; the guard slice,
   or the eval sets with ``--no-guard-slice``): the smallest ROC AUC change they detect is the half-width of the
   reference's 95% bootstrap AUC interval on them, at least the Wilson one's (:func:`detectable`; one classifier's
@@ -46,7 +49,7 @@ import numpy as np
 
 from toxiforge.data.examples import LabeledData
 from toxiforge.errors import InputError
-from toxiforge.harden.guardset import BENIGN_CHECKS, REFERENCE, START, GuardCheck, Tolerance
+from toxiforge.harden.guardset import REFERENCE, SHIP_RATE_CHECKS, START, GuardCheck, Tolerance
 from toxiforge.intervals import Estimate, proportion_interval, simultaneous_differences
 
 # ROC AUC. 0: better beyond noise (the simultaneous lower end above 0) is enough. A positive margin is asked for
@@ -111,15 +114,16 @@ def gain_short(name: str, gain: Estimate, margin: float) -> list[str]:
             f"margin: short by {margin - gain.low:.3f}"]
 
 
-def benign_short(check: Mapping[str, Any], name: str, rate: float) -> list[str]:
-    """Each benign error rate (:data:`BENIGN_CHECKS`) whose paired interval's upper end is above ``+rate``."""
+def rates_short(check: Mapping[str, Any], name: str, rate: float) -> list[str]:
+    """Each error rate the ship rule checks (:data:`~toxiforge.harden.guardset.SHIP_RATE_CHECKS`) whose paired
+    interval's upper end is above ``+rate``."""
     from toxiforge.audit.glossary import name as term
     from toxiforge.audit.headlines import section_of
 
     out = []
     for set_name, entry in check.get("sets", {}).items():
         rows = entry["arms"].get(name, {})
-        for key in BENIGN_CHECKS:
+        for key in SHIP_RATE_CHECKS:
             row = rows.get(section_of(key)[1])
             if row is None:
                 continue
@@ -148,7 +152,7 @@ def candidates(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: S
     for (r, arm), spec in found.items():
         name, check = f"round-{r}-{arm}", guard.results[r]
         short = ([f"{name}: found worse than round 0 by the paired check"] if found_worse(check, name) else [])
-        short += gain_short(name, gains[name], tol.margin) + benign_short(check, name, tol.rate)
+        short += gain_short(name, gains[name], tol.margin) + rates_short(check, name, tol.rate)
         out.append(Candidate(r, arm, name, spec, aucs[(r, arm)].value, gains[name], tuple(short)))
     return out
 
@@ -188,7 +192,7 @@ def detectable(guard: GuardCheck, slice_: LabeledData | None,
 # each error rate and the rows it is a share of (its estimate's n)
 RATE_ROWS = {"accuracy.fpr": "benign rows", "lexical.fpr.noi": "benign rows naming a group",
              "accuracy.fnr": "toxic rows"}
-BENIGN_RATES = tuple(k for k in RATE_ROWS if k in BENIGN_CHECKS)  # the ship rule's benign errors among them
+SHIP_RATES = tuple(k for k in RATE_ROWS if k in SHIP_RATE_CHECKS)  # the rates the ship rule checks among them
 Z95 = 1.959964
 
 
@@ -230,11 +234,12 @@ def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: 
         if not parts:
             continue
         line = f"{set_name} detects " + " and ".join(parts)
-        benign = [(key, found[key]) for key in BENIGN_RATES if key in found]
-        if benign:
-            line += (f"; a round shows its {' and '.join(term(k) for k, _ in benign)} there not up beyond "
+        # the rates whose rows are too few for any round to differ freely (a count of at least the rows binds nothing)
+        bound = [(key, found[key]) for key in SHIP_RATES if key in found and found[key]["may_differ"] < found[key]["rows"]]
+        if bound:
+            line += (f"; a round shows its {' and '.join(term(k) for k, _ in bound)} there not up beyond "
                      f"+{tolerance:g} only when it classifies at most "
-                     + " and ".join(f"{r['may_differ']} of the {r['rows']} {RATE_ROWS[k]}" for k, r in benign)
+                     + " and ".join(f"{r['may_differ']} of the {r['rows']} {RATE_ROWS[k]}" for k, r in bound)
                      + " otherwise than the reference (at no net change; more rows or a larger --fpr-tolerance "
                      "allow more)")
         lines.append(line)

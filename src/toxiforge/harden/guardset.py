@@ -55,8 +55,12 @@ CHECKS: tuple[str, ...] = (
     "lexical.fpr.noi",
     "hatecheck.over_blocking",
 )
-# the benign errors a round must not raise beyond the rate tolerance to be shipped (decide.py), read from the same rows
+# the benign errors (what --calibrate holds at round 0's, calibration.py), read from the same rows
 BENIGN_CHECKS: tuple[str, ...] = ("accuracy.fpr", "lexical.fpr.noi", "hatecheck.over_blocking")
+# the error rates a round must be shown not to raise beyond the rate tolerance to be shipped (decide.py): the benign
+# errors, so that a round that trades benign speech for recall never ships, and FNR, so that neither does one that
+# trades recall for benign speech (a round held to round 0's benign calls on the cases naming a group pays in FNR)
+SHIP_RATE_CHECKS: tuple[str, ...] = (*BENIGN_CHECKS, "accuracy.fnr")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from harden.
 
 **The classifier to ship** (:func:`recommend`): decide.py's ship rule (issue 55): a round ships only when its
 paired ROC AUC gain over round 0's reference on the guard slice clears ``--ship-margin`` with the lower end of an
-interval simultaneous over all 2 × rounds candidates, and its benign error rates are shown not to rise beyond
-``--fpr-tolerance``; C_0 otherwise, saying which figure fell short and by how much.
+interval simultaneous over all 2 × rounds candidates, and its error rates (the benign ones and FNR) are shown not
+to rise beyond ``--fpr-tolerance``; C_0 otherwise, saying which figure fell short and by how much.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Se
         best = ships[0]
         why = (f"ROC AUC {best.gain.value:+.3f} over {reference} on {where}, simultaneous lower end "
                f"{best.gain.low:+.3f} > +{guard.tolerance.margin:g} over all {len(judged)} candidates, and no "
-               f"benign error rate up beyond +{guard.tolerance.rate:g}")
+               f"error rate (FPR, FPR_NOI, over-blocking, FNR) up beyond +{guard.tolerance.rate:g}")
         why += f" ({len(ships)} of {len(judged)} clear the rule; the best ROC AUC ships)" if len(ships) > 1 else ""
         return {"round": best.round, "arm": best.arm, "name": best.name, "folder": best.folder, "why": why, **out}
     if not judged:
@@ -117,7 +117,7 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
     if ship:
         where = f"round {ship['round']}, {ship['arm']} arm" if ship["arm"] else "round 0"
         lines += ["", f"**The classifier to ship: {ship['name']}** ({where}), in `{ship['folder']}`: {ship['why']}."]
-        lines += _ship_table(ship) + (_benign_widths(guard) if guard else [])
+        lines += _ship_table(ship) + (_rate_widths(guard) if guard else [])
     if report.get("audit"):
         first = (ship or {}).get("reference") or START
         lines += ["", f"The closing audit (C_0, each arm's last round and the classifier to ship, paired against "
@@ -140,8 +140,8 @@ def _ship_table(ship: Mapping[str, Any]) -> list[str]:
         return []
     seen = ship.get("detectable") or {}
     lines = ["", f"The ship rule (docs/harden.md): ROC AUC gain over {ship['reference']} with intervals simultaneous "
-                 f"over the {len(ship['candidates'])} candidates, lower end > +{ship['margin']:g}; no benign error "
-                 "rate's upper end above the rate tolerance."
+                 f"over the {len(ship['candidates'])} candidates, lower end > +{ship['margin']:g}; no error rate's "
+                 "(FPR, FPR_NOI, over-blocking, FNR) upper end above the rate tolerance."
              + (f" The decision sets detect ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
                 if seen.get("roc_auc") is not None else "")
              + (f" Of the error rates, {rates}." if (rates := rates_line(seen.get("rates") or {},
@@ -171,21 +171,21 @@ def _detected(candidates: Sequence[Mapping[str, Any]], predicted: float | None) 
                 f"{len(widths)} candidate(s){before}; a gain needs its lower end above the margin."]
 
 
-def _benign_widths(guard: Mapping[str, Any]) -> list[str]:
-    """A line per decision set where the paired intervals of the benign error rates are wider than the rate
-    tolerance: there even a candidate whose benign errors equal round 0's (``--calibrate`` matches their count) has
-    an upper end above it, so the set is too small for that tolerance; the rows it would take (half-widths shrink as
-    1/sqrt(rows))."""
+def _rate_widths(guard: Mapping[str, Any]) -> list[str]:
+    """A line per decision set where the paired intervals of an error rate the ship rule checks are wider than the
+    rate tolerance: there even a candidate whose errors equal round 0's (``--calibrate`` matches the benign ones'
+    count) has an upper end above it, so the set is too small for that tolerance; the rows it would take
+    (half-widths shrink as 1/sqrt(rows))."""
     from toxiforge.audit.glossary import name as term
     from toxiforge.audit.headlines import section_of
-    from toxiforge.harden.guardset import BENIGN_CHECKS
+    from toxiforge.harden.guardset import SHIP_RATE_CHECKS
 
     tol, lines = guard["tolerance"]["rate"], []
     widths: dict[tuple[str, str], list[float]] = {}
     for check in guard["rounds"].values():
         for set_name, entry in check["sets"].items():
             for rows in entry["arms"].values():
-                for key in BENIGN_CHECKS:
+                for key in SHIP_RATE_CHECKS:
                     d = (rows.get(section_of(key)[1]) or {}).get("difference") or {}
                     if d.get("low") is not None and d.get("high") is not None:
                         widths.setdefault((set_name, key), []).append((d["high"] - d["low"]) / 2)
@@ -195,4 +195,4 @@ def _benign_widths(guard: Mapping[str, Any]) -> list[str]:
             lines.append(f"{term(key)} on {set_name}: paired intervals ±{smallest:.3f} or wider, against the tolerance "
                          f"+{tol:g}: a candidate whose {term(key)} equals round 0's cannot pass at this size (about "
                          f"{(smallest / tol) ** 2:.0f}× the rows could; or a larger --fpr-tolerance)")
-    return ["", "Too few rows for the benign-error check: " + "; ".join(lines) + "."] if lines else []
+    return ["", "Too few rows for the error-rate check: " + "; ".join(lines) + "."] if lines else []

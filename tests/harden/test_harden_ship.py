@@ -1,7 +1,8 @@
 """Issue 55, item 2: harden ships a round only beyond noise. Its ROC AUC gain over round 0's reference on the guard
 slice must clear --ship-margin with the lower end of an interval simultaneous over every candidate (a max-statistic
-bootstrap), its error rates (benign ones and FNR) must be shown not to rise beyond --fpr-tolerance, and a slice too small to
-detect the margin is refused. Fixed score arrays through the real paired check (no training); placeholder text."""
+bootstrap), its error rates (benign ones and FNR) must be shown not to rise beyond --fpr-tolerance, and a slice too
+small to detect the margin is refused. Fixed score arrays through the real paired check (no training); placeholder
+text."""
 
 from __future__ import annotations
 

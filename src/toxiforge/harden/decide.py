@@ -235,7 +235,7 @@ def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: 
             continue
         line = f"{set_name} detects " + " and ".join(parts)
         # the rates whose rows are too few for any round to differ freely (a count of at least the rows binds nothing)
-        bound = [(key, found[key]) for key in SHIP_RATES if key in found and found[key]["may_differ"] < found[key]["rows"]]
+        bound = [(key, r) for key in SHIP_RATES if (r := found.get(key)) is not None and r["may_differ"] < r["rows"]]
         if bound:
             line += (f"; a round shows its {' and '.join(term(k) for k, _ in bound)} there not up beyond "
                      f"+{tolerance:g} only when it classifies at most "

@@ -35,6 +35,7 @@ import numpy as np
 
 from toxiforge._io import atomic_write_text
 from toxiforge.data.examples import LabeledData
+from toxiforge.harden.decide import RATE_ROWS
 
 CALIBRATION_FILE = "calibration.json"  # round-N/ARM/model/
 COUNTS = {"fpr": "accuracy.fpr", "fpr.noi": "lexical.fpr.noi"}  # the record's count: its headline (decide.RATE_ROWS)
@@ -109,8 +110,6 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
                                 "own_shift": own}
     record |= {"binding": {"set": binding[0], "count": binding[1]}}
     record |= shift_toxic_logit(folder, shift, CALIBRATION_FILE, record)  # the record lands with the moved model
-    from toxiforge.harden.decide import RATE_ROWS
-
     bound = sets[binding[0]][binding[1]]
     say(f"{folder.parent.parent.name} {folder.parent.name}: threshold moved (logit shift {shift:+.2f}): calls "
         f"{bound['calls_toxic_after']} of {bound['rows']} {RATE_ROWS[COUNTS[binding[1]]]} of {binding[0]} toxic, "
@@ -122,8 +121,6 @@ def calibrate(folder: Path, guard: Any, eval_sets: Sequence[LabeledData], guard_
 def calibration_markdown(records: dict[str, dict[str, Any]]) -> list[str]:
     """The report's lines on the moved thresholds: per round, arm and decision set, the benign rows and those naming
     a group that round 0 and the classifier (before and after the move) call toxic; which count bound."""
-    from toxiforge.harden.decide import RATE_ROWS
-
     if not records:
         return []
     lines = ["", "Operating point (--calibrate): each round's classifier calls no more benign decision rows toxic "

@@ -189,11 +189,18 @@ def detectable(guard: GuardCheck, slice_: LabeledData | None,
                "Wilson's on as many rows")
 
 
-# each error rate and the rows it is a share of (its estimate's n)
+# each error rate the ship rule checks on rows of its own, and those rows (its estimate's n); over-blocking is FPR on
+# a HateCheck set
 RATE_ROWS = {"accuracy.fpr": "benign rows", "lexical.fpr.noi": "benign rows naming a group",
              "accuracy.fnr": "toxic rows"}
-SHIP_RATES = tuple(k for k in RATE_ROWS if k in SHIP_RATE_CHECKS)  # the rates the ship rule checks among them
 Z95 = 1.959964
+
+
+def ship_rate_names() -> str:
+    """The error rates the ship rule checks, as the report names them: "FPR, FPR NOI, over-blocking, FNR"."""
+    from toxiforge.audit.glossary import name as term
+
+    return ", ".join(term(key) for key in SHIP_RATE_CHECKS)
 
 
 def detectable_rates(guard: GuardCheck, slice_: LabeledData | None,
@@ -235,7 +242,7 @@ def rates_line(rates: Mapping[str, Mapping[str, Mapping[str, Any]]], tolerance: 
             continue
         line = f"{set_name} detects " + " and ".join(parts)
         # the rates whose rows are too few for any round to differ freely (a count of at least the rows binds nothing)
-        bound = [(key, r) for key in SHIP_RATES if (r := found.get(key)) is not None and r["may_differ"] < r["rows"]]
+        bound = [(key, r) for key, r in found.items() if r["may_differ"] < r["rows"]]
         if bound:
             line += (f"; a round shows its {' and '.join(term(k) for k, _ in bound)} there not up beyond "
                      f"+{tolerance:g} only when it classifies at most "

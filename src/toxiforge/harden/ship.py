@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toxiforge.data.examples import LabeledData
-from toxiforge.harden.decide import candidates, detectable, detectable_rates, rates_line, reference_of
+from toxiforge.harden.decide import candidates, detectable, detectable_rates, rates_line, reference_of, ship_rate_names
 from toxiforge.harden.guardset import AUDIT_DIR, REFERENCE, START, GuardCheck
 
 
@@ -43,7 +43,7 @@ def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Se
         best = ships[0]
         why = (f"ROC AUC {best.gain.value:+.3f} over {reference} on {where}, simultaneous lower end "
                f"{best.gain.low:+.3f} > +{guard.tolerance.margin:g} over all {len(judged)} candidates, and no "
-               f"error rate (FPR, FPR_NOI, over-blocking, FNR) up beyond +{guard.tolerance.rate:g}")
+               f"error rate ({ship_rate_names()}) up beyond +{guard.tolerance.rate:g}")
         why += f" ({len(ships)} of {len(judged)} clear the rule; the best ROC AUC ships)" if len(ships) > 1 else ""
         return {"round": best.round, "arm": best.arm, "name": best.name, "folder": best.folder, "why": why, **out}
     if not judged:
@@ -141,7 +141,7 @@ def _ship_table(ship: Mapping[str, Any]) -> list[str]:
     seen = ship.get("detectable") or {}
     lines = ["", f"The ship rule (docs/harden.md): ROC AUC gain over {ship['reference']} with intervals simultaneous "
                  f"over the {len(ship['candidates'])} candidates, lower end > +{ship['margin']:g}; no error rate's "
-                 "(FPR, FPR_NOI, over-blocking, FNR) upper end above the rate tolerance."
+                 f"({ship_rate_names()}) upper end above the rate tolerance."
              + (f" The decision sets detect ROC AUC changes of ±{seen['roc_auc']:.3f} ({seen['what']})."
                 if seen.get("roc_auc") is not None else "")
              + (f" Of the error rates, {rates}." if (rates := rates_line(seen.get("rates") or {},

@@ -194,6 +194,9 @@ def test_report_draws_fnr_and_says_calibrated_rounds_hold_fpr_noi(tmp_path, monk
                                                       "add": "flipped", "init": "base"}, "rounds": rounds})
         assert "FNR % human" in report and "| 55.0" in report
         assert ("FPR_NOI stays at round 0's" in report) == calibrated
+    old = [{"alice": measure(4, 4, 0.6), "control": measure(4, 4, 0.6)}] * 2  # recorded before FNR was
+    panels = figure_panels(monkeypatch, harden_report, lambda: harden_report.plot(old, tmp_path / "report.png"))
+    assert not any(title.startswith("FNR") for title in panels)  # no empty panel
 
 
 def test_harden_seeds_png_draws_auc_on_an_axis_of_at_least_the_minimum_span(tmp_path, monkeypatch):

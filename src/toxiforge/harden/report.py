@@ -236,8 +236,8 @@ def _auc_intervals(rounds: Sequence[dict[str, Any]], arm: str, name: str) -> lis
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
     """Flip rate (confirmed when measured), the transfer flip rate when measured and, per the first eval set, AUC
     (with its bootstrap interval as a band, on an axis at least :data:`MIN_AUC_SPAN` wide), FPR_NOI and FNR against
-    the round, one line per arm; calibrated rounds (:func:`calibrated`) hold FPR_NOI at round 0's, and its title
-    says so."""
+    the round (FNR where the rounds recorded it), one line per arm; calibrated rounds (:func:`calibrated`) hold
+    FPR_NOI at round 0's, and its title says so."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,8 +253,9 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
                                     "(%)")]
     if names:
         held = ", held at round 0's (--calibrate)" if calibrated(rounds) else ""
-        panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}{held}"),
-                   ("fnr", names[0], f"FNR (%), {names[0]}")]
+        panels += [("auc", names[0], f"ROC AUC, {names[0]}"), ("fpr_noi", names[0], f"FPR_NOI (%), {names[0]}{held}")]
+        if any(v is not None for arm in ARMS for v in series(rounds, arm, "fnr", names[0])):  # none before it was kept
+            panels.append(("fnr", names[0], f"FNR (%), {names[0]}"))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
     x = list(range(len(rounds)))
     nan = float("nan")

@@ -27,6 +27,12 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     (``--added-weight 3``; ``--init continue``; ``--add balanced``), ``--mix nocal`` harden without ``--calibrate``,
     each in ``seed-S-MIX``, on the same prompts; a run shares round 0's attack and the top-k pools with a finished run
     of its seed.
+``report --seeds 0,1,2``
+    Every classifier of each seed (C_0, C_0 retrained with the seed, each arm's round 2, the one shipped) on
+    HateCheck's report half, the held-out sentences and a fresh ALICE attack on round 2's measured prompts, each minus
+    C_0 with paired intervals per seed and a t interval over the seeds; ``report.json`` and ``report.png`` (the four
+    arms side by side) in ``--work``. A seed, once read, is kept as per-row outcomes in ``--outcomes`` (in the
+    repository; ``_proof_report.py``): the pooled report then needs only those files and the split ``prepare`` makes.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof
     nohup python benchmarks/harden_proof.py run --work /work/runs/proof --seed 0 >> /work/runs/proof/s0.log 2>&1 &
@@ -43,7 +49,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from _common import DEMONSTRATIONS, REPO, SHARED_DATA, add_work, parser, train_minilm
 
@@ -56,6 +61,8 @@ SPLIT_SEED = 55  # the halves (sentences, HateCheck templates) are drawn once, t
 # interval on its 287 benign cases naming a group spans about +-0.06-0.08 (docs/harden.md), so at the default 0.02 no
 # round could ship; chosen before the runs at the default calibration, on the decision half only
 FPR_TOLERANCE = 0.07
+# report: each read seed's per-row outcomes (no text), kept in the repository (_proof_report.py says why)
+OUTCOMES = REPO / "benchmarks" / "results" / "harden-proof"
 
 
 def halves(sentences: list[str]) -> tuple[list[str], list[str]]:
@@ -209,172 +216,6 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
         sys.exit(f"harden exited with {code}; see its output above")
 
 
-# --- report: every classifier of every finished seed, on what no decision used ---------------------------------
-
-
-def fresh_attack(work: Path, seed: int, name: str, classifier: Path, run: Path) -> Path:
-    """ALICE (the rounds' settings) on ``classifier`` with the prompts of the last round's measured attacks, which
-    no round trained on: the arms were attacked on them in the loop; C_0 and its retrained twin are here."""
-    groups = json.loads((work / "groups.json").read_text())["attacked"]
-    prompts = run / "round-2" / "measure.prompts"  # the same prompts in every mix's run of the seed
-    # C_0 and its retrained twin are the same in every mix's run: attacked once per seed
-    out = work / "fresh" / (f"seed-{seed}" if name.startswith("C_0") else run.name) / name
-    n = len((prompts / f"hate_{groups[0]}.txt").read_text().splitlines())
-    command = [sys.executable, "-m", "toxiforge", "generate", "--method", "alice", "--prompts", str(prompts),
-               "--groups", ",".join(groups), "-n", str(n), "-c", str(classifier), "--device", "cpu", "-o",
-               str(out), "--no-summary", "--no-progress", *(["--resume"] if (out / "manifest.json").exists() else [])]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
-    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-    return out
-
-
-def classifiers_of(work: Path, seed: int, run: Path) -> dict[str, Path]:
-    """C_0; C_0's recipe retrained with the seed (the noise of C_0 itself); each arm's last round in ``run``; the one
-    shipped."""
-    ship = json.loads((run / "report.json").read_text())["ship"]
-    out = {"C_0": work / "c0",
-           "C_0 retrained": train_minilm(work / f"c0-seed-{seed}", rows=read_rows(work / "c0-data.csv"), seed=seed),
-           "control": run / "round-2" / "control" / "model", "alice": run / "round-2" / "alice" / "model"}
-    out["shipped"] = Path(ship["folder"]) if Path(ship["folder"]).is_absolute() else run / ship["folder"]
-    return out
-
-
-def seed_metrics(work: Path, seed: int, mix: str) -> dict[str, dict[str, tuple[Any, Any]]]:
-    """Per classifier of seed S's run of ``mix``: each metric's per-row outcomes (or scores) as the report pairs them
-    across classifiers."""
-    import numpy as np
-
-    from toxiforge.classifiers import load_classifier
-    from toxiforge.classifiers.fingerprint import same_classifier
-    from toxiforge.data.registry import load_spec
-    from toxiforge.records import read_rows as read_generated
-
-    run = run_dir(work, seed, mix)
-    cache = work / "scores" / f"{run.name}.json"
-    scores: dict[str, list[float]] = json.loads(cache.read_text()) if cache.exists() else {}
-    hatecheck = load_spec(f"hatecheck:{work / 'hatecheck-report.csv'}").examples
-    held = read_rows(work / "held-out.csv")
-    validator = load_classifier(str(work / "validator"))
-    out: dict[str, Any] = {}
-    folders = classifiers_of(work, seed, run)
-    for name, folder in folders.items():
-        same = [k for k in out if same_classifier(folders[k], folder)]
-        # the shipped classifier is C_0 or an arm's, C_0 retrained with C_0's own seed (0) is C_0, by content: its
-        # numbers, not a second attack
-        if same:
-            out[name] = out[same[0]]
-            continue
-        attack = (run / "round-2" / name / "attack" if name in ("alice", "control")
-                  else fresh_attack(work, seed, name.replace(" ", "-"), folder, run))
-        rows = sorted(read_generated(attack), key=lambda r: (r.group, r.prompt_label, r.prompt))
-        texts = {"hc": [e.text for e in hatecheck], "held": [e.text for e in held],
-                 "fresh": [r.generation for r in rows]}
-        missing = [part for part in texts if f"{name}/{part}" not in scores]
-        classifier = load_classifier(str(folder)) if missing else None  # loaded once, only when a part is unscored
-        for part in missing:
-            scores[f"{name}/{part}"] = classifier.predict_proba(texts[part]).tolist()
-        key = f"validator/{name}/fresh"
-        if key not in scores:
-            scores[key] = validator.predict_proba(texts["fresh"]).tolist()
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(scores))
-        hc_label = np.array([e.label for e in hatecheck])
-        hc_toxic = np.array(scores[f"{name}/hc"]) > 0.5
-        label = np.array([r.prompt_label for r in rows])
-        flipped = (np.array(scores[f"{name}/fresh"]) > 0.5) != label
-        kept = (np.array(scores[key]) > 0.5) == label
-        out[name] = {"hc": (hc_toxic, hc_label), "held": (np.array(scores[f"{name}/held"]),
-                                                           np.array([e.label for e in held])),
-                     "fresh": (flipped, kept), "prompts": [r.prompt for r in rows]}
-    return out
-
-
-def metric_of(outcomes: dict[str, Any], fn: Any) -> Any:
-    """A metric of one classifier's outcomes over resample weights ``w`` [b, n]; ``fn`` None: ROC AUC on the
-    held-out sentences."""
-    import numpy as np
-    from sklearn.metrics import roc_auc_score
-
-    if fn is not None:
-        return lambda w: fn(outcomes, w)
-    y_score, y = outcomes["held"]
-    return lambda w: np.array([roc_auc_score(y, y_score, sample_weight=row) for row in w])
-
-
-def report(work: Path, seeds: list[int], mix: str = "retrain") -> None:
-    """Per seed and pooled: HateCheck (report half) accuracy, over-blocking, FNR; ROC AUC on the held-out
-    sentences; the fresh attack's flips and confirmed flips per 100; each classifier minus C_0 with paired 95%
-    intervals (1,000 resamples of the rows, or the prompts), and over the seeds a t interval (2 degrees of freedom
-    for 3 seeds: the three-seed noise)."""
-    import numpy as np
-    from scipy import stats
-
-    from toxiforge.intervals import Proportion, Resampler, paired_difference
-
-    metrics = {"HateCheck accuracy": lambda m, w: Proportion((m["hc"][0] == m["hc"][1]), np.ones_like(m["hc"][1]))(w),
-               "over-blocking": lambda m, w: Proportion(m["hc"][0], m["hc"][1] == 0)(w),
-               "FNR": lambda m, w: Proportion(~m["hc"][0], m["hc"][1] == 1)(w),
-               "fresh flips": lambda m, w: Proportion(m["fresh"][0], np.ones_like(m["fresh"][0]))(w),
-               "fresh confirmed": lambda m, w: Proportion(m["fresh"][0] & m["fresh"][1],
-                                                          np.ones_like(m["fresh"][0]))(w)}
-    table: dict[str, dict[str, list[tuple[Any, ...]]]] = {}
-    values: dict[str, dict[str, list[float]]] = {}
-    for seed in seeds:
-        per = seed_metrics(work, seed, mix)
-        names = list(per)
-        for metric, fn in [*metrics.items(), ("held-out ROC AUC", None)]:
-            part = "held" if fn is None else ("fresh" if metric.startswith("fresh") else "hc")
-            n = len(per["C_0"][part][0])
-            if part == "fresh":
-                assert all(per[k]["prompts"] == per["C_0"]["prompts"] for k in names), "fresh attacks' prompts differ"
-            sampler = Resampler(n, seed=seed)
-
-            est = sampler.estimates({k: metric_of(per[k], fn) for k in names})
-            for k in names:
-                d = paired_difference(est["C_0"], est[k])
-                table.setdefault(metric, {}).setdefault(k, []).append((est[k].value, d.value, d.low, d.high))
-                values.setdefault(metric, {}).setdefault(k, []).append(d.value)
-    print(f"{mix} runs, seeds {seeds}; differences are classifier minus C_0 (paired 95% interval per seed; over the "
-          "seeds the mean and a t interval)")
-    for metric, by in table.items():
-        print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
-        print("|---|" + "---:|" * (len(seeds) + 1))
-        for k, cells in by.items():
-            diffs = np.array(values[metric][k])
-            if len(diffs) > 1 and np.std(diffs) > 0:
-                half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs))
-                pooled = f"{diffs.mean():+.3f} [{diffs.mean() - half:+.3f}, {diffs.mean() + half:+.3f}]"
-            else:
-                pooled = f"{diffs.mean():+.3f}"
-            print(f"| {k} | " + " | ".join(f"{v:.3f} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])" for v, d, lo, hi in cells)
-                  + f" | {pooled} |")
-    name = "report" if mix == "retrain" else f"report-{mix}"
-    (work / f"{name}.json").write_text(json.dumps(table, indent=1))
-    figure(table, seeds, work / f"{name}.png")
-
-
-def figure(table: dict[str, dict[str, list[tuple[Any, ...]]]], seeds: list[int], path: Path) -> None:
-    """One panel per metric: each classifier's value per seed (dots) and their mean (bar), side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(table), figsize=(3.2 * len(table), 3.6), squeeze=False)
-    for ax, (metric, by) in zip(axes[0], table.items(), strict=True):
-        names = list(by)
-        for i, name in enumerate(names):
-            values = [cell[0] for cell in by[name] if cell[0] is not None]
-            ax.bar(i, sum(values) / len(values) if values else 0, color="#bbb")
-            ax.scatter([i] * len(values), values, s=12, color="black", zorder=3)
-        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
-        ax.set_title(metric, fontsize=9)
-    fig.suptitle(f"harden on toxigen-dev, seeds {', '.join(map(str, seeds))} (bars: mean; dots: seeds)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
-
-
 def main() -> None:
     options = parser(__doc__)
     options.add_argument("step", choices=("prepare", "run", "report"))
@@ -387,6 +228,9 @@ def main() -> None:
     options.add_argument("--mix", choices=sorted(MIXES), default="retrain",
                          help="run, report: the training mix (item 3) or nocal (--no-calibrate), a run of its own "
                               "in seed-S-MIX (default retrain: harden's defaults, in seed-S)")
+    options.add_argument("--outcomes", type=Path, default=OUTCOMES,
+                         help="report: the folder of each read seed's per-row outcomes, kept in the repository so that "
+                              "a seed read once needs no run folder again (default: benchmarks/results/harden-proof)")
     options.add_argument("--c0-groups", default=",".join(C0_GROUPS))
     args = options.parse_args()
     sys.path.insert(0, str(REPO / "src"))
@@ -395,7 +239,9 @@ def main() -> None:
     elif args.step == "run":
         run(args.work, args.seed, args.n, args.measure_n, args.rounds, args.mix)
     else:
-        report(args.work, [int(s) for s in args.seeds.split(",")], args.mix)
+        from _proof_report import report  # the report half (beside this script; imports run_dir, read_rows from it)
+
+        report(args.work, [int(s) for s in args.seeds.split(",")], args.mix, args.outcomes)
 
 
 if __name__ == "__main__":

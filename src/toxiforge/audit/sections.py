@@ -65,12 +65,19 @@ class LexicalContext:
     p(dialect), computed once per dataset (:func:`lexical_section` runs for each classifier × dataset)."""
 
     def __init__(self, lexicon: str | None = None, oi_list: Any = None, dialect_model: Any = None):
-        from toxiforge.bias.lexicon import load_bias_lexicon
         from toxiforge.bias.measure import find_dialect_model
 
-        self.lexicon = load_bias_lexicon(lexicon, oi_list=oi_list)
+        self.lexicon = self.load_lexicon(lexicon, oi_list)
         self.dialect, self.dialect_source = find_dialect_model(dialect_model)
         self._features: dict[int, tuple[LabeledData, dict[str, np.ndarray], np.ndarray | None]] = {}
+
+    @staticmethod
+    def load_lexicon(lexicon: str | None = None, oi_list: Any = None) -> Any:
+        """The lexicon an audit with these settings tags rows with (its lexical section's NOI/OI/ONI slices), for
+        a caller that needs the audit's slices without its dialect model (harden's calibration)."""
+        from toxiforge.bias.lexicon import load_bias_lexicon
+
+        return load_bias_lexicon(lexicon, oi_list=oi_list)
 
     def features(self, data: LabeledData) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """``data``'s lexicon flags (``lexicon.tag``) and p(dialect) (None without a dialect model), the first

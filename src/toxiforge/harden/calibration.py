@@ -47,13 +47,13 @@ def _counts(guard: Any, eval_sets: Sequence[LabeledData], guard_slice: LabeledDa
     and, per count, (set, count key, its rows' texts, round 0's calls)."""
     from toxiforge.audit.compare import headline
     from toxiforge.audit.headlines import section_of
-    from toxiforge.bias.lexicon import load_bias_lexicon
+    from toxiforge.audit.sections import LexicalContext
     from toxiforge.harden.guardset import REFERENCE, START
 
     references = [(START, guard.start, list(eval_sets))]
     if guard_slice is not None:
         references.append((START if guard.reference == guard.start else REFERENCE, guard.reference, [guard_slice]))
-    lexicon = load_bias_lexicon(guard.settings.lexicon, oi_list=guard.settings.oi_list)  # the audit's (sections.py)
+    lexicon = LexicalContext.load_lexicon(guard.settings.lexicon, guard.settings.oi_list)  # the audit's slices
     sets: dict[str, Any] = {}
     counts: list[tuple[str, str, list[str], int]] = []
     for name, spec, data_sets in references:

@@ -27,6 +27,10 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
     (``--added-weight 3``; ``--init continue``; ``--add balanced``), ``--mix nocal`` harden without ``--calibrate``,
     each in ``seed-S-MIX``, on the same prompts; a run shares round 0's attack and the top-k pools with a finished run
     of its seed.
+``all --seeds 2,0,1``
+    Every step in order, each resumable, so one command (run again after a stop) finishes the proof: ``prepare``
+    when ``--work`` has no split, then per seed ``run`` and ``report`` of that seed (skipped once its outcomes are
+    kept in ``--outcomes``), then ``report`` of all the seeds.
 ``report --seeds 0,1,2``
     Every classifier of each seed (C_0, C_0 retrained with the seed, each arm's round 2, the one shipped) on
     HateCheck's report half, the held-out sentences and a fresh ALICE attack on round 2's measured prompts, each minus
@@ -218,7 +222,7 @@ def run(work: Path, seed: int, per_cell: int, measure: int, rounds: int, mix: st
 
 def main() -> None:
     options = parser(__doc__)
-    options.add_argument("step", choices=("prepare", "run", "report"))
+    options.add_argument("step", choices=("prepare", "run", "report", "all"))
     add_work(options, "/tmp/harden-proof")
     options.add_argument("--seed", type=int, default=0, help="run: harden's --seed (default 0)")
     options.add_argument("--seeds", default="0,1,2", help="report: the finished seeds to read (default 0,1,2)")
@@ -241,7 +245,15 @@ def main() -> None:
     else:
         from _proof_report import report  # the report half (beside this script; imports run_dir, read_rows from it)
 
-        report(args.work, [int(s) for s in args.seeds.split(",")], args.mix, args.outcomes)
+        seeds = [int(s) for s in args.seeds.split(",")]
+        if args.step == "all":  # every step in order, each resumable; a seed whose outcomes are kept is done
+            if not (args.work / "groups.json").exists():
+                prepare(args.work, tuple(args.c0_groups.split(",")))
+            for seed in seeds:
+                if not (args.outcomes / f"{run_dir(args.work, seed, args.mix).name}.json").exists():
+                    run(args.work, seed, args.n, args.measure_n, args.rounds, args.mix)
+                    report(args.work, [seed], args.mix, args.outcomes)
+        report(args.work, seeds, args.mix, args.outcomes)
 
 
 if __name__ == "__main__":

@@ -40,10 +40,9 @@ def fresh_attack(work: Path, seed: int, name: str, classifier: Path, run: Path) 
     return out
 
 
-def classifiers_of(work: Path, seed: int, run: Path) -> dict[str, Path]:
+def classifiers_of(work: Path, seed: int, run: Path, ship: dict[str, Any]) -> dict[str, Path]:
     """C_0; C_0's recipe retrained with the seed (the noise of C_0 itself); each arm's last round in ``run``; the one
-    shipped."""
-    ship = json.loads((run / "report.json").read_text())["ship"]
+    shipped (``ship``: the run's report.json's)."""
     out = {"C_0": work / "c0",
            "C_0 retrained": train_minilm(work / f"c0-seed-{seed}", rows=read_rows(work / "c0-data.csv"), seed=seed),
            "control": run / "round-2" / "control" / "model", "alice": run / "round-2" / "alice" / "model"}
@@ -84,9 +83,10 @@ def read_seed(work: Path, seed: int, mix: str) -> dict[str, Any]:
     hatecheck = load_spec(f"hatecheck:{work / 'hatecheck-report.csv'}").examples
     held = read_rows(work / "held-out.csv")
     validator = load_classifier(str(work / "validator"))
-    folders = classifiers_of(work, seed, run)
+    ship = json.loads((run / "report.json").read_text())["ship"]
+    folders = classifiers_of(work, seed, run, ship)
     record: dict[str, Any] = {
-        "seed": seed, "mix": mix, "run": run.name, "ship": json.loads((run / "report.json").read_text())["ship"],
+        "seed": seed, "mix": mix, "run": run.name, "ship": ship,
         "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                                  text=True).stdout.strip(),
         "digests": {name: digest(work / name) for name in ("hatecheck-report.csv", "held-out.csv", "c0-data.csv")},

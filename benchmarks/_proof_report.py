@@ -23,6 +23,8 @@ from typing import Any
 from _common import REPO, train_minilm
 from harden_proof import read_rows, run_dir
 
+SPLIT_FILES = ("hatecheck-report.csv", "held-out.csv", "c0-data.csv")  # what an outcome file's rows pair with
+
 
 def fresh_attack(work: Path, seed: int, name: str, classifier: Path, run: Path) -> Path:
     """ALICE (the rounds' settings) on ``classifier`` with the prompts of the last round's measured attacks, which
@@ -89,7 +91,7 @@ def read_seed(work: Path, seed: int, mix: str) -> dict[str, Any]:
         "seed": seed, "mix": mix, "run": run.name, "ship": ship,
         "commit": subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
                                  text=True).stdout.strip(),
-        "digests": {name: digest(work / name) for name in ("hatecheck-report.csv", "held-out.csv", "c0-data.csv")},
+        "digests": {name: digest(work / name) for name in SPLIT_FILES},
         "classifiers": {}}
     for name, folder in folders.items():
         same = [k for k in record["classifiers"] if same_classifier(folders[k], folder)]
@@ -129,7 +131,14 @@ def seed_outcomes(work: Path, seed: int, mix: str, outcomes: Path) -> dict[str, 
 
     from toxiforge.data.registry import load_spec
 
-    path = outcomes / f"{run_dir(work, seed, mix).name}.json"
+    run = run_dir(work, seed, mix)
+    path = outcomes / f"{run.name}.json"
+    if missing := [name for name in SPLIT_FILES if not (work / name).exists()]:
+        sys.exit(f"{work} has no {', '.join(missing)}: it is not the work folder `harden_proof.py prepare` wrote. Pass "
+                 f"that folder as --work (or make one: harden_proof.py prepare --work {work})")
+    if not path.exists() and not (run / "report.json").exists():
+        sys.exit(f"seed {seed}: no outcomes in {outcomes} and no finished run in {run}: run it first "
+                 f"(harden_proof.py run --work {work} --seed {seed}, or `all`), or pass the --outcomes that holds it")
     if path.exists():
         record = json.loads(path.read_text())
         differ = [name for name, value in record["digests"].items() if digest(work / name) != value]

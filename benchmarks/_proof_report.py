@@ -24,6 +24,7 @@ from _common import REPO, train_minilm
 from harden_proof import read_rows, run_dir
 
 SPLIT_FILES = ("hatecheck-report.csv", "held-out.csv", "c0-data.csv")  # what an outcome file's rows pair with
+ARMS_APART = "alice - control"  # the row of item 5's last target: the ALICE arm against the control arm, paired
 
 
 def fresh_attack(work: Path, seed: int, name: str, classifier: Path, run: Path) -> Path:
@@ -206,12 +207,16 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
             sampler = Resampler(n, seed=seed)
 
             est = sampler.estimates({k: metric_of(per[k], fn) for k in names})
-            for k in names:
-                d = paired_difference(est["C_0"], est[k])
-                table.setdefault(metric, {}).setdefault(k, []).append((est[k].value, d.value, d.low, d.high))
+            pairs = [(k, est["C_0"], est[k], est[k].value) for k in names]
+            if {"alice", "control"} <= set(names):  # the arms on the same rows (and the same fresh prompts)
+                pairs.append((ARMS_APART, est["control"], est["alice"], None))
+            for k, base, other, value in pairs:
+                d = paired_difference(base, other)
+                table.setdefault(metric, {}).setdefault(k, []).append((value, d.value, d.low, d.high))
                 values.setdefault(metric, {}).setdefault(k, []).append(d.value)
     print(f"{mix} runs, seeds {seeds}; differences are classifier minus C_0 (paired 95% interval per seed; over the "
-          "seeds the mean and a t interval)")
+          f"seeds the mean and a t interval); '{ARMS_APART}': the ALICE arm's round-2 classifier minus the control "
+          "arm's, paired the same way")
     for metric, by in table.items():
         print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
         print("|---|" + "---:|" * (len(seeds) + 1))
@@ -222,7 +227,8 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
                 pooled = f"{diffs.mean():+.3f} [{diffs.mean() - half:+.3f}, {diffs.mean() + half:+.3f}]"
             else:
                 pooled = f"{diffs.mean():+.3f}"
-            print(f"| {k} | " + " | ".join(f"{v:.3f} ({d:+.3f} [{lo:+.3f}, {hi:+.3f}])" for v, d, lo, hi in cells)
+            print(f"| {k} | " + " | ".join(("" if v is None else f"{v:.3f} ") + f"({d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
+                                           for v, d, lo, hi in cells)
                   + f" | {pooled} |")
     name = "report" if mix == "retrain" else f"report-{mix}"
     (work / f"{name}.json").write_text(json.dumps(table, indent=1))
@@ -238,7 +244,7 @@ def figure(table: dict[str, dict[str, list[tuple[Any, ...]]]], seeds: list[int],
 
     fig, axes = plt.subplots(1, len(table), figsize=(3.2 * len(table), 3.6), squeeze=False)
     for ax, (metric, by) in zip(axes[0], table.items(), strict=True):
-        names = list(by)
+        names = [name for name in by if name != ARMS_APART]  # a difference, not a classifier's value
         for i, name in enumerate(names):
             values = [cell[0] for cell in by[name] if cell[0] is not None]
             ax.bar(i, sum(values) / len(values) if values else 0, color="#bbb")

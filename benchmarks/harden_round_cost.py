@@ -27,6 +27,11 @@ Measured for docs/harden.md ("What a round of 1,000 or 5,000 statements costs"):
 
     python benchmarks/harden_round_cost.py --classifier /work/runs/crt/minilm --alice 16 --topk 32 --repeats 3 \\
         --phases --work /tmp/round-cost
+
+On a GPU (issue 57 item 3; every job and phase on the device, one process):
+
+    python benchmarks/harden_round_cost.py --device cuda --sides process --alice 64 --topk 128 --repeats 1 \\
+        --phases --train-rows 2000 --score-rows 8000 --work /tmp/round-cost-gpu
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ def job_command(method: str, prompts: int, side: str, args, out: Path) -> tuple[
     """The ``toxiforge generate`` command of one side, and its environment."""
     cores = args.cores
     command = [sys.executable, "-m", "toxiforge", "generate", "--method", method, "-d", str(_common.DEMONSTRATIONS),
-               "--groups", GROUPS, "--labels", "toxic,benign", "-n", str(max(1, prompts // 8)), "--device", "cpu",
+               "--groups", GROUPS, "--labels", "toxic,benign", "-n", str(max(1, prompts // 8)),
+               "--device", args.device,
                "--shard-size", str(args.shard_size), "--batch-size", str(args.batch_size), "-o", str(out),
                "--no-summary", "--no-progress", "--seed", str(args.seed)]
     if method == "alice":
@@ -119,12 +125,12 @@ def phases(args) -> tuple[float, float]:
     shutil.rmtree(out, ignore_errors=True)
     load = os.getloadavg()[0]
     started = time.perf_counter()
-    train_classifier(rows, out, TrainConfig(epochs=1, batch_size=32, eval_fraction=0.0, device="cpu"),
+    train_classifier(rows, out, TrainConfig(epochs=1, batch_size=32, eval_fraction=0.0, device=args.device),
                      progress=False)
     train_rate = len(rows) / (time.perf_counter() - started)
     print(f"training: {len(rows)} rows x 1 epoch, {train_rate:.1f} examples/s (model load and save included), "
           f"load before {load:.1f}", flush=True)
-    clf = load_classifier(str(args.classifier), device="cpu")
+    clf = load_classifier(str(args.classifier), device=args.device)
     texts = [e.text for e in rows][:args.score_rows]
     texts = (texts * (args.score_rows // len(texts) + 1))[:args.score_rows]
     load = os.getloadavg()[0]
@@ -146,6 +152,7 @@ def main() -> None:
     parser.add_argument("--shard-size", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--phases", action="store_true", help="also time training and scoring")
+    parser.add_argument("--device", default="cpu", help="where every job and phase runs (cuda: use --sides process)")
     parser.add_argument("--train-rows", type=int, default=400)
     parser.add_argument("--score-rows", type=int, default=2000)
     parser.add_argument("--per-arm", type=int, default=1000, help="the projected round's statements per arm")
@@ -161,6 +168,8 @@ def main() -> None:
     args.sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     if unknown := set(args.sides) - {"process", "workers", "ray"}:
         parser.error(f"--sides {', '.join(sorted(unknown))}: use process, workers and/or ray")
+    if args.device != "cpu" and args.sides != ["process"]:
+        parser.error(f"--device {args.device}: the workers and ray sides split the CPU cores; pass --sides process")
     args.work.mkdir(parents=True, exist_ok=True)
     if args.classifier is None:
         args.classifier = _common.train_minilm(args.work / "minilm")

@@ -25,6 +25,11 @@ from toxiforge.attacks.validation import agrees, run_rows
 from toxiforge.data.examples import Example
 from toxiforge.records import METHOD_ALICE
 
+# The two arms of every round, also their folders (round-N/alice, round-N/control) and their records' keys. Round 0
+# measures C_0 once; its record is stored under both, and read under ALICE_ARM.
+ALICE_ARM, CONTROL_ARM = "alice", "control"
+ARMS: tuple[str, ...] = (ALICE_ARM, CONTROL_ARM)
+
 
 @dataclass(frozen=True)
 class Statements:

@@ -31,8 +31,7 @@ from toxiforge.attacks.base import Source
 from toxiforge.attacks.validation import run_rows
 from toxiforge.data.examples import Example, LabeledData, fold_text
 from toxiforge.errors import InputError
-from toxiforge.harden.data import Statements
-from toxiforge.harden.report import ARMS
+from toxiforge.harden.data import ALICE_ARM, ARMS, Statements
 from toxiforge.records import run_complete
 
 ALICE = "alice"
@@ -175,10 +174,10 @@ def families_markdown(report: dict[str, Any]) -> list[str]:
     from toxiforge.intervals import Share
 
     rounds = report["rounds"]
-    families = list(rounds[0]["alice"].get("attacks", {})) if rounds else []
+    families = list(rounds[0][ALICE_ARM].get("attacks", {})) if rounds else []
     if not families:
         return []
-    first = rounds[0]["alice"]["attacks"]
+    first = rounds[0][ALICE_ARM]["attacks"]
     confirmed = any("confirmed" in first[f]["flip_rate"] for f in families)
     kinds = [("all", "flip %")] + ([("confirmed", "confirmed flip %")] if confirmed else [])
     header = ["round", "arm"]

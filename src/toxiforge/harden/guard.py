@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from toxiforge.classifiers.fingerprint import PREFIX as FINGERPRINT_PREFIX
 from toxiforge.errors import InputError, ToxiforgeError
+from toxiforge.harden.data import ALICE_ARM
 from toxiforge.harden.mix import CALIBRATED, CALIBRATED_FPR
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def check_measured_extension(out: Path, rounds: int, measure_per_cell: int) -> N
     if not saved.exists():
         return
     last = json.loads(saved.read_text(encoding="utf-8"))["rounds"]
-    if rounds > last and (out / f"round-{last}" / "alice" / "attack").exists():
+    if rounds > last and (out / f"round-{last}" / ALICE_ARM / "attack").exists():
         raise InputError(f"--resume --rounds {rounds}: round {last} was this run's last, so its ALICE arm was "
                          f"attacked on --measure-n {measure_per_cell} prompts per group x label only, too few to "
                          f"feed round {last + 1}", path=out,

@@ -40,7 +40,7 @@ from toxiforge.harden import families as fam
 from toxiforge.harden import mix
 from toxiforge.harden.calibration import calibrate
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
-from toxiforge.harden.data import Statements, select_added, select_control
+from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM, Statements, select_added, select_control
 from toxiforge.harden.decide import check_decision_sets
 from toxiforge.harden.families import ALICE, HELD_OUT_DIR
 from toxiforge.harden.guard import (
@@ -54,7 +54,7 @@ from toxiforge.harden.guardset import START, GuardCheck, keep_apart, make_check,
 from toxiforge.harden.inputs import load_inputs
 from toxiforge.harden.people import People, people_report
 from toxiforge.harden.recipe import round_recipe
-from toxiforge.harden.report import ARMS, measure, write_harden_report
+from toxiforge.harden.report import measure, write_harden_report
 from toxiforge.harden.sets import EVAL_SET, MEASURE, StatementLedger, draw_sets, measure_sets, run_sets
 from toxiforge.harden.ship import closing
 from toxiforge.harden.steps import RunSteps
@@ -191,22 +191,22 @@ class Harden(RunSteps):
                added: dict[str, list[Example]]) -> dict[str, Any]:
         folder = self.out / f"round-{r}"
         before = self.out / f"round-{r - 1}"
-        fed_by = before / "attack" if r == 1 else before / "alice" / "attack"
-        topk = folder / "control" / "topk"
+        fed_by = before / "attack" if r == 1 else before / ALICE_ARM / "attack"
+        topk = folder / CONTROL_ARM / "topk"
         self._generate(topk, f"round-{r}/control/topk", self.config.topk, None, None,
                        f"round {r}: top-k control statements")
         self._admit(f"round-{r}/control/topk", topk, method=METHOD_TOPK)
         # people label what the round selects from (and the previous round's control attack, measured only)
-        self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / "control" / "attack"] if r > 1 else []),
+        self._ask_people(f"round-{r}", f"round {r}", [fed_by, *([before / CONTROL_ARM / "attack"] if r > 1 else []),
                                                      topk])
         trained = self._train_attacks(r, fed_by, previous[ALICE], base)
         sources = ([self._sets[fed_by]] if ALICE in self.config.attacks else []) + trained
-        alice_new = self._added(folder / "alice" / ADDED_FILE, lambda: select_added(
+        alice_new = self._added(folder / ALICE_ARM / ADDED_FILE, lambda: select_added(
             sources, self.config.add, self.config.attack.seed + r))
-        control_new = self._added(folder / "control" / ADDED_FILE, lambda: select_control(
+        control_new = self._added(folder / CONTROL_ARM / ADDED_FILE, lambda: select_control(
             self._sets[topk], alice_new, self.config.attack.seed + r, by_group=self.config.add == "balanced"))
         models = {}
-        for arm, new in (("alice", alice_new), ("control", control_new)):
+        for arm, new in ((ALICE_ARM, alice_new), (CONTROL_ARM, control_new)):
             added[arm] += new
             models[arm] = self._train(folder / arm / "model", base + added[arm], previous[arm], f"round {r} {arm}",
                                       [f"table:{self.out / f'round-{i}' / arm / ADDED_FILE}" for i in range(1, r + 1)])
@@ -233,13 +233,13 @@ class Harden(RunSteps):
                 out[arm] = measure(previous[arm], name, guard.sections(name, previous[arm], eval_sets),
                                    self._sets[folder / arm / "attack"], self.config.device, self.config.threshold,
                                    transfer=self._transfer)
-                new = alice_new if arm == "alice" else control_new
+                new = alice_new if arm == ALICE_ARM else control_new
                 out[arm].update({"calibration": calibrated[arm]} if arm in calibrated else {})
                 out[arm].update(added_this_round=len(new), added_total=len(added[arm]),
                                 train_rows=len(base) + len(added[arm]), added_by_method=fam.count_methods(new),
                                 attacks=self._families(folder / arm / HELD_OUT_DIR, previous[arm],
                                                        f"round-{r}-{arm}", base + added[arm]))
-            out["control"]["control_shortfall"] = len(alice_new) - len(control_new)
+            out[CONTROL_ARM]["control_shortfall"] = len(alice_new) - len(control_new)
             return out
 
         return self._metrics(path, compute)

@@ -43,7 +43,7 @@ from toxiforge.annotation.schema import DEFAULT_LEASE_MINUTES, FORMS
 from toxiforge.attacks.validation import run_rows
 from toxiforge.data.examples import fold_text
 from toxiforge.errors import InputError, check_choice
-from toxiforge.harden.data import Statements
+from toxiforge.harden.data import ALICE_ARM, ARMS, Statements
 from toxiforge.pipeline.manifest import now_utc
 
 PEOPLE = "people"  # --validate-with people
@@ -298,7 +298,7 @@ def people_report(out: Path, rounds: int, sets: dict[Path, Statements]) -> dict[
     per_round: list[dict[str, Any]] = []
     for r in range(rounds + 1):
         entry = {}
-        for arm in ("alice", "control") if r else ("alice",):
+        for arm in ARMS if r else (ALICE_ARM,):
             run = out / "round-0" / "attack" if r == 0 else out / f"round-{r}" / arm / "attack"
             st = sets.get(run)
             if st is not None and st.validated is not None:

@@ -12,13 +12,12 @@ from typing import Any
 
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.attacks.validation import flip_shares
-from toxiforge.harden.data import Statements
+from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM, Statements
 from toxiforge.intervals import Share
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
 
 REPORT_JSON, REPORT_MD, REPORT_PNG = "report.json", "report.md", "report.png"
-ARMS: tuple[str, ...] = ("alice", "control")  # round 0 measures C_0 once, stored under both
-ARM_STYLE = {"alice": ("ALICE arm", "#b4543a", "-"), "control": ("top-k control", "#3a6db4", "--")}
+ARM_STYLE = {ALICE_ARM: ("ALICE arm", "#b4543a", "-"), CONTROL_ARM: ("top-k control", "#3a6db4", "--")}
 # An AUC panel's y axis spans at least this much, so that a change smaller than the AUC's own uncertainty does not
 # fill the panel (a 0.004 change drawn on a 0.467-0.471 axis looked like a steep drop). It is about the width of
 # the 95% bootstrap intervals of the eval sets in docs/harden.md (0.12-0.13 on 106 sentences); a wider interval
@@ -97,7 +96,7 @@ def flip_columns(rounds: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]
     """The flip columns the rounds have: ``(kind, share key, header)``."""
     columns = [("attack", "all", "flip % [95% CI]"), ("attack", "toxic_prompts", "flip % toxic→benign"),
                ("attack", "benign_prompts", "flip % benign→toxic")]
-    first = rounds[0]["alice"] if rounds else {}
+    first = rounds[0][ALICE_ARM] if rounds else {}
     if first and flip_measure(first, "validated") is not None:
         columns += [("confirmed", "all", "confirmed flip %"), ("validated", "all", "validated flip %"),
                     ("kept", "all", "validator agrees %")]
@@ -120,7 +119,7 @@ def markdown(report: dict[str, Any]) -> str:
     from toxiforge.harden.people import people_markdown
 
     settings, rounds = report["settings"], report["rounds"]
-    names = list(rounds[0]["alice"]["eval"]) if rounds else []
+    names = list(rounds[0][ALICE_ARM]["eval"]) if rounds else []
     columns = flip_columns(rounds)
     validator = settings.get("validate_with")
     kept_by = "" if not validator else (" that people give their prompt label" if validator == "people" else
@@ -153,14 +152,14 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", "Transfer flip rate: the flip rate on one fixed set of ALICE statements made against C_0 "
                       "(round-0/transfer, never trained on), scored by each round's classifier."]
     spelled = [n for n in names if any("spell_accuracy" in entry[arm]["eval"][n]
-                                      for r, entry in enumerate(rounds) for arm in (ARMS if r else ("alice",)))]
+                                      for r, entry in enumerate(rounds) for arm in (ARMS if r else (ALICE_ARM,)))]
     header = ["round", "arm", "added", "train rows", *(h for _, _, h in columns)]
     for name in names:
         header += [f"AUC {name}", f"FPR_NOI % {name}", f"FNR % {name}"]
         header += [f"spell_* accuracy {name}"] if name in spelled else []
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r, entry in enumerate(rounds):
-        for arm in ARMS if r else ("alice",):
+        for arm in ARMS if r else (ALICE_ARM,):
             m = entry[arm]
             cells = [str(r), "start" if r == 0 else arm, str(m.get("added_this_round", 0)),
                      str(m.get("train_rows", "-")), *(_flip_cell(m, kind, key) for kind, key, _ in columns)]
@@ -173,7 +172,7 @@ def markdown(report: dict[str, Any]) -> str:
                                  f"{spell['value']:.3f}" + (f" [{spell['low']:.3f}, {spell['high']:.3f}]"
                                                             if spell.get("low") is not None else ""))
             lines.append("| " + " | ".join(cells) + " |")
-    short = [(r, e["control"].get("control_shortfall", 0)) for r, e in enumerate(rounds) if r]
+    short = [(r, e[CONTROL_ARM].get("control_shortfall", 0)) for r, e in enumerate(rounds) if r]
     for r, missing in short:
         if missing:
             lines += ["", f"Note: round {r}'s top-k pool had {missing} usable statement(s) too few, so the control "
@@ -199,7 +198,7 @@ def series(rounds: Sequence[dict[str, Any]], arm: str, metric: str, name: str | 
     such value: FNR is in rounds measured since it was recorded)."""
     out: list[float | None] = []
     for r, entry in enumerate(rounds):
-        m = entry["alice" if r == 0 else arm]
+        m = entry[ALICE_ARM if r == 0 else arm]
         if metric in EVAL_SERIES:
             out.append(m["eval"][name].get(metric) if name is not None else None)
         else:
@@ -230,7 +229,7 @@ def auc_limits(values: Iterable[float | None], intervals: Iterable[Sequence[floa
 
 def _auc_intervals(rounds: Sequence[dict[str, Any]], arm: str, name: str) -> list[list[float] | None]:
     """The 95% bootstrap interval of eval set ``name``'s AUC per round for ``arm`` (as :func:`series`)."""
-    return [entry["alice" if r == 0 else arm]["eval"][name].get("auc_interval") for r, entry in enumerate(rounds)]
+    return [entry[ALICE_ARM if r == 0 else arm]["eval"][name].get("auc_interval") for r, entry in enumerate(rounds)]
 
 
 def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
@@ -243,7 +242,7 @@ def plot(rounds: Sequence[dict[str, Any]], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(rounds[0]["alice"]["eval"])
+    names = list(rounds[0][ALICE_ARM]["eval"])
     kinds = {kind for kind, _, _ in flip_columns(rounds)}
     attack = "confirmed" if "confirmed" in kinds else "attack"
     panels = [(attack, None, f"{'confirmed ' if attack == 'confirmed' else ''}flip rate, fresh attack (%)")]

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.errors import InputError
+from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM
 from toxiforge.harden.report import (
     ARM_STYLE,
-    ARMS,
     REPORT_JSON,
     auc_limits,
     flip_columns,
@@ -85,10 +85,10 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
     rounds = min(len(r["rounds"]) for r in reports)
     kinds = [kind for kind, key, _ in flip_columns(reports[0]["rounds"]) if key == "all" and kind != "kept"]
     headline = "confirmed" if "confirmed" in kinds else "attack"
-    names = list(reports[0]["rounds"][0]["alice"]["eval"])
+    names = list(reports[0]["rounds"][0][ALICE_ARM]["eval"])
     table = []
     for r in range(rounds):
-        for arm in ARMS if r else ("alice",):
+        for arm in ARMS if r else (ALICE_ARM,):
             ms = [rep["rounds"][r][arm] for rep in reports]
             flips = {}
             for kind in kinds:
@@ -110,10 +110,11 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
     changes = []
     for r in range(1, rounds):
         row: dict[str, Any] = {"round": r,
-                               "alice_minus_round0": _summary([diff(f["alice"][r], f["alice"][0]) for f in flip]),
-                               "alice_minus_control": _summary([diff(f["alice"][r], f["control"][r]) for f in flip])}
+                               "alice_minus_round0": _summary([diff(f[ALICE_ARM][r], f[ALICE_ARM][0]) for f in flip]),
+                               "alice_minus_control": _summary([diff(f[ALICE_ARM][r], f[CONTROL_ARM][r])
+                                                                for f in flip])}
         for name in names:
-            row[f"auc_alice_minus_control:{name}"] = _summary([diff(a["alice", name][r], a["control", name][r])
+            row[f"auc_alice_minus_control:{name}"] = _summary([diff(a[ALICE_ARM, name][r], a[CONTROL_ARM, name][r])
                                                                for a in auc])
         changes.append(row)
     from toxiforge.harden.seeds_families import combine_families

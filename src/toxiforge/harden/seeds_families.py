@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM
 from toxiforge.intervals import Share, pooled_counts, pooled_share, share_difference
 
 
@@ -33,14 +34,14 @@ def _rates(measure: dict[str, Any], family: str, kind: str) -> dict[str, Any] | 
 
 def combine_families(reports: Sequence[dict[str, Any]], rounds: int) -> dict[str, Any]:
     """The families and spell_* accuracy of harden runs read together (module docstring); {} when none measured."""
-    first = reports[0]["rounds"][0]["alice"]
+    first = reports[0]["rounds"][0][ALICE_ARM]
     families = list(first.get("attacks") or {})
     spell_sets = [n for n, e in first.get("eval", {}).items() if e.get("spell_accuracy") is not None]
     if not families and not spell_sets:
         return {}
     kinds = ["all"] + (["confirmed"] if any("confirmed" in first["attacks"][f]["flip_rate"] for f in families)
                        else [])
-    arms = [("start", 0, "alice")] + [(arm, r, arm) for r in range(1, rounds) for arm in ("alice", "control")]
+    arms = [("start", 0, ALICE_ARM)] + [(arm, r, arm) for r in range(1, rounds) for arm in ARMS]
     table = []
     for label, r, arm in arms:
         ms = [rep["rounds"][r][arm] for rep in reports]
@@ -59,9 +60,9 @@ def combine_families(reports: Sequence[dict[str, Any]], rounds: int) -> dict[str
     for r in range(1, rounds):
         for f in families:
             for kind in kinds:
-                start = [_rates(rep["rounds"][0]["alice"], f, kind) for rep in reports]
-                alice = [_rates(rep["rounds"][r]["alice"], f, kind) for rep in reports]
-                control = [_rates(rep["rounds"][r]["control"], f, kind) for rep in reports]
+                start = [_rates(rep["rounds"][0][ALICE_ARM], f, kind) for rep in reports]
+                alice = [_rates(rep["rounds"][r][ALICE_ARM], f, kind) for rep in reports]
+                control = [_rates(rep["rounds"][r][CONTROL_ARM], f, kind) for rep in reports]
 
                 def per_run(a: list, b: list) -> list[float | None]:
                     return [None if x is None or y is None else x["value"] - y["value"] for x, y in zip(a, b)]

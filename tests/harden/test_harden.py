@@ -231,6 +231,9 @@ def test_validate_with_filters_both_arms_and_reports_validated_flips(setup, vari
     scored = [(f, ok) for (_, f), ok in zip(rows, agree) if f is not None]
     assert flips["confirmed"]["all"]["value"] == pytest.approx(sum(f and ok for f, ok in scored) / len(scored))
     assert "validate round-0/attack" in job.steps and "confirmed flip %" in (out / "report.md").read_text()
+    versus = json.loads((out / "round-1" / "metrics.json").read_text())["alice"]["versus_control"]
+    assert "confirmed" in versus  # the arms compared on confirmed flips too (tests/harden/test_harden_arms.py)
+    assert "| round | shared prompts | flip rate | confirmed flip rate |" in (out / "report.md").read_text()
     again = harden(setup, out, varied_lm, resume=True, validate_with="profanity-check", transfer=False,
                    eval=())
     assert again.steps == []  # the validator's scores are read back, not recomputed

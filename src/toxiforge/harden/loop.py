@@ -38,6 +38,7 @@ from toxiforge.data.examples import Example, LabeledData
 from toxiforge.errors import InputError
 from toxiforge.harden import families as fam
 from toxiforge.harden import mix
+from toxiforge.harden.arms import VERSUS, paired_arms
 from toxiforge.harden.calibration import calibrate
 from toxiforge.harden.config import ADDED_FILE, METRICS_FILE
 from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM, Statements, select_added, select_control
@@ -240,6 +241,9 @@ class Harden(RunSteps):
                                 attacks=self._families(folder / arm / HELD_OUT_DIR, previous[arm],
                                                        f"round-{r}-{arm}", base + added[arm]))
             out[CONTROL_ARM]["control_shortfall"] = len(alice_new) - len(control_new)
+            versus = paired_arms(self._sets[folder / ALICE_ARM / "attack"], self._sets[folder / CONTROL_ARM / "attack"],
+                                 self.config.attack.seed + r)
+            out[ALICE_ARM] |= {} if versus is None else {VERSUS: versus}
             return out
 
         return self._metrics(path, compute)

@@ -12,6 +12,7 @@ from typing import Any
 
 from toxiforge._io import atomic_write, atomic_write_text
 from toxiforge.attacks.validation import flip_shares
+from toxiforge.harden.arms import versus_markdown
 from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM, Statements
 from toxiforge.intervals import Share
 from toxiforge.records import TOXIC_THRESHOLD, is_toxic
@@ -177,6 +178,7 @@ def markdown(report: dict[str, Any]) -> str:
         if missing:
             lines += ["", f"Note: round {r}'s top-k pool had {missing} usable statement(s) too few, so the control "
                           "arm added fewer than the ALICE arm."]
+    lines += versus_markdown(rounds)
     lines += families_markdown(report)
     lines += checks_markdown(report)
     lines += people_markdown(report)

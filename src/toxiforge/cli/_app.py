@@ -76,6 +76,13 @@ class _Console(Console):
 
     UNBOUNDED = 100_000  # columns: a table is as wide as its content, never this
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # rich fixes $COLUMNS / $LINES as they are when the console is made (at import); read them when printing
+        # instead (rich's size does), so that the width follows the environment of the command being run
+        self._width = kwargs.get("width")
+        self._height = kwargs.get("height")
+
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size

@@ -16,6 +16,7 @@ from toxiforge.intervals import (
     Resampler,
     Share,
     paired_difference,
+    points_cell,
     pooled_share,
     proportion,
     proportion_interval,
@@ -116,3 +117,10 @@ def test_simultaneous_intervals_are_the_paired_one_for_one_candidate_and_wider_f
     many = simultaneous_differences(auc["ref"], {k: v for k, v in auc.items() if k != "ref"})
     assert many["c0"].value == pytest.approx(paired.value) and many["c0"].low < paired.low
     assert many["c0"].high > paired.high
+
+
+def test_a_difference_of_shares_is_written_in_points():
+    assert points_cell({"value": 0.04, "low": -0.012, "high": 0.093}) == "+4.0 [-1.2, +9.3]"
+    assert points_cell(share_difference((0, 40), (3, 40))) == "-7.5 [-19.9, +2.5]"
+    assert points_cell({"value": -0.195}) == "-19.5"  # no interval: the value alone
+    assert points_cell(None) == points_cell({"value": None, "low": None, "high": None}) == "-"

@@ -18,7 +18,7 @@ import numpy as np
 from toxiforge.attacks.validation import agrees, labelled
 from toxiforge.data.examples import column, read_any_table
 from toxiforge.harden.data import ALICE_ARM, Statements
-from toxiforge.intervals import Proportion, Resampler, paired_difference
+from toxiforge.intervals import Proportion, Resampler, paired_difference, points_cell
 
 VERSUS = "versus_control"  # the ALICE arm's record of a round >= 1: this comparison
 
@@ -45,23 +45,15 @@ def paired_arms(alice: Statements, control: Statements, seed: int = 0) -> dict[s
         return None
     rows = {arm: np.array([by[p] for p in shared], dtype=bool) for arm, by in arms.items()}  # [n, 3]
     kinds = ("flip", "confirmed") if alice.validated is not None and control.validated is not None else ("flip",)
-    both_labelled = rows["alice"][:, 1] & rows["control"][:, 1]
-    metrics = {}
-    for arm, r in rows.items():
-        metrics[f"flip:{arm}"] = Proportion(r[:, 0], np.ones(len(shared), dtype=bool))
-        metrics[f"confirmed:{arm}"] = Proportion(r[:, 0] & r[:, 2], both_labelled)
-    est = Resampler(len(shared), seed=seed).estimates({k: m for k, m in metrics.items() if k.split(":")[0] in kinds})
+    metrics = {f"flip:{arm}": Proportion(r[:, 0], np.ones(len(shared), dtype=bool)) for arm, r in rows.items()}
+    if "confirmed" in kinds:  # on the prompts the validator labelled in both arms
+        both_labelled = rows["alice"][:, 1] & rows["control"][:, 1]
+        metrics |= {f"confirmed:{arm}": Proportion(r[:, 0] & r[:, 2], both_labelled) for arm, r in rows.items()}
+    est = Resampler(len(shared), seed=seed).estimates(metrics)
     out: dict[str, Any] = {"prompts": len(shared)}
     for kind in kinds:
         out[kind] = paired_difference(est[f"{kind}:control"], est[f"{kind}:alice"]).to_dict()
     return out
-
-
-def _points(entry: dict[str, Any] | None) -> str:
-    if not entry or entry.get("value") is None:
-        return "-"
-    cell = f"{100 * entry['value']:+.1f}"
-    return cell if entry.get("low") is None else f"{cell} [{100 * entry['low']:+.1f}, {100 * entry['high']:+.1f}]"
 
 
 def versus_markdown(rounds: list[dict[str, Any]]) -> list[str]:
@@ -76,6 +68,6 @@ def versus_markdown(rounds: list[dict[str, Any]]) -> list[str]:
              "| round | shared prompts | flip rate |" + (" confirmed flip rate |" if confirmed else ""),
              "|---|---:|---|" + ("---|" if confirmed else "")]
     for r, v in rows:
-        lines.append(f"| {r} | {v['prompts']} | {_points(v.get('flip'))} |"
-                     + (f" {_points(v.get('confirmed'))} |" if confirmed else ""))
+        lines.append(f"| {r} | {v['prompts']} | {points_cell(v.get('flip'))} |"
+                     + (f" {points_cell(v.get('confirmed'))} |" if confirmed else ""))
     return lines

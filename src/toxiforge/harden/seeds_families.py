@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM
-from toxiforge.intervals import Share, pooled_counts, pooled_share, share_difference
+from toxiforge.intervals import Share, points_cell, pooled_counts, pooled_share, share_difference
 
 
 def _rates(measure: dict[str, Any], family: str, kind: str) -> dict[str, Any] | None:
@@ -76,12 +76,6 @@ def combine_families(reports: Sequence[dict[str, Any]], rounds: int) -> dict[str
     return {"families": families, "kinds": kinds, "spell_sets": spell_sets, "table": table, "changes": changes}
 
 
-def _pts(d: dict[str, Any] | None) -> str:
-    if d is None:
-        return "-"
-    return f"{100 * d['value']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
-
-
 def _runs(values: Sequence[float | None]) -> str:
     return ", ".join("-" if v is None else f"{100 * v:+.1f}" for v in values)
 
@@ -116,7 +110,7 @@ def families_markdown(combined: dict[str, Any]) -> list[str]:
                   "|---|---|---|---|---|---|---|"]
         for c in combined["changes"]:
             family = f"{c['family']} ({'held out' if c['held_out'] else 'trained'})"
-            lines.append(f"| {c['round']} | {family} | {c['kind']} | {_pts(c['alice_minus_round0'])} | "
-                         f"{_runs(c['alice_minus_round0_per_run'])} | {_pts(c['alice_minus_control'])} | "
+            lines.append(f"| {c['round']} | {family} | {c['kind']} | {points_cell(c['alice_minus_round0'])} | "
+                         f"{_runs(c['alice_minus_round0_per_run'])} | {points_cell(c['alice_minus_control'])} | "
                          f"{_runs(c['alice_minus_control_per_run'])} |")
     return lines

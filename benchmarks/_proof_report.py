@@ -184,9 +184,8 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
     intervals (1,000 resamples of the rows, or the prompts), and over the seeds a t interval (2 degrees of freedom
     for 3 seeds: the three-seed noise)."""
     import numpy as np
-    from scipy import stats
 
-    from toxiforge.intervals import Proportion, Resampler, paired_difference
+    from toxiforge.intervals import Proportion, Resampler, mean_over_runs, paired_difference
 
     metrics = {"HateCheck accuracy": lambda m, w: Proportion((m["hc"][0] == m["hc"][1]), np.ones_like(m["hc"][1]))(w),
                "over-blocking": lambda m, w: Proportion(m["hc"][0], m["hc"][1] == 0)(w),
@@ -221,12 +220,10 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
         print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
         print("|---|" + "---:|" * (len(seeds) + 1))
         for k, cells in by.items():
-            diffs = np.array(values[metric][k])
-            if len(diffs) > 1 and np.std(diffs) > 0:
-                half = stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs))
-                pooled = f"{diffs.mean():+.3f} [{diffs.mean() - half:+.3f}, {diffs.mean() + half:+.3f}]"
-            else:
-                pooled = f"{diffs.mean():+.3f}"
+            over = mean_over_runs(values[metric][k]) or {}
+            pooled = f"{over['value']:+.3f}"
+            if over.get("low") is not None and over["low"] != over["high"]:
+                pooled += f" [{over['low']:+.3f}, {over['high']:+.3f}]"
             print(f"| {k} | " + " | ".join(("" if v is None else f"{v:.3f} ") + f"({d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
                                            for v, d, lo, hi in cells)
                   + f" | {pooled} |")

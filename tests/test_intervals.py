@@ -15,6 +15,7 @@ from toxiforge.intervals import (
     Proportion,
     Resampler,
     Share,
+    mean_over_runs,
     paired_difference,
     points_cell,
     pooled_share,
@@ -124,3 +125,20 @@ def test_a_difference_of_shares_is_written_in_points():
     assert points_cell(share_difference((0, 40), (3, 40))) == "-7.5 [-19.9, +2.5]"
     assert points_cell({"value": -0.195}) == "-19.5"  # no interval: the value alone
     assert points_cell(None) == points_cell({"value": None, "low": None, "high": None}) == "-"
+
+
+def test_mean_over_runs_is_a_student_t_interval_over_the_seeds():
+    """Three seeds' differences: mean +- t(0.975, 2) s.d. / sqrt(3), t = 4.303 (the three-seed noise); runs without
+    a value are left out; one run has no interval, runs that agree a zero-width one, none at all gives None."""
+    values = [0.011, 0.0, None, 0.0]
+    got = mean_over_runs(values)
+    known = np.array([0.011, 0.0, 0.0])
+    half = 4.30265273 * known.std(ddof=1) / np.sqrt(3)
+    assert got["runs"] == 3 and got["value"] == pytest.approx(known.mean())
+    assert (got["low"], got["high"]) == pytest.approx((known.mean() - half, known.mean() + half))
+    assert got["low"] < 0 < got["high"]  # +1.1 points on one seed of three is within seed noise
+    assert mean_over_runs([0.2]) == {"value": 0.2, "low": None, "high": None, "runs": 1}
+    assert mean_over_runs([0.2, 0.2, 0.2]) == pytest.approx({"value": 0.2, "low": 0.2, "high": 0.2, "runs": 3})
+    assert mean_over_runs([None]) is None and mean_over_runs([]) is None
+    wider, usual = mean_over_runs([0.1, 0.2, 0.3], level=0.99), mean_over_runs([0.1, 0.2, 0.3])
+    assert wider["high"] - wider["low"] > usual["high"] - usual["low"]

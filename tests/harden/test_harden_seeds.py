@@ -74,8 +74,42 @@ def test_changes_per_run_from_round_zero_and_against_the_control(two_runs):
     assert change["alice_minus_round0"]["mean"] == pytest.approx(-0.375)
     assert change["alice_minus_control"]["per_run"] == pytest.approx([-0.5, -0.25])
     assert change["auc_alice_minus_control:human"]["per_run"] == pytest.approx([0.01, -0.03])
+    # over the runs: the mean with a Student t interval (2 runs: 1 degree of freedom, t = 12.706)
+    half = 12.7062047 * 0.25 / math.sqrt(2) / math.sqrt(2)  # t * s.d. / sqrt(runs); s.d. of (-0.5, -0.25) = 0.25/sqrt 2
+    over = change["alice_minus_control"]["over_runs"]
+    assert over["runs"] == 2 and over["value"] == pytest.approx(-0.375)
+    assert (over["low"], over["high"]) == pytest.approx((-0.375 - half, -0.375 + half))
     text = markdown(combine(two_runs))
-    assert "| 1 | -37.5 (-50.0, -25.0) | -37.5 (-50.0, -25.0) | -0.010 (+0.010, -0.030) |" in text
+    assert ("| 1 | -37.5 [-196.3, +121.3] (-50.0, -25.0) | -37.5 [-196.3, +121.3] (-50.0, -25.0) "
+            "| -0.010 [-0.264, +0.244] (+0.010, -0.030) |") in text
+    assert "ALICE arm minus the control arm on the same prompts" not in text  # these runs have no paired comparison
+
+
+def test_paired_arm_comparisons_pool_over_runs_with_a_t_interval(tmp_path):
+    """Runs whose ALICE arm recorded harden.arms' prompt-by-prompt comparison: each run's paired difference is kept
+    with its interval and the runs' mean gets a t interval; a run without one is left out of the mean."""
+    start = measure(4, 4, 0.80)
+    versus = [{"prompts": 40, "flip": {"value": -0.20, "low": -0.35, "high": -0.05},
+               "confirmed": {"value": -0.10, "low": -0.20, "high": 0.00}},
+              {"prompts": 38, "flip": {"value": -0.10, "low": -0.25, "high": 0.05},
+               "confirmed": {"value": -0.30, "low": -0.45, "high": -0.15}},
+              None]
+    runs = []
+    for seed, v in zip((0, 1, 2), versus):
+        alice = measure(2, 4, 0.85, 3) | ({"versus_control": v} if v else {})
+        runs.append(write_run(tmp_path / f"s{seed}", seed, [(start, start), (alice, measure(4, 4, 0.84, 3))]))
+    paired = combine(runs)["changes"][0]["paired_alice_minus_control"]
+    assert paired["prompts"] == [40, 38, None]
+    assert paired["flip"]["per_run"] == [versus[0]["flip"], versus[1]["flip"], None]
+    flip = paired["flip"]["over_runs"]
+    assert flip["runs"] == 2 and flip["value"] == pytest.approx(-0.15)
+    half = 12.7062047 * (0.1 / math.sqrt(2)) / math.sqrt(2)
+    assert (flip["low"], flip["high"]) == pytest.approx((-0.15 - half, -0.15 + half))
+    assert paired["confirmed"]["over_runs"]["value"] == pytest.approx(-0.20)
+    text = markdown(combine(runs))
+    assert "| round | flip rate | mean over the runs [t 95%] | seed 0 | seed 1 | seed 2 |" in text
+    assert "| 1 | flip | -15.0 [-78.5, +48.5] | -20.0 [-35.0, -5.0] | -10.0 [-25.0, +5.0] | - |" in text
+    assert "| 1 | confirmed | -20.0 [-147.1, +107.1] | -10.0 [-20.0, +0.0] | -30.0 [-45.0, -15.0] | - |" in text
 
 
 def test_a_confirmed_share_where_the_validator_agrees_with_none(tmp_path):

@@ -7,7 +7,10 @@ head, so a round-to-round change of a few points can be that draw's luck. Runnin
 * for each round and arm, every flip measure **pooled** over the runs (all their statements, one share with a
   95% Wilson interval) and each run's own value;
 * for each run, the ALICE arm's change from round 0 and its gap to the control arm in every round (the issue's
-  target is read off these), with their mean and range over the runs;
+  target is read off these), with their mean over the runs and its Student t interval (:func:`~toxiforge.intervals.
+  mean_over_runs`: the seed noise; a gap is shown beyond it when the interval excludes 0);
+* when the runs compared the arms prompt by prompt (:mod:`toxiforge.harden.arms`, ``versus_control``), each run's
+  paired difference with its interval and the same mean and t interval over the runs;
 * the eval sets' AUC and FPR_NOI per run, and the ALICE-minus-control AUC difference per run;
 * the attack families' flip rates and HateCheck's ``spell_*`` accuracy, when the runs measured them
   (:mod:`toxiforge.harden.seeds_families`).
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from toxiforge.errors import InputError
+from toxiforge.harden.arms import VERSUS
 from toxiforge.harden.data import ALICE_ARM, ARMS, CONTROL_ARM
 from toxiforge.harden.report import (
     ARM_STYLE,
@@ -34,7 +38,7 @@ from toxiforge.harden.report import (
     save_round_figure,
     series,
 )
-from toxiforge.intervals import Share, pooled_share
+from toxiforge.intervals import Share, mean_over_runs, points_cell, pooled_share
 
 SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
 
@@ -79,6 +83,25 @@ def _summary(values: Sequence[float | None]) -> dict[str, Any]:
             "min": min(known) if known else None, "max": max(known) if known else None}
 
 
+def _difference(values: Sequence[float | None]) -> dict[str, Any]:
+    """A difference per run: :func:`_summary` and ``over_runs``, its mean with a t interval over the runs."""
+    return {**_summary(values), "over_runs": mean_over_runs(values)}
+
+
+def _paired(reports: Sequence[dict[str, Any]], r: int) -> dict[str, Any] | None:
+    """Round ``r``'s ALICE-minus-control comparison on shared prompts, per kind (``flip``, ``confirmed``): each
+    run's paired difference (None where a run has none) and their mean with a t interval; None when no run has it."""
+    per_run = [rep["rounds"][r][ALICE_ARM].get(VERSUS) for rep in reports]
+    if not any(per_run):
+        return None
+    kinds = [k for k in ("flip", "confirmed") if any(v and v.get(k) for v in per_run)]
+    out: dict[str, Any] = {"prompts": [v["prompts"] if v else None for v in per_run]}
+    for kind in kinds:
+        runs = [(v or {}).get(kind) for v in per_run]
+        out[kind] = {"per_run": runs, "over_runs": mean_over_runs([d["value"] if d else None for d in runs])}
+    return out
+
+
 def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
     """The runs in ``dirs`` read together (module docstring); what ``harden-seeds.json`` holds."""
     reports = read_reports(dirs)
@@ -110,12 +133,16 @@ def combine(dirs: Sequence[str | Path]) -> dict[str, Any]:
     changes = []
     for r in range(1, rounds):
         row: dict[str, Any] = {"round": r,
-                               "alice_minus_round0": _summary([diff(f[ALICE_ARM][r], f[ALICE_ARM][0]) for f in flip]),
-                               "alice_minus_control": _summary([diff(f[ALICE_ARM][r], f[CONTROL_ARM][r])
-                                                                for f in flip])}
+                               "alice_minus_round0": _difference([diff(f[ALICE_ARM][r], f[ALICE_ARM][0])
+                                                                  for f in flip]),
+                               "alice_minus_control": _difference([diff(f[ALICE_ARM][r], f[CONTROL_ARM][r])
+                                                                   for f in flip])}
         for name in names:
-            row[f"auc_alice_minus_control:{name}"] = _summary([diff(a[ALICE_ARM, name][r], a[CONTROL_ARM, name][r])
-                                                               for a in auc])
+            row[f"auc_alice_minus_control:{name}"] = _difference([diff(a[ALICE_ARM, name][r],
+                                                                       a[CONTROL_ARM, name][r]) for a in auc])
+        paired = _paired(reports, r)
+        if paired is not None:
+            row["paired_alice_minus_control"] = paired
         changes.append(row)
     from toxiforge.harden.seeds_families import combine_families
 
@@ -134,8 +161,33 @@ def _spread(s: dict[str, Any], fmt: str = "pct") -> str:
     if fmt == "auc":
         return f"{s['mean']:.3f} ({s['min']:.3f}-{s['max']:.3f})"
     if fmt == "pts":
-        return f"{_pts(s['mean'])} ({', '.join(_pts(v) for v in s['per_run'])})"
+        return f"{points_cell(s.get('over_runs'))} ({', '.join(_pts(v) for v in s['per_run'])})"
+    if fmt == "auc_diff":
+        t = s.get("over_runs") or {}
+        interval = "" if t.get("low") is None else f" [{t['low']:+.3f}, {t['high']:+.3f}]"
+        return f"{s['mean']:+.3f}{interval} ({', '.join('-' if v is None else f'{v:+.3f}' for v in s['per_run'])})"
     return f"{100 * s['mean']:.1f} ({100 * s['min']:.1f}-{100 * s['max']:.1f})"
+
+
+def _paired_markdown(combined: dict[str, Any]) -> list[str]:
+    """The table of each round's prompt-by-prompt ALICE-minus-control differences, when the runs have them."""
+    rows = [(c["round"], c["paired_alice_minus_control"]) for c in combined["changes"]
+            if "paired_alice_minus_control" in c]
+    if not rows:
+        return []
+    seeds = combined["seeds"]
+    lines = ["", "The ALICE arm minus the control arm on the same prompts (each round's attacks on the two arms' "
+                 "classifiers, paired by prompt), in points: the mean over the runs [Student t 95% over the runs: "
+                 "beyond seed noise when it excludes 0], then each run's difference [95% paired bootstrap]; below 0: "
+                 "the ALICE arm's classifier was flipped less.", "",
+             "| round | flip rate | mean over the runs [t 95%] | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+             "|---|---|---|" + "---|" * len(seeds)]
+    for r, paired in rows:
+        for kind in ("flip", "confirmed"):
+            if kind in paired:
+                lines.append(f"| {r} | {kind} | {points_cell(paired[kind]['over_runs'])} | "
+                             + " | ".join(points_cell(d) for d in paired[kind]["per_run"]) + " |")
+    return lines
 
 
 def markdown(combined: dict[str, Any]) -> str:
@@ -160,8 +212,8 @@ def markdown(combined: dict[str, Any]) -> str:
         for name in names:
             cells += [_spread(row["eval"][name]["auc"], "auc"), _spread(row["eval"][name]["fpr_noi"])]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"Change of the {headline} flip rate, in points: mean over the runs (each run's value, seeds in "
-                  "the order above).", ""]
+    lines += ["", f"Change of the {headline} flip rate, in points: mean over the runs [Student t 95% over the runs: "
+                  "beyond seed noise when it excludes 0] (each run's value, seeds in the order above).", ""]
     header = ["round", "ALICE arm minus round 0", "ALICE arm minus control",
               *(f"AUC ALICE minus control, {name}" for name in names)]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -169,10 +221,9 @@ def markdown(combined: dict[str, Any]) -> str:
         cells = [str(row["round"]), _spread(row["alice_minus_round0"], "pts"),
                  _spread(row["alice_minus_control"], "pts")]
         for name in names:
-            s = row[f"auc_alice_minus_control:{name}"]
-            cells.append("-" if s["mean"] is None else
-                         f"{s['mean']:+.3f} ({', '.join(f'{v:+.3f}' for v in s['per_run'])})")
+            cells.append(_spread(row[f"auc_alice_minus_control:{name}"], "auc_diff"))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _paired_markdown(combined)
     from toxiforge.harden.seeds_families import families_markdown
 
     lines += families_markdown(combined.get("families") or {})

@@ -227,9 +227,53 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
             print(f"| {k} | " + " | ".join(("" if v is None else f"{v:.3f} ") + f"({d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
                                            for v, d, lo, hi in cells)
                   + f" | {pooled} |")
+    verdicts = targets(table, values)
+    print("\nItem 5's targets, each beyond seed noise: the seeds' mean with its t 95% interval, whole on the "
+          "target's side\n\n| target | mean [t 95%] over the seeds | needs | met |\n|---|---:|---|---|")
+    for v in verdicts:
+        print(f"| {v['target']} | {v['reading']} | {v['needs']} | {v['met']} |")
     name = "report" if mix == "retrain" else f"report-{mix}"
-    (work / f"{name}.json").write_text(json.dumps(table, indent=1))
+    (work / f"{name}.json").write_text(json.dumps({**table, "targets": verdicts}, indent=1))
     figure(table, seeds, work / f"{name}.png")
+
+
+GAIN = 0.03  # item 5: the shipped classifier's HateCheck accuracy, at least 3 points above C_0's
+
+
+def targets(table: dict[str, dict[str, list[tuple[Any, ...]]]], values: dict[str, dict[str, list[float]]]
+            ) -> list[dict[str, Any]]:
+    """Item 5's four targets read over the seeds (fixed on 2026-11-30, before seed 1's report half was read): each
+    is met only when the t 95% interval of the seeds' mean (``mean_over_runs``) lies wholly on its side: the shipped
+    classifier's HateCheck accuracy minus C_0's at or above +0.03 (its lower end); its fresh confirmed flip rate at
+    most half of C_0's (shipped minus half of C_0, per seed: upper end at or below 0); its over-blocking minus C_0's
+    not above 0 (upper end); the ALICE arm's fresh confirmed flip rate minus the control arm's below 0 (upper end).
+    Each says how far the interval's end is from the target."""
+    from toxiforge.intervals import mean_over_runs
+
+    halved = [s[0] - c[0] / 2 for s, c in zip(table["fresh confirmed"]["shipped"], table["fresh confirmed"]["C_0"])]
+    # (target, per-seed differences, the interval's end read, the goal it must reach, whether it may equal the goal)
+    rows = [("shipped beats C_0 by >= 3 points of HateCheck accuracy", values["HateCheck accuracy"]["shipped"],
+             "low", GAIN, True),
+            ("shipped halves the fresh attack's confirmed flip rate (shipped minus half of C_0's)", halved,
+             "high", 0.0, True),
+            ("shipped's over-blocking not higher than C_0's", values["over-blocking"]["shipped"], "high", 0.0, True),
+            ("ALICE arm beats the control arm on the fresh attack (confirmed flips)",
+             values["fresh confirmed"][ARMS_APART], "high", 0.0, False)]
+    out = []
+    for target, diffs, end, goal, inclusive in rows:
+        side = (">" if end == "low" else "<") + ("=" if inclusive else "")
+        needs = f"{side} {goal:+.3f} ({'lower' if end == 'low' else 'upper'} end)"
+        over = mean_over_runs(diffs) or {"value": None, "low": None, "high": None}
+        if over["low"] is None:
+            reading = "-" if over["value"] is None else f"{over['value']:+.3f}"
+            met = "no interval (fewer than 2 seeds)"
+        else:
+            reading = f"{over['value']:+.3f} [{over['low']:+.3f}, {over['high']:+.3f}]"
+            gap = over[end] - goal if end == "low" else goal - over[end]  # > 0: on the target's side
+            met = ("yes" if gap > 0 or (inclusive and gap == 0)
+                   else f"no: {'short' if end == 'low' else 'over'} by {abs(gap):.3f}")
+        out.append({"target": target, "reading": reading, "needs": needs, "met": met, "over_runs": over})
+    return out
 
 
 def figure(table: dict[str, dict[str, list[tuple[Any, ...]]]], seeds: list[int], path: Path) -> None:

@@ -34,8 +34,9 @@ that each go on where an earlier call stopped (``--work`` keeps everything):
 ``report --seeds 0,1,2``
     Every classifier of each seed (C_0, C_0 retrained with the seed, each arm's round 2, the one shipped) on
     HateCheck's report half, the held-out sentences and a fresh ALICE attack on round 2's measured prompts, each minus
-    C_0 with paired intervals per seed and a t interval over the seeds; ``report.json`` and ``report.png`` (the four
-    arms side by side) in ``--work``. A seed, once read, is kept as per-row outcomes in ``--outcomes`` (in the
+    C_0 with paired intervals per seed and a t interval over the seeds, then item 5's four targets, each met or
+    not and by how much (``_proof_report.targets``); ``report.json`` and ``report.png`` (the four arms side by side)
+    in ``--work``. A seed, once read, is kept as per-row outcomes in ``--outcomes`` (in the
     repository; ``_proof_report.py``): the pooled report then needs only those files and the split ``prepare`` makes.
 
     python benchmarks/harden_proof.py prepare --work /work/runs/proof

@@ -270,7 +270,8 @@ def harden_seeds_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace harden-seeds.* files already in -o."),
 ) -> None:
     """Read harden runs that differ only in --seed as one experiment: flip rates pooled over the runs, each run's
-    change from round 0 and gap to the control, AUC per run (docs/harden.md)."""
+    change from round 0 and gap to the control with their mean's t interval over the runs, which is the seed noise;
+    AUC per run; the arms compared prompt by prompt when the runs recorded it (docs/harden.md)."""
     import json
 
     from toxiforge._io import atomic_write_text, require_new_files

@@ -26,6 +26,22 @@ def shared_file(*parts: str) -> Path:
     return path
 
 
+def load_benchmark(name: str):
+    """``benchmarks/NAME.py`` imported as a module (its folder on ``sys.path`` while it loads, for ``_common`` and
+    the scripts it imports), for tests of a benchmark's pure functions."""
+    import importlib.util
+
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(name, Path(folder) / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(folder)
+
+
 def write_csv(path, header, rows, delimiter=","):
     """A CSV (or, with ``delimiter="\\t"``, TSV) file of ``header`` and ``rows``, written as a published file is."""
     import csv

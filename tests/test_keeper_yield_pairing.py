@@ -4,26 +4,15 @@ paired: rows of one (label, index) must answer the same prompt in every method (
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from conftest import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def script():
-    import sys
-
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports _common from its folder
-    try:
-        spec = importlib.util.spec_from_file_location("alice_keeper_yield", BENCHMARKS / "alice_keeper_yield.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("alice_keeper_yield")
 
 
 def test_runtime_methods_follow_and_skip_leaves_out(script):

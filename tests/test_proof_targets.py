@@ -3,27 +3,18 @@ the seeds' mean lies wholly on the target's side, and a target missed says by ho
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+from conftest import load_benchmark
+
 T2 = 4.30265273  # Student t, 97.5th percentile, 2 degrees of freedom (3 seeds)
 
 
 @pytest.fixture(scope="module")
 def report():
-    sys.path.insert(0, str(BENCHMARKS))  # the module imports _common and harden_proof from its folder
-    try:
-        spec = importlib.util.spec_from_file_location("_proof_report", BENCHMARKS / "_proof_report.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_benchmark("_proof_report")
 
 
 def tables(accuracy, shipped_confirmed, c0_confirmed, over_blocking, arms):

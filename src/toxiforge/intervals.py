@@ -146,7 +146,6 @@ def share_difference(a: tuple[int, int] | None, b: tuple[int, int] | None, level
     return {"value": value, "low": max(-1.0, min(float(low), value)), "high": min(1.0, max(float(high), value))}
 
 
-
 def points_cell(difference: Mapping[str, Any] | None) -> str:
     """A difference of shares ``{value, low, high}`` (:func:`share_difference`, :meth:`Estimate.to_dict`) in
     percentage points: ``"+4.0 [-1.2, +9.3]"``, the value alone without an interval, ``"-"`` without a value."""

@@ -185,7 +185,7 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
     for 3 seeds: the three-seed noise)."""
     import numpy as np
 
-    from toxiforge.intervals import Proportion, Resampler, mean_over_runs, paired_difference
+    from toxiforge.intervals import Proportion, Resampler, interval_cell, mean_over_runs, paired_difference
 
     metrics = {"HateCheck accuracy": lambda m, w: Proportion((m["hc"][0] == m["hc"][1]), np.ones_like(m["hc"][1]))(w),
                "over-blocking": lambda m, w: Proportion(m["hc"][0], m["hc"][1] == 0)(w),
@@ -220,10 +220,8 @@ def report(work: Path, seeds: list[int], mix: str, outcomes: Path) -> None:
         print(f"\n| {metric} | " + " | ".join(f"seed {s}" for s in seeds) + " | mean difference [t 95%] |")
         print("|---|" + "---:|" * (len(seeds) + 1))
         for k, cells in by.items():
-            over = mean_over_runs(values[metric][k]) or {}
-            pooled = f"{over['value']:+.3f}"
-            if over.get("low") is not None and over["low"] != over["high"]:
-                pooled += f" [{over['low']:+.3f}, {over['high']:+.3f}]"
+            over = mean_over_runs(values[metric][k])
+            pooled = interval_cell(over if over["low"] != over["high"] else {"value": over["value"]})  # C_0: 0
             print(f"| {k} | " + " | ".join(("" if v is None else f"{v:.3f} ") + f"({d:+.3f} [{lo:+.3f}, {hi:+.3f}])"
                                            for v, d, lo, hi in cells)
                   + f" | {pooled} |")
@@ -248,7 +246,7 @@ def targets(table: dict[str, dict[str, list[tuple[Any, ...]]]], values: dict[str
     most half of C_0's (shipped minus half of C_0, per seed: upper end at or below 0); its over-blocking minus C_0's
     not above 0 (upper end); the ALICE arm's fresh confirmed flip rate minus the control arm's below 0 (upper end).
     Each says how far the interval's end is from the target."""
-    from toxiforge.intervals import mean_over_runs
+    from toxiforge.intervals import interval_cell, mean_over_runs
 
     halved = [s[0] - c[0] / 2 for s, c in zip(table["fresh confirmed"]["shipped"], table["fresh confirmed"]["C_0"])]
     # (target, per-seed differences, the interval's end read, the goal it must reach, whether it may equal the goal)
@@ -264,11 +262,10 @@ def targets(table: dict[str, dict[str, list[tuple[Any, ...]]]], values: dict[str
         side = (">" if end == "low" else "<") + ("=" if inclusive else "")
         needs = f"{side} {goal:+.3f} ({'lower' if end == 'low' else 'upper'} end)"
         over = mean_over_runs(diffs) or {"value": None, "low": None, "high": None}
+        reading = interval_cell(over)
         if over["low"] is None:
-            reading = "-" if over["value"] is None else f"{over['value']:+.3f}"
             met = "no interval (fewer than 2 seeds)"
         else:
-            reading = f"{over['value']:+.3f} [{over['low']:+.3f}, {over['high']:+.3f}]"
             gap = over[end] - goal if end == "low" else goal - over[end]  # > 0: on the target's side
             met = ("yes" if gap > 0 or (inclusive and gap == 0)
                    else f"no: {'short' if end == 'low' else 'over'} by {abs(gap):.3f}")

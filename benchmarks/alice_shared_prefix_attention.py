@@ -93,5 +93,6 @@ def measure(p: int, g: int, prompts: int, beams: int, repeats: int, calls: int) 
             times[name].append(1000 * (time.process_time() - start) / calls)
     return statistics.median(times["copied"]), statistics.median(times["shared"]), diff
 
+
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ from toxiforge.intervals import (
     Proportion,
     Resampler,
     Share,
+    interval_cell,
     mean_over_runs,
     paired_difference,
     points_cell,
@@ -142,3 +143,12 @@ def test_mean_over_runs_is_a_student_t_interval_over_the_seeds():
     assert mean_over_runs([None]) is None and mean_over_runs([]) is None
     wider, usual = mean_over_runs([0.1, 0.2, 0.3], level=0.99), mean_over_runs([0.1, 0.2, 0.3])
     assert wider["high"] - wider["low"] > usual["high"] - usual["low"]
+
+
+def test_a_difference_is_written_to_three_decimals_beside_its_points_twin():
+    assert interval_cell({"value": 0.0323, "low": -0.0839, "high": 0.1484}) == "+0.032 [-0.084, +0.148]"
+    assert interval_cell({"value": -0.5, "low": None, "high": None}) == "-0.500"
+    assert interval_cell(None) == "-" and interval_cell({"value": None}) == "-"
+    over = mean_over_runs([0.011, 0.086, 0.0])
+    assert interval_cell(over) == "+0.032 [-0.084, +0.149]"  # the proof's shipped accuracy gains, as rounded in
+    assert points_cell(over) == "+3.2 [-8.4, +14.9]"  # its doc (unrounded they give [-0.084, +0.148])

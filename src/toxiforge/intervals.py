@@ -149,12 +149,22 @@ def share_difference(a: tuple[int, int] | None, b: tuple[int, int] | None, level
 def points_cell(difference: Mapping[str, Any] | None) -> str:
     """A difference of shares ``{value, low, high}`` (:func:`share_difference`, :meth:`Estimate.to_dict`) in
     percentage points: ``"+4.0 [-1.2, +9.3]"``, the value alone without an interval, ``"-"`` without a value."""
+    return _cell(difference, 100, 1)
+
+
+def interval_cell(difference: Mapping[str, Any] | None) -> str:
+    """A difference ``{value, low, high}`` as it is (AUC, a rate, :func:`mean_over_runs`) to 3 decimals:
+    ``"+0.032 [-0.084, +0.148]"``, the value alone without an interval, ``"-"`` without a value."""
+    return _cell(difference, 1, 3)
+
+
+def _cell(difference: Mapping[str, Any] | None, scale: float, digits: int) -> str:
     if not difference or difference.get("value") is None:
         return "-"
-    cell = f"{100 * difference['value']:+.1f}"
+    cell = f"{scale * difference['value']:+.{digits}f}"
     if difference.get("low") is None or difference.get("high") is None:
         return cell
-    return f"{cell} [{100 * difference['low']:+.1f}, {100 * difference['high']:+.1f}]"
+    return f"{cell} [{scale * difference['low']:+.{digits}f}, {scale * difference['high']:+.{digits}f}]"
 
 
 def mean_over_runs(values: Sequence[float | None], level: float = LEVEL) -> dict[str, Any] | None:

@@ -38,7 +38,7 @@ from toxiforge.harden.report import (
     save_round_figure,
     series,
 )
-from toxiforge.intervals import Share, mean_over_runs, points_cell, pooled_share
+from toxiforge.intervals import Share, interval_cell, mean_over_runs, points_cell, pooled_share
 
 SEEDS_JSON, SEEDS_MD, SEEDS_PNG = "harden-seeds.json", "harden-seeds.md", "harden-seeds.png"
 
@@ -163,9 +163,8 @@ def _spread(s: dict[str, Any], fmt: str = "pct") -> str:
     if fmt == "pts":
         return f"{points_cell(s.get('over_runs'))} ({', '.join(_pts(v) for v in s['per_run'])})"
     if fmt == "auc_diff":
-        t = s.get("over_runs") or {}
-        interval = "" if t.get("low") is None else f" [{t['low']:+.3f}, {t['high']:+.3f}]"
-        return f"{s['mean']:+.3f}{interval} ({', '.join('-' if v is None else f'{v:+.3f}' for v in s['per_run'])})"
+        runs = ", ".join("-" if v is None else f"{v:+.3f}" for v in s["per_run"])
+        return f"{interval_cell(s.get('over_runs'))} ({runs})"
     return f"{100 * s['mean']:.1f} ({100 * s['min']:.1f}-{100 * s['max']:.1f})"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from toxiforge.data.examples import LabeledData
 from toxiforge.harden.decide import candidates, detectable, detectable_rates, rates_line, reference_of, ship_rate_names
 from toxiforge.harden.guardset import AUDIT_DIR, REFERENCE, START, GuardCheck
+from toxiforge.intervals import interval_cell
 
 
 def recommend(guard: GuardCheck, rounds: int, arms: Sequence[str], eval_sets: Sequence[LabeledData],
@@ -126,12 +127,7 @@ def ship_markdown(report: Mapping[str, Any]) -> list[str]:
 
 
 def _delta(row: Mapping[str, Any] | None) -> str:
-    if row is None:
-        return "-"
-    d = row["difference"]
-    if d.get("low") is None:
-        return f"{d['value']:+.3f}"
-    return f"{d['value']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+    return "-" if row is None else interval_cell(row["difference"])
 
 
 def _ship_table(ship: Mapping[str, Any]) -> list[str]:
